@@ -1,0 +1,119 @@
+//! `tantivy-dedup bench`: the figures of BENCHMARKS.md, printed as JSON.
+
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+
+use anyhow::{Context, bail};
+use clap::{Args, ValueEnum};
+use serde_json::{Value, json};
+use tantivy_dedup::bench;
+use tantivy_dedup::text::Fingerprinter;
+
+use super::ConfigArgs;
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Part {
+    /// Fingerprinting throughput on one core over the news corpus.
+    Fingerprint,
+    /// Lookup latency, linear-scan ratio and memory at each --sizes.
+    Lookup,
+    /// `dedup` end to end on the labeled set.
+    Dedup,
+}
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Which parts to run (repeat the flag for several) [default: all]
+    #[arg(long, value_enum)]
+    only: Vec<Part>,
+    /// News corpus for the fingerprinting benchmark
+    #[arg(long, default_value = "../shared/data/xwlb-news.jsonl.gz")]
+    corpus: PathBuf,
+    /// Labeled set for the dedup benchmark
+    #[arg(long, default_value = "../shared/data/neardup-dev.jsonl.gz")]
+    labeled: PathBuf,
+    /// Use only the first N corpus documents for fingerprinting
+    #[arg(long, value_name = "N")]
+    limit: Option<usize>,
+    /// Stored fingerprints for the lookup benchmark, comma-separated
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1000000,10000000,50000000"
+    )]
+    sizes: Vec<usize>,
+    /// Lookups timed at each size
+    #[arg(long, default_value_t = 100_000)]
+    queries: usize,
+    /// Linear scans timed at each size (each reads every stored fingerprint)
+    #[arg(long, default_value_t = 20)]
+    scans: usize,
+    #[command(flatten)]
+    config: ConfigArgs,
+}
+
+#[derive(Args)]
+pub struct LookupArgs {
+    #[arg(long)]
+    stored: usize,
+    #[arg(long, default_value_t = 100_000)]
+    queries: usize,
+    #[arg(long, default_value_t = 20)]
+    scans: usize,
+    #[arg(long, default_value_t = 3)]
+    max_distance: u32,
+}
+
+pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    let config = args.config.load()?;
+    let wants = |part| args.only.is_empty() || args.only.contains(&part);
+    let mut report = serde_json::Map::new();
+    report.insert("threads".into(), json!(rayon::current_num_threads()));
+
+    if wants(Part::Fingerprint) {
+        eprintln!("bench: loading {}", args.corpus.display());
+        let texts = bench::load_contents(&args.corpus, args.limit)?;
+        let fingerprinter = Fingerprinter::new(config.weighting, config.longest_sentence);
+        eprintln!(
+            "bench: fingerprinting {} documents on one core",
+            texts.len()
+        );
+        let figures = bench::fingerprint_throughput(&fingerprinter, &texts);
+        report.insert("fingerprint".into(), serde_json::to_value(figures)?);
+    }
+    if wants(Part::Lookup) {
+        let exe = std::env::current_exe().context("finding this program to re-run it")?;
+        let mut sizes = Vec::new();
+        for &stored in &args.sizes {
+            eprintln!("bench: lookup at {stored} stored fingerprints (fresh process)");
+            let output = Command::new(&exe)
+                .args(["bench-lookup", "--stored", &stored.to_string()])
+                .args(["--queries", &args.queries.to_string()])
+                .args(["--scans", &args.scans.to_string()])
+                .args(["--max-distance", &config.max_distance.to_string()])
+                .output()
+                .context("running the lookup benchmark")?;
+            if !output.status.success() {
+                bail!(
+                    "lookup benchmark at {stored} failed: {}",
+                    String::from_utf8_lossy(&output.stderr)
+                );
+            }
+            sizes.push(serde_json::from_slice::<Value>(&output.stdout)?);
+        }
+        report.insert("lookup".into(), Value::Array(sizes));
+    }
+    if wants(Part::Dedup) {
+        eprintln!("bench: dedup over {}", args.labeled.display());
+        let figures = bench::dedup_throughput(&args.labeled, config.clone())?;
+        report.insert("dedup".into(), serde_json::to_value(figures)?);
+    }
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn run_lookup(args: LookupArgs) -> anyhow::Result<ExitCode> {
+    let figures = bench::lookup(args.stored, args.queries, args.scans, args.max_distance)?;
+    println!("{}", serde_json::to_string(&figures)?);
+    Ok(ExitCode::SUCCESS)
+}

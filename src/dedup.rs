@@ -1,0 +1,171 @@
+//! The dedup pipeline without an index: fingerprint each article and place it in the forest,
+//! in input order.
+
+use std::io::{self, BufRead};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::article::{Article, ArticleError};
+use crate::config::DedupConfig;
+use crate::forest::{Forest, Placement, Timestamp};
+use crate::input::Lines;
+use crate::text::Fingerprinter;
+use crate::{Fingerprint, Result};
+
+/// The verdict on one document: its fingerprint, its cluster, and whether an earlier document
+/// of that cluster came first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Decision {
+    /// The document's id.
+    pub id: String,
+    /// Its fingerprint.
+    pub simhash: Fingerprint,
+    /// The root hash of its cluster.
+    pub root: Fingerprint,
+    /// Whether it joined an existing cluster.
+    pub duplicate: bool,
+}
+
+/// Fingerprints articles and places them in a forest, one at a time, in the order given.
+///
+/// Fingerprinting is a pure function of the article ([`Deduplicator::fingerprint`] takes
+/// `&self`), so callers may fingerprint many articles in parallel; placing ([`Deduplicator::place`])
+/// takes `&mut self`, which makes the forest's single ordered writer a compile-time fact.
+///
+/// ```
+/// use tantivy_dedup::{Article, DedupConfig, Deduplicator};
+///
+/// let mut dedup = Deduplicator::new(DedupConfig::default()).unwrap();
+/// let story = "国家统计局今天发布数据，前三季度国内生产总值同比增长百分之五点二，\
+///              就业形势总体稳定，居民消费价格温和上涨，经济运行持续恢复向好。";
+/// let first = dedup.insert(&Article { id: "a".into(), content: story.into(), ..Default::default() }, 0);
+/// let repost = dedup.insert(
+///     &Article { id: "b".into(), content: format!("<p>{story}</p>"), ..Default::default() },
+///     60,
+/// );
+/// assert!(!first.duplicate);
+/// assert!(repost.duplicate);
+/// assert_eq!(repost.root, first.root);
+/// ```
+pub struct Deduplicator {
+    config: DedupConfig,
+    fingerprinter: Fingerprinter,
+    forest: Forest,
+}
+
+impl Deduplicator {
+    /// A deduplicator with an empty forest.
+    pub fn new(config: DedupConfig) -> Result<Self> {
+        config.validate()?;
+        let fingerprinter = Fingerprinter::new(config.weighting, config.longest_sentence);
+        let forest = Forest::new(config.max_distance, config.window_seconds())?;
+        Ok(Deduplicator {
+            config,
+            fingerprinter,
+            forest,
+        })
+    }
+
+    /// The settings in use.
+    pub fn config(&self) -> &DedupConfig {
+        &self.config
+    }
+
+    /// The forest of clusters.
+    pub fn forest(&self) -> &Forest {
+        &self.forest
+    }
+
+    /// The fingerprint of an article's configured fields.
+    pub fn fingerprint(&self, article: &Article) -> Fingerprint {
+        let mut parts = self
+            .config
+            .fields
+            .iter()
+            .filter_map(|field| article.field_text(field));
+        match (parts.next(), parts.next()) {
+            (Some(only), None) => self.fingerprinter.fingerprint(only),
+            (first, second) => {
+                let joined: Vec<&str> = first.into_iter().chain(second).chain(parts).collect();
+                self.fingerprinter.fingerprint(&joined.join("\n"))
+            }
+        }
+    }
+
+    /// Places a fingerprint with event time `time` in the forest.
+    pub fn place(&mut self, fingerprint: Fingerprint, time: Timestamp) -> Placement {
+        self.forest.insert(fingerprint, time)
+    }
+
+    /// Fingerprints and places one article; `arrival` is its time when it has no `published_at`.
+    pub fn insert(&mut self, article: &Article, arrival: Timestamp) -> Decision {
+        let fingerprint = self.fingerprint(article);
+        self.decide(article, fingerprint, arrival)
+    }
+
+    fn decide(
+        &mut self,
+        article: &Article,
+        fingerprint: Fingerprint,
+        arrival: Timestamp,
+    ) -> Decision {
+        let placement = self.place(fingerprint, article.published_at.unwrap_or(arrival));
+        Decision {
+            id: article.id.clone(),
+            simhash: fingerprint,
+            root: placement.root,
+            duplicate: placement.is_duplicate(),
+        }
+    }
+
+    /// Reads JSON Lines from `reader` and calls `report` with each line's number and its
+    /// decision or error, in input order. Articles are parsed and fingerprinted in parallel
+    /// batches and placed one by one. A bad line costs only itself.
+    pub fn run(
+        &mut self,
+        reader: impl BufRead,
+        mut report: impl FnMut(u64, std::result::Result<Decision, ArticleError>),
+    ) -> io::Result<()> {
+        const BATCH: usize = 2048;
+        let mut lines = Lines::new(reader);
+        let mut batch = Vec::with_capacity(BATCH);
+        loop {
+            batch.clear();
+            while batch.len() < BATCH {
+                match lines.next_line()? {
+                    Some(line) => batch.push(line),
+                    None => break,
+                }
+            }
+            if batch.is_empty() {
+                return Ok(());
+            }
+            let parsed: Vec<_> = batch
+                .par_iter()
+                .map(|(number, line)| {
+                    let article = Article::from_json_bytes(line)?;
+                    let fingerprint = self.fingerprint(&article);
+                    Ok::<_, ArticleError>((*number, article, fingerprint))
+                })
+                .collect();
+            for (result, (number, _)) in parsed.into_iter().zip(&batch) {
+                match result {
+                    Ok((number, article, fingerprint)) => {
+                        let decision = self.decide(&article, fingerprint, now());
+                        report(number, Ok(decision));
+                    }
+                    Err(error) => report(*number, Err(error)),
+                }
+            }
+        }
+    }
+}
+
+/// The wall-clock time in Unix seconds: the arrival time of a document without `published_at`.
+pub fn now() -> Timestamp {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs() as Timestamp)
+}

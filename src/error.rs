@@ -1,0 +1,30 @@
+//! The library's error type.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong in tantivy-dedup's library calls.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A setting is out of range or inconsistent; the message says which and why.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// A configuration file is not valid TOML or does not match the settings it may hold.
+    #[error("cannot read configuration {path}: {message}")]
+    ConfigFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// Reading or writing a file failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+}
+
+/// A short alias for results whose error is [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

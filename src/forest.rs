@@ -1,0 +1,762 @@
+//! The parent forest: clusters of near-duplicate fingerprints as trees of height at most two.
+//!
+//! Every distinct fingerprint is one node. A root's fingerprint is the cluster id ("root hash")
+//! stored on every document of its tree. The insertion rules (SPEC §1):
+//!
+//! - the fingerprint is already a node: the document joins that node's tree;
+//! - no node within `k`: it becomes a new root;
+//! - nodes within `k`, all under one root: it becomes a leaf of that root;
+//! - nodes within `k` under several roots: it joins the root with the most children, then the
+//!   root added earliest, then the smaller root hash.
+//!
+//! Trees never merge and roots never change, so a document's root is final once decided.
+//!
+//! **Expiry.** Each node remembers the event time of the last document that added or reached it;
+//! nodes older than the window (measured against the newest time seen) count as gone. Each leaf
+//! also remembers the node it was attached through (its root, or a sibling within `k`), and
+//! refreshing a node refreshes that whole chain up to the root. So a node always outlives the
+//! leaves attached through it, a root outlives its whole tree, and when a leaf expires no
+//! remaining leaf loses the neighbour that tied it to the tree.
+//!
+//! Expired nodes are ignored by every decision at once and physically removed by a sweep that
+//! runs every eighth of a window of event time (and before any decision a stale count could
+//! change), so expiry costs amortised O(1) per insert and no per-node queue.
+
+use crate::index::PigeonholeIndex;
+use crate::{Error, Fingerprint};
+
+/// Seconds since the Unix epoch, the forest's clock (event time).
+pub type Timestamp = i64;
+
+/// One node of the forest, packed into 16 bytes beside its fingerprint in the index.
+#[derive(Clone, Copy)]
+struct Node {
+    /// For a leaf: the fingerprint of the node it was attached through. For a root: its number
+    /// of leaves (low 32 bits) and the sequence number of its creation (high 32 bits).
+    link: u64,
+    /// The event time that last added or reached this node, clamped to `0..=u32::MAX` seconds.
+    last_seen: u32,
+    /// Documents with exactly this fingerprint (low 31 bits); the top bit marks a root.
+    docs_and_kind: u32,
+}
+
+const ROOT_BIT: u32 = 1 << 31;
+
+impl Node {
+    fn root(sequence: u32, last_seen: u32) -> Self {
+        Node {
+            link: u64::from(sequence) << 32,
+            last_seen,
+            docs_and_kind: ROOT_BIT | 1,
+        }
+    }
+
+    fn leaf(attached_to: Fingerprint, last_seen: u32) -> Self {
+        Node {
+            link: attached_to.0,
+            last_seen,
+            docs_and_kind: 1,
+        }
+    }
+
+    fn is_root(self) -> bool {
+        self.docs_and_kind & ROOT_BIT != 0
+    }
+
+    fn documents(self) -> u32 {
+        self.docs_and_kind & !ROOT_BIT
+    }
+
+    fn set_documents(&mut self, documents: u32) {
+        self.docs_and_kind = (self.docs_and_kind & ROOT_BIT) | documents.min(!ROOT_BIT);
+    }
+
+    /// A leaf's attachment; `None` for a root.
+    fn attached_to(self) -> Option<Fingerprint> {
+        (!self.is_root()).then_some(Fingerprint(self.link))
+    }
+
+    /// A root's number of leaves (meaningless for a leaf).
+    fn children(self) -> u32 {
+        self.link as u32
+    }
+
+    fn set_children(&mut self, children: u32) {
+        self.link = (self.link & !u64::from(u32::MAX)) | u64::from(children);
+    }
+
+    /// A root's creation sequence number (meaningless for a leaf).
+    fn sequence(self) -> u32 {
+        (self.link >> 32) as u32
+    }
+
+    fn set_sequence(&mut self, sequence: u32) {
+        self.link = (u64::from(sequence) << 32) | u64::from(self.children());
+    }
+}
+
+/// The forest's clock runs from the Unix epoch to 2106 (u32 seconds); earlier and later times
+/// are treated as its ends. Article input rejects times outside that range, so only direct
+/// library callers can meet the clamp.
+fn clamp_time(time: Timestamp) -> u32 {
+    time.clamp(0, Timestamp::from(u32::MAX)) as u32
+}
+
+/// How a document was placed by [`Forest::insert`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlacementKind {
+    /// Its fingerprint was already a node; the forest did not change shape.
+    ExistingNode,
+    /// It became a new leaf of an existing root.
+    NewLeaf,
+    /// Nothing was within reach: it started a cluster of its own.
+    NewRoot,
+}
+
+/// Where a document went: its cluster's root, and how it got there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placement {
+    /// The root hash of the document's cluster.
+    pub root: Fingerprint,
+    /// What the insert did to the forest.
+    pub kind: PlacementKind,
+}
+
+impl Placement {
+    /// Whether the document joined a cluster that already existed (it is a near-duplicate of an
+    /// earlier document).
+    pub fn is_duplicate(&self) -> bool {
+        self.kind != PlacementKind::NewRoot
+    }
+}
+
+/// A read-only view of one node, for inspection and invariant checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeInfo {
+    /// The node's fingerprint.
+    pub fingerprint: Fingerprint,
+    /// The root of its tree (itself for a root).
+    pub root: Fingerprint,
+    /// For a leaf, the node it was attached through (its root or a sibling); `None` for a root.
+    pub attached_to: Option<Fingerprint>,
+    /// Event time of the last document that added or reached the node.
+    pub last_seen: Timestamp,
+    /// Documents with exactly this fingerprint.
+    pub documents: u32,
+    /// For a root, its number of leaves.
+    pub children: Option<u32>,
+}
+
+/// Counts that describe the forest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct ForestStats {
+    /// All nodes, roots and leaves, including expired ones a sweep has not removed yet.
+    pub nodes: usize,
+    /// Roots among them.
+    pub roots: usize,
+    /// Bytes the index holds for the nodes (capacity, not only use).
+    pub heap_bytes: usize,
+}
+
+/// The parent forest over a pigeonhole index.
+///
+/// Invariants (checked by [`Forest::check_invariants`]): live roots are pairwise more than `k`
+/// apart; every live leaf is within `k` of the node it was attached through, which is its root
+/// or a sibling and was seen no earlier than the leaf; each fingerprint is one node; each root's
+/// child count equals the leaves stored under it. The outcome of a sequence of inserts depends
+/// only on their order and their fingerprints and times.
+///
+/// ```
+/// use tantivy_dedup::{Fingerprint, Forest};
+/// use tantivy_dedup::forest::PlacementKind;
+///
+/// let mut forest = Forest::new(3, 7 * 86_400).unwrap();
+/// let day = 1_700_000_000;
+/// let first = forest.insert(Fingerprint(0xffff_0000_0000_0000), day);
+/// assert_eq!(first.kind, PlacementKind::NewRoot);
+/// // Two bits away: a leaf of the first story's root.
+/// let repost = forest.insert(Fingerprint(0xffff_0000_0000_0003), day + 60);
+/// assert_eq!(repost.root, first.root);
+/// assert!(repost.is_duplicate());
+/// // Eight days later the story has expired: the same text starts a new cluster.
+/// let later = forest.insert(Fingerprint(0xffff_0000_0000_0003), day + 8 * 86_400);
+/// assert_eq!(later.kind, PlacementKind::NewRoot);
+/// assert_eq!(later.root, Fingerprint(0xffff_0000_0000_0003));
+/// ```
+pub struct Forest {
+    index: PigeonholeIndex<Node>,
+    window: Timestamp,
+    /// The newest event time seen; `None` before the first.
+    newest: Option<Timestamp>,
+    /// No stored node was seen before this time (a lower bound), so nothing is expired while
+    /// the cutoff is at or below it.
+    oldest_bound: Timestamp,
+    /// The cutoff of the last sweep.
+    swept_at: Timestamp,
+    next_sequence: u32,
+    roots: usize,
+}
+
+impl Forest {
+    /// An empty forest for radius `max_distance` (`k`) and an expiry window in seconds (> 0).
+    pub fn new(max_distance: u32, window_seconds: u64) -> Result<Self, Error> {
+        if window_seconds == 0 || window_seconds > u64::from(u32::MAX) {
+            return Err(Error::Config(format!(
+                "the expiry window must be between 1 second and about 136 years, got {window_seconds} s"
+            )));
+        }
+        Ok(Forest {
+            index: PigeonholeIndex::new(max_distance)?,
+            window: window_seconds as Timestamp,
+            newest: None,
+            oldest_bound: Timestamp::MAX,
+            swept_at: Timestamp::MIN,
+            next_sequence: 0,
+            roots: 0,
+        })
+    }
+
+    /// The radius `k`.
+    pub fn max_distance(&self) -> u32 {
+        self.index.max_distance()
+    }
+
+    /// The newest event time seen.
+    pub fn newest_time(&self) -> Option<Timestamp> {
+        self.newest
+    }
+
+    /// Nodes last seen before this time are expired.
+    fn cutoff(&self) -> Timestamp {
+        self.newest
+            .map_or(Timestamp::MIN, |newest| newest - self.window)
+    }
+
+    fn is_live(&self, node: Node) -> bool {
+        Timestamp::from(node.last_seen) >= self.cutoff()
+    }
+
+    fn expired_possible(&self) -> bool {
+        self.oldest_bound < self.cutoff()
+    }
+
+    /// Moves the clock forward to `time` (it never goes back) without inserting anything, so
+    /// that what is older than the window expires.
+    pub fn advance_to(&mut self, time: Timestamp) {
+        let time = Timestamp::from(clamp_time(time));
+        self.newest = Some(self.newest.map_or(time, |newest| newest.max(time)));
+        if self.expired_possible() && self.cutoff().saturating_sub(self.swept_at) >= self.window / 8
+        {
+            self.sweep();
+        }
+    }
+
+    /// Places a document with fingerprint `fingerprint` and event time `time`.
+    pub fn insert(&mut self, fingerprint: Fingerprint, time: Timestamp) -> Placement {
+        self.advance_to(time);
+        let seen = clamp_time(time);
+        match self.index.get(fingerprint).copied() {
+            Some(node) if self.is_live(node) => {
+                if let Some(slot) = self.index.get_mut(fingerprint) {
+                    slot.set_documents(node.documents().saturating_add(1));
+                }
+                let root = self.refresh_chain(fingerprint, seen);
+                return Placement {
+                    root,
+                    kind: PlacementKind::ExistingNode,
+                };
+            }
+            // An expired node of the same value is logically gone: clear it out before the
+            // value is placed afresh, so that no stale link or count survives.
+            Some(_) => {
+                self.sweep();
+            }
+            None => {}
+        }
+
+        let mut trees = self.neighbour_trees(fingerprint);
+        if trees.len() > 1 && self.expired_possible() {
+            // The tie-break reads child counts, which must not include expired leaves.
+            self.sweep();
+            trees = self.neighbour_trees(fingerprint);
+        }
+        let Some(best) = trees.into_iter().min_by_key(|tree| tree.rank()) else {
+            return self.add_root(fingerprint, seen);
+        };
+        self.index
+            .insert(fingerprint, Node::leaf(best.nearest, seen));
+        if let Some(root) = self.index.get_mut(best.root) {
+            root.set_children(root.children().saturating_add(1));
+        }
+        self.refresh_chain(best.nearest, seen);
+        self.oldest_bound = self.oldest_bound.min(Timestamp::from(seen));
+        Placement {
+            root: best.root,
+            kind: PlacementKind::NewLeaf,
+        }
+    }
+
+    fn add_root(&mut self, fingerprint: Fingerprint, seen: u32) -> Placement {
+        if self.next_sequence == u32::MAX {
+            self.renumber_roots();
+        }
+        self.index
+            .insert(fingerprint, Node::root(self.next_sequence, seen));
+        self.next_sequence += 1;
+        self.roots += 1;
+        self.oldest_bound = self.oldest_bound.min(Timestamp::from(seen));
+        Placement {
+            root: fingerprint,
+            kind: PlacementKind::NewRoot,
+        }
+    }
+
+    /// The live trees that have a node within `k` of `fingerprint`, each with its nearest such
+    /// node (the root itself when it is among the nearest, else the smallest fingerprint).
+    fn neighbour_trees(&self, fingerprint: Fingerprint) -> Vec<Tree> {
+        let mut trees: Vec<Tree> = Vec::new();
+        self.index
+            .for_each_within(fingerprint, |neighbour, distance| {
+                let Some(&node) = self.index.get(neighbour) else {
+                    return;
+                };
+                if !self.is_live(node) {
+                    return;
+                }
+                let Some(root) = self.root_of_node(neighbour) else {
+                    debug_assert!(false, "broken attachment chain at {neighbour}");
+                    return;
+                };
+                let contact = Contact {
+                    distance,
+                    is_root: neighbour == root,
+                    fingerprint: neighbour,
+                };
+                match trees.iter_mut().find(|tree| tree.root == root) {
+                    Some(tree) if contact.better_than(&tree.contact) => {
+                        tree.nearest = neighbour;
+                        tree.contact = contact;
+                    }
+                    Some(_) => {}
+                    None => {
+                        let Some(&root_node) = self.index.get(root) else {
+                            return;
+                        };
+                        trees.push(Tree {
+                            root,
+                            nearest: neighbour,
+                            contact,
+                            children: root_node.children(),
+                            sequence: root_node.sequence(),
+                        });
+                    }
+                }
+            });
+        trees
+    }
+
+    /// Follows attachments from a stored node to its root.
+    fn root_of_node(&self, mut fingerprint: Fingerprint) -> Option<Fingerprint> {
+        // A chain is acyclic and at most as long as the forest is large; the bound only guards
+        // against a corrupted forest looping forever.
+        for _ in 0..=self.index.len() {
+            match self.index.get(fingerprint)?.attached_to() {
+                None => return Some(fingerprint),
+                Some(next) => fingerprint = next,
+            }
+        }
+        None
+    }
+
+    /// Marks `fingerprint` and every node up its attachment chain as seen at `seen` (never moving
+    /// a time back); gives back the root at the top.
+    fn refresh_chain(&mut self, mut fingerprint: Fingerprint, seen: u32) -> Fingerprint {
+        for _ in 0..=self.index.len() {
+            let Some(node) = self.index.get_mut(fingerprint) else {
+                break;
+            };
+            node.last_seen = node.last_seen.max(seen);
+            match node.attached_to() {
+                None => return fingerprint,
+                Some(next) => fingerprint = next,
+            }
+        }
+        debug_assert!(false, "broken attachment chain at {fingerprint}");
+        fingerprint
+    }
+
+    /// The root of a live node's cluster.
+    pub fn root_of(&self, fingerprint: Fingerprint) -> Option<Fingerprint> {
+        let node = *self.index.get(fingerprint)?;
+        if !self.is_live(node) {
+            return None;
+        }
+        self.root_of_node(fingerprint)
+    }
+
+    /// Takes one document off the count of its node (after a delete). Nodes themselves leave
+    /// only by expiry, since a leaf may be what ties later leaves to their tree. Returns whether
+    /// the node was there with documents to take off.
+    pub fn remove_document(&mut self, fingerprint: Fingerprint) -> bool {
+        match self.index.get_mut(fingerprint) {
+            Some(node) if node.documents() > 0 => {
+                node.set_documents(node.documents() - 1);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Removes every expired node now (the sweep that otherwise runs by itself every eighth of a
+    /// window); returns how many were removed.
+    pub fn expire(&mut self) -> usize {
+        if self.expired_possible() {
+            self.sweep()
+        } else {
+            0
+        }
+    }
+
+    fn sweep(&mut self) -> usize {
+        let cutoff = self.cutoff();
+        let mut expired = Vec::new();
+        let mut oldest = Timestamp::MAX;
+        for (fingerprint, node) in self.index.iter() {
+            let seen = Timestamp::from(node.last_seen);
+            if seen < cutoff {
+                expired.push((fingerprint, node.is_root()));
+            } else {
+                oldest = oldest.min(seen);
+            }
+        }
+        // Roots are found while every expired node is still there to follow.
+        let mut orphaned_from: Vec<Fingerprint> = expired
+            .iter()
+            .filter(|(_, is_root)| !is_root)
+            .filter_map(|&(leaf, _)| self.root_of_node(leaf))
+            .collect();
+        orphaned_from.sort_unstable();
+        for (fingerprint, is_root) in &expired {
+            self.index.remove(*fingerprint);
+            self.roots -= usize::from(*is_root);
+        }
+        // A live root loses its expired leaves from its count; an expired root went with them.
+        for root in orphaned_from {
+            if let Some(node) = self.index.get_mut(root) {
+                node.set_children(node.children().saturating_sub(1));
+            }
+        }
+        if expired.len() > self.index.len() / 16 {
+            self.index.shrink();
+        }
+        self.oldest_bound = oldest;
+        self.swept_at = cutoff;
+        expired.len()
+    }
+
+    /// Gives roots the sequence numbers 0, 1, … in their order of creation, so that the counter
+    /// can go on after 2^32 roots have been made.
+    fn renumber_roots(&mut self) {
+        let mut roots: Vec<(u32, Fingerprint)> = self
+            .index
+            .iter()
+            .filter(|(_, node)| node.is_root())
+            .map(|(fingerprint, node)| (node.sequence(), fingerprint))
+            .collect();
+        roots.sort_unstable();
+        for (sequence, (_, fingerprint)) in roots.iter().enumerate() {
+            if let Some(node) = self.index.get_mut(*fingerprint) {
+                node.set_sequence(sequence as u32);
+            }
+        }
+        self.next_sequence = roots.len() as u32;
+    }
+
+    /// Calls `visit(fingerprint, distance)` for every stored node within `k` of `query`,
+    /// including expired nodes a sweep has not removed yet: the raw index lookup.
+    #[inline]
+    pub fn for_each_within(&self, query: Fingerprint, visit: impl FnMut(Fingerprint, u32)) {
+        self.index.for_each_within(query, visit);
+    }
+
+    /// How many stored fingerprints a lookup of `query` compares against.
+    pub fn candidates(&self, query: Fingerprint) -> usize {
+        self.index.candidates(query)
+    }
+
+    /// Every stored fingerprint, in storage order.
+    pub fn fingerprints(&self) -> impl Iterator<Item = Fingerprint> + '_ {
+        self.index.iter().map(|(fingerprint, _)| fingerprint)
+    }
+
+    /// Every stored node, including expired ones not yet swept, in storage order.
+    pub fn nodes(&self) -> impl Iterator<Item = NodeInfo> + '_ {
+        self.index.iter().map(|(fingerprint, &node)| NodeInfo {
+            fingerprint,
+            root: self.root_of_node(fingerprint).unwrap_or(fingerprint),
+            attached_to: node.attached_to(),
+            last_seen: Timestamp::from(node.last_seen),
+            documents: node.documents(),
+            children: node.is_root().then(|| node.children()),
+        })
+    }
+
+    /// Whether a stored node is live (not older than the window).
+    pub fn is_live_node(&self, info: &NodeInfo) -> bool {
+        info.last_seen >= self.cutoff()
+    }
+
+    /// Node and root counts and memory.
+    pub fn stats(&self) -> ForestStats {
+        ForestStats {
+            nodes: self.index.len(),
+            roots: self.roots,
+            heap_bytes: self.index.heap_bytes() + std::mem::size_of::<Self>(),
+        }
+    }
+
+    /// Checks every invariant of the forest; the first violation found is the error.
+    /// Costs a lookup per node: meant for tests and diagnostics, not the hot path.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let k = self.max_distance();
+        let mut children = std::collections::HashMap::<Fingerprint, u32>::new();
+        let mut roots = 0;
+        for info in self.nodes() {
+            let node = *self
+                .index
+                .get(info.fingerprint)
+                .ok_or_else(|| format!("{} listed but not stored", info.fingerprint))?;
+            let Some(root) = self.root_of_node(info.fingerprint) else {
+                return Err(format!("{}: attachment chain is broken", info.fingerprint));
+            };
+            match info.attached_to {
+                None => roots += 1,
+                Some(attached) => {
+                    *children.entry(root).or_default() += 1;
+                    let parent = self.index.get(attached).ok_or_else(|| {
+                        format!("leaf {} attached to missing {attached}", info.fingerprint)
+                    })?;
+                    if info.fingerprint.distance(attached) > k {
+                        return Err(format!(
+                            "leaf {} is {} bits from {attached}, more than k = {k}",
+                            info.fingerprint,
+                            info.fingerprint.distance(attached)
+                        ));
+                    }
+                    if parent.last_seen < node.last_seen {
+                        return Err(format!(
+                            "{attached} was seen before {}, which is attached through it",
+                            info.fingerprint
+                        ));
+                    }
+                }
+            }
+            if info.attached_to.is_none() && self.is_live(node) {
+                let mut close_root = None;
+                self.index.for_each_within(info.fingerprint, |other, _| {
+                    if other != info.fingerprint
+                        && self
+                            .index
+                            .get(other)
+                            .is_some_and(|&n| n.is_root() && self.is_live(n))
+                    {
+                        close_root = Some(other);
+                    }
+                });
+                if let Some(other) = close_root {
+                    return Err(format!(
+                        "live roots {} and {other} are within k = {k}",
+                        info.fingerprint
+                    ));
+                }
+            }
+        }
+        for (fingerprint, &node) in self.index.iter() {
+            let expected = children.get(&fingerprint).copied().unwrap_or(0);
+            if node.is_root() && node.children() != expected {
+                return Err(format!(
+                    "root {fingerprint} counts {} children but has {expected}",
+                    node.children()
+                ));
+            }
+        }
+        if roots != self.roots {
+            return Err(format!("{roots} roots stored, {} counted", self.roots));
+        }
+        Ok(())
+    }
+}
+
+/// How a neighbour touches a tree; the best contact is the nearest, then the root itself, then
+/// the smallest fingerprint.
+#[derive(Clone, Copy)]
+struct Contact {
+    distance: u32,
+    is_root: bool,
+    fingerprint: Fingerprint,
+}
+
+impl Contact {
+    fn better_than(&self, other: &Contact) -> bool {
+        (self.distance, !self.is_root, self.fingerprint)
+            < (other.distance, !other.is_root, other.fingerprint)
+    }
+}
+
+/// A tree within reach of a new fingerprint.
+struct Tree {
+    root: Fingerprint,
+    nearest: Fingerprint,
+    contact: Contact,
+    children: u32,
+    sequence: u32,
+}
+
+impl Tree {
+    /// Smaller ranks first: most children, then added earliest, then the smaller root hash.
+    fn rank(&self) -> (std::cmp::Reverse<u32>, u32, Fingerprint) {
+        (std::cmp::Reverse(self.children), self.sequence, self.root)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DAY: Timestamp = 86_400;
+
+    fn forest() -> Forest {
+        Forest::new(3, 7 * DAY as u64).unwrap()
+    }
+
+    #[test]
+    fn node_packing_round_trips() {
+        let mut node = Node::root(7, 100);
+        node.set_children(5);
+        node.set_documents(9);
+        assert!(node.is_root());
+        assert_eq!(
+            (node.children(), node.sequence(), node.documents()),
+            (5, 7, 9)
+        );
+        node.set_sequence(u32::MAX);
+        assert_eq!((node.children(), node.sequence()), (5, u32::MAX));
+        assert_eq!(std::mem::size_of::<Node>(), 16);
+        let leaf = Node::leaf(Fingerprint(u64::MAX), 3);
+        assert!(!leaf.is_root());
+        assert_eq!(leaf.attached_to(), Some(Fingerprint(u64::MAX)));
+    }
+
+    #[test]
+    fn tie_break_most_children_wins() {
+        let mut forest = forest();
+        // Two roots 6 bits apart, the second with a leaf; a point 3 bits from each.
+        let a = Fingerprint(0);
+        let b = Fingerprint(0b11_1111);
+        forest.insert(a, 0);
+        forest.insert(b, 1);
+        let leaf_of_b = forest.insert(Fingerprint((1 << 40) | 0b11_1111), 2);
+        assert_eq!(leaf_of_b.root, b);
+        let middle = forest.insert(Fingerprint(0b111), 3);
+        assert_eq!(middle.root, b, "b has one child, a none");
+        forest.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn tie_break_earliest_root_wins() {
+        let mut forest = forest();
+        let later_smaller = Fingerprint(0b111);
+        let earlier_larger = Fingerprint(0b111 << 32);
+        // Insert the larger hash first so the earliest-added rule and the smaller-hash rule
+        // disagree.
+        forest.insert(earlier_larger, 0);
+        forest.insert(later_smaller, 1);
+        let between = Fingerprint(0);
+        assert_eq!(forest.insert(between, 2).root, earlier_larger);
+    }
+
+    #[test]
+    fn tie_break_smaller_hash_wins_after_renumbering() {
+        // Equal children and, after renumbering, equal order cannot happen: sequence numbers
+        // are unique. The smaller-hash rule is reached only through `Tree::rank` on equal
+        // sequences, so it is checked there directly.
+        let tree = |root: u64, sequence| Tree {
+            root: Fingerprint(root),
+            nearest: Fingerprint(root),
+            contact: Contact {
+                distance: 0,
+                is_root: true,
+                fingerprint: Fingerprint(root),
+            },
+            children: 1,
+            sequence,
+        };
+        let trees = [tree(9, 4), tree(5, 4), tree(7, 4)];
+        let best = trees.iter().min_by_key(|tree| tree.rank()).unwrap();
+        assert_eq!(best.root, Fingerprint(5));
+    }
+
+    #[test]
+    fn renumbering_keeps_creation_order() {
+        let mut forest = forest();
+        forest.insert(Fingerprint(0b111 << 32), 0);
+        forest.insert(Fingerprint(0b111), 1);
+        forest.next_sequence = u32::MAX;
+        forest.insert(Fingerprint(u64::MAX), 2);
+        assert_eq!(forest.next_sequence, 3);
+        assert_eq!(
+            forest.insert(Fingerprint(0), 3).root,
+            Fingerprint(0b111 << 32)
+        );
+    }
+
+    #[test]
+    fn leaf_through_sibling_keeps_its_sibling_alive() {
+        let mut forest = forest();
+        let root = Fingerprint(0);
+        let near = Fingerprint(0b111); // 3 from root
+        let far = Fingerprint(0b11_1111); // 3 from near, 6 from root
+        forest.insert(root, 0);
+        forest.insert(near, 0);
+        assert_eq!(forest.insert(far, DAY).root, root);
+        // Only `far` is seen again; `near` must live on because `far` hangs from it.
+        forest.insert(far, 6 * DAY);
+        forest.advance_to(10 * DAY);
+        forest.expire();
+        forest.check_invariants().unwrap();
+        assert_eq!(forest.root_of(near), Some(root));
+        assert_eq!(forest.root_of(far), Some(root));
+        forest.advance_to(14 * DAY);
+        forest.expire();
+        assert_eq!(forest.stats().nodes, 0);
+        assert_eq!(forest.stats().roots, 0);
+    }
+
+    #[test]
+    fn expired_node_value_starts_fresh() {
+        let mut forest = forest();
+        forest.insert(Fingerprint(0), 0);
+        forest.insert(Fingerprint(1), 0);
+        let again = forest.insert(Fingerprint(1), 8 * DAY);
+        assert_eq!(again.kind, PlacementKind::NewRoot);
+        assert_eq!(forest.stats().nodes, 1);
+        forest.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn documents_count_down_without_dropping_nodes() {
+        let mut forest = forest();
+        forest.insert(Fingerprint(42), 0);
+        forest.insert(Fingerprint(42), 0);
+        assert!(forest.remove_document(Fingerprint(42)));
+        assert!(forest.remove_document(Fingerprint(42)));
+        assert!(!forest.remove_document(Fingerprint(42)));
+        assert_eq!(forest.root_of(Fingerprint(42)), Some(Fingerprint(42)));
+    }
+
+    #[test]
+    fn rejects_bad_settings() {
+        assert!(Forest::new(3, 0).is_err());
+        assert!(Forest::new(99, DAY as u64).is_err());
+    }
+}

@@ -1,0 +1,55 @@
+//! # tantivy-dedup
+//!
+//! Near-duplicate detection, story clustering and result collapsing for the Tantivy search
+//! library, built for news monitoring: millions of articles a day, most stories reposted or
+//! lightly rewritten by dozens of outlets.
+//!
+//! The core, which has no Tantivy dependency:
+//!
+//! - [`text`]: normalise, segment with jieba, pick weighted features, fingerprint;
+//! - [`simhash`]: the 64-bit weighted simhash and [`Fingerprint`];
+//! - [`index`]: the pigeonhole index, which finds every stored fingerprint within `k` bits;
+//! - [`forest`]: the parent forest that turns near-duplicate pairs into clusters, with expiry;
+//! - [`dedup`]: the ordered pipeline from articles to decisions.
+//!
+//! ```
+//! use tantivy_dedup::{Article, DedupConfig, Deduplicator};
+//!
+//! let mut dedup = Deduplicator::new(DedupConfig::default())?;
+//! let text = "新华社北京电 国务院总理主持召开国务院常务会议，听取关于防汛抗旱工作情况汇报，\
+//!             部署做好下一阶段防汛救灾和灾后恢复重建工作，要求各地压实责任，确保群众安全。";
+//! let original = Article { id: "1".into(), content: text.into(), ..Default::default() };
+//! // The same story scraped from a page: markup, entities and full-width punctuation.
+//! let scraped = format!("<div class=\"article\"><p>{}</p></div>&nbsp;", text.replace('，', ","));
+//! let repost = Article { id: "2".into(), content: scraped, ..Default::default() };
+//! let first = dedup.insert(&original, 1_700_000_000);
+//! let second = dedup.insert(&repost, 1_700_000_100);
+//! assert_eq!(second.root, first.root);
+//! assert!(second.duplicate);
+//! # Ok::<(), tantivy_dedup::Error>(())
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod article;
+pub mod bench;
+pub mod config;
+pub mod dedup;
+mod error;
+pub mod forest;
+pub mod index;
+pub mod input;
+pub mod simhash;
+pub mod text;
+
+pub use article::Article;
+pub use config::{DedupConfig, Mode};
+pub use dedup::{Decision, Deduplicator};
+pub use error::{Error, Result};
+pub use forest::Forest;
+pub use simhash::Fingerprint;
+
+/// The README's Rust examples, compiled and run as doctests so that they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -1,0 +1,191 @@
+//! 64-bit fingerprints and the weighted simhash that makes them (Charikar 2002).
+//!
+//! Every feature is hashed to 64 bits with xxh3; each bit position sums `+weight` where the
+//! feature's bit is 1 and `-weight` where it is 0, and bit `i` of the fingerprint is 1 iff that
+//! sum is strictly positive. Similar feature multisets therefore give fingerprints a small
+//! Hamming distance apart.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A 64-bit simhash fingerprint.
+///
+/// In all JSON it is written as a 16-digit lowercase hex string, because JavaScript clients lose
+/// integers above 2^53.
+///
+/// ```
+/// use tantivy_dedup::Fingerprint;
+///
+/// let a = Fingerprint(0x00ff_0000_0000_0001);
+/// let b = Fingerprint(0x00ff_0000_0000_0007);
+/// assert_eq!(a.distance(b), 2);
+/// assert_eq!(a.to_string(), "00ff000000000001");
+/// assert_eq!("00ff000000000001".parse::<Fingerprint>().unwrap(), a);
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Fingerprint(pub u64);
+
+impl Fingerprint {
+    /// Hamming distance: the number of bit positions in which the two fingerprints differ.
+    #[inline]
+    pub fn distance(self, other: Fingerprint) -> u32 {
+        (self.0 ^ other.0).count_ones()
+    }
+}
+
+impl fmt::Display for Fingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
+}
+
+impl fmt::Debug for Fingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Fingerprint({:016x})", self.0)
+    }
+}
+
+/// The error of parsing a fingerprint that is not 1 to 16 hex digits.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a fingerprint is 16 hex digits, got {0:?}")]
+pub struct ParseFingerprintError(String);
+
+impl FromStr for Fingerprint {
+    type Err = ParseFingerprintError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.is_empty() || s.len() > 16 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(ParseFingerprintError(s.to_owned()));
+        }
+        u64::from_str_radix(s, 16)
+            .map(Fingerprint)
+            .map_err(|_| ParseFingerprintError(s.to_owned()))
+    }
+}
+
+impl Serialize for Fingerprint {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Fingerprint {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Accumulates weighted features into a simhash.
+///
+/// The order in which features are added does not matter; adding the same feature twice with
+/// weight `w` is the same as adding it once with weight `2w` (which is how term frequency
+/// weighting falls out without counting terms first).
+///
+/// ```
+/// use tantivy_dedup::simhash::SimhashBuilder;
+///
+/// let mut builder = SimhashBuilder::new();
+/// builder.add_feature(b"news", 1.0);
+/// builder.add_feature(b"story", 2.0);
+/// let once = builder.finish();
+///
+/// let mut again = SimhashBuilder::new();
+/// again.add_feature(b"story", 1.0);
+/// again.add_feature(b"news", 1.0);
+/// again.add_feature(b"story", 1.0);
+/// assert_eq!(again.finish(), once);
+/// ```
+#[derive(Clone)]
+pub struct SimhashBuilder {
+    /// Per bit: the total weight of the features whose hash has that bit set.
+    ones: [f32; 64],
+    /// The total weight of all features.
+    total: f32,
+}
+
+impl Default for SimhashBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SimhashBuilder {
+    /// An empty builder; `finish` on it gives the all-zero fingerprint.
+    pub fn new() -> Self {
+        SimhashBuilder {
+            ones: [0.0; 64],
+            total: 0.0,
+        }
+    }
+
+    /// Adds one feature, hashed with xxh3, with the given weight.
+    #[inline]
+    pub fn add_feature(&mut self, feature: &[u8], weight: f32) {
+        self.add_hash(xxhash_rust::xxh3::xxh3_64(feature), weight);
+    }
+
+    /// Adds a feature by its 64-bit hash.
+    #[inline]
+    pub fn add_hash(&mut self, hash: u64, weight: f32) {
+        // Summing only the "1" side keeps the loop branch-free and vectorisable: the signed sum
+        // of the specification is `2 * ones - total`.
+        for (bit, ones) in self.ones.iter_mut().enumerate() {
+            *ones += ((hash >> bit) & 1) as f32 * weight;
+        }
+        self.total += weight;
+    }
+
+    /// The fingerprint: bit `i` is set iff `sum(+w where set, -w where clear) > 0`.
+    pub fn finish(&self) -> Fingerprint {
+        let mut value = 0u64;
+        for (bit, &ones) in self.ones.iter().enumerate() {
+            if 2.0 * ones - self.total > 0.0 {
+                value |= 1 << bit;
+            }
+        }
+        Fingerprint(value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn single_feature_reproduces_its_hash() {
+        let mut builder = SimhashBuilder::new();
+        builder.add_hash(0xdead_beef_0123_4567, 3.5);
+        assert_eq!(builder.finish(), Fingerprint(0xdead_beef_0123_4567));
+    }
+
+    #[test]
+    fn balanced_bits_are_zero() {
+        let mut builder = SimhashBuilder::new();
+        builder.add_hash(u64::MAX, 1.0);
+        builder.add_hash(0, 1.0);
+        assert_eq!(builder.finish(), Fingerprint(0));
+    }
+
+    #[test]
+    fn heavier_feature_wins() {
+        let mut builder = SimhashBuilder::new();
+        builder.add_hash(u64::MAX, 2.0);
+        builder.add_hash(0, 1.0);
+        assert_eq!(builder.finish(), Fingerprint(u64::MAX));
+    }
+
+    #[test]
+    fn hex_round_trip_and_rejects() {
+        let fp = Fingerprint(0x0123_4567_89ab_cdef);
+        assert_eq!(fp.to_string(), "0123456789abcdef");
+        assert_eq!(serde_json::to_string(&fp).unwrap(), "\"0123456789abcdef\"");
+        let back: Fingerprint = serde_json::from_str("\"0123456789abcdef\"").unwrap();
+        assert_eq!(back, fp);
+        for bad in ["", "xyz", "0123456789abcdef0", "+1", "-1", "12 4"] {
+            assert!(bad.parse::<Fingerprint>().is_err(), "{bad:?}");
+        }
+    }
+}

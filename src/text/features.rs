@@ -1,0 +1,285 @@
+//! From segmented words to weighted simhash features.
+//!
+//! A word is a feature when it has a letter or digit in it (punctuation and white space are not)
+//! and is not a stop word. Each occurrence adds the word's weight: 1 under term-frequency
+//! weighting, so a word counts as often as it occurs; its inverse document frequency from
+//! jieba's IDF table under TF-IDF, so frequent everyday words weigh less than names and terms.
+
+use std::collections::HashMap;
+use std::sync::{LazyLock, RwLock};
+
+use jieba_rs::{KeywordExtract, KeywordExtractConfig, TfIdf};
+use serde::{Deserialize, Serialize};
+
+use super::segment::jieba;
+
+/// How much each occurrence of a feature weighs in the simhash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Weighting {
+    /// Term frequency: every occurrence weighs 1.
+    #[default]
+    Tf,
+    /// Term frequency times the word's IDF from jieba's table (its median for unknown words).
+    TfIdf,
+}
+
+/// Whether `word` is a stop word: a function word too common to tell articles apart.
+pub fn is_stop_word(word: &str) -> bool {
+    matches!(
+        word,
+        "的" | "了"
+            | "和"
+            | "是"
+            | "在"
+            | "也"
+            | "就"
+            | "都"
+            | "而"
+            | "及"
+            | "与"
+            | "着"
+            | "或"
+            | "之"
+            | "其"
+            | "把"
+            | "被"
+            | "对"
+            | "从"
+            | "以"
+            | "为"
+            | "于"
+            | "这"
+            | "那"
+            | "个"
+            | "有"
+            | "我"
+            | "你"
+            | "他"
+            | "她"
+            | "它"
+            | "们"
+            | "我们"
+            | "你们"
+            | "他们"
+            | "她们"
+            | "它们"
+            | "这个"
+            | "那个"
+            | "这些"
+            | "那些"
+            | "一个"
+            | "没有"
+            | "不"
+            | "很"
+            | "还"
+            | "又"
+            | "并"
+            | "但"
+            | "但是"
+            | "而且"
+            | "因为"
+            | "所以"
+            | "如果"
+            | "虽然"
+            | "已经"
+            | "可以"
+            | "以及"
+            | "等"
+            | "等等"
+            | "中"
+            | "上"
+            | "下"
+            | "将"
+            | "让"
+            | "给"
+            | "向"
+            | "由"
+            | "到"
+            | "吧"
+            | "吗"
+            | "呢"
+            | "啊"
+            | "嘛"
+            | "哦"
+            | "呀"
+            | "得"
+            | "地"
+            | "所"
+            | "该"
+            | "此"
+            | "各"
+            | "每"
+            | "即"
+            | "则"
+            | "却"
+            | "且"
+            | "只"
+            | "再"
+            | "更"
+            | "最"
+            | "会"
+            | "要"
+            | "能"
+            | "就是"
+            | "还是"
+            | "或者"
+            | "其中"
+            | "a"
+            | "an"
+            | "the"
+            | "of"
+            | "to"
+            | "in"
+            | "on"
+            | "at"
+            | "for"
+            | "by"
+            | "with"
+            | "from"
+            | "and"
+            | "or"
+            | "but"
+            | "is"
+            | "are"
+            | "was"
+            | "were"
+            | "be"
+            | "been"
+            | "it"
+            | "this"
+            | "that"
+            | "as"
+    )
+}
+
+/// Whether a segmented word counts as a feature: it has a letter or digit and is no stop word.
+///
+/// ```
+/// use tantivy_dedup::text::is_feature;
+///
+/// assert!(is_feature("新闻"));
+/// assert!(is_feature("2024"));
+/// assert!(!is_feature("，"));
+/// assert!(!is_feature(" "));
+/// assert!(!is_feature("的"));
+/// ```
+pub fn is_feature(word: &str) -> bool {
+    // CJK ideographs and ASCII are tested first: the general Unicode tables are slow.
+    let is_letter_or_digit = |c: char| {
+        c.is_ascii_alphanumeric()
+            || matches!(c, '\u{4e00}'..='\u{9fff}')
+            || (!c.is_ascii() && c.is_alphanumeric())
+    };
+    word.chars().any(is_letter_or_digit) && !is_stop_word(word)
+}
+
+/// jieba's IDF table, read one word at a time through jieba-rs's TF-IDF extractor (which keeps
+/// the table private) and remembered, so each distinct word is looked up once per process.
+pub struct IdfTable {
+    extractor: TfIdf,
+    median: f32,
+    known: RwLock<HashMap<Box<str>, f32>>,
+}
+
+/// An ASCII run jieba keeps whole and the IDF table does not have: its weight is the median.
+const ABSENT_WORD: &str = "qzxjvkwqzxjvkw";
+
+impl IdfTable {
+    fn load() -> Self {
+        let config = KeywordExtractConfig::builder()
+            .min_keyword_length(1)
+            .use_hmm(false)
+            .build();
+        let mut extractor = TfIdf::default();
+        *extractor.config_mut() = config;
+        let median = extractor
+            .extract_keywords(jieba(), ABSENT_WORD, 1, Vec::new())
+            .first()
+            .map_or(1.0, |keyword| keyword.weight as f32);
+        IdfTable {
+            extractor,
+            median,
+            known: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// The process-wide table, loaded on first use.
+    pub fn global() -> &'static IdfTable {
+        static TABLE: LazyLock<IdfTable> = LazyLock::new(IdfTable::load);
+        &TABLE
+    }
+
+    /// The IDF of `word`; the table's median for a word it does not list.
+    pub fn idf(&self, word: &str) -> f32 {
+        if let Some(&idf) = self
+            .known
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(word)
+        {
+            return idf;
+        }
+        // A one-word text has term frequency 1 and one term, so its TF-IDF is the word's IDF,
+        // provided jieba reads it back as that one word.
+        let idf = self
+            .extractor
+            .extract_keywords(jieba(), word, 1, Vec::new())
+            .first()
+            .filter(|keyword| keyword.keyword == word)
+            .map_or(self.median, |keyword| keyword.weight as f32);
+        self.known
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(word.into(), idf);
+        idf
+    }
+
+    /// The weight for unknown words.
+    pub fn median(&self) -> f32 {
+        self.median
+    }
+}
+
+/// Characters that end a sentence, for the longest-sentence option. Line breaks end one too.
+const SENTENCE_ENDS: &[char] = &['。', '!', '?', ';', '\n', '！', '？', '；'];
+
+/// The longest sentence of a normalised text (by characters; the first of equals).
+///
+/// ```
+/// use tantivy_dedup::text::longest_sentence;
+///
+/// assert_eq!(longest_sentence("短句。这是最长的一句话!尾"), "这是最长的一句话");
+/// assert_eq!(longest_sentence(""), "");
+/// ```
+pub fn longest_sentence(text: &str) -> &str {
+    let mut best = "";
+    let mut best_chars = 0;
+    for sentence in text.split(SENTENCE_ENDS) {
+        let chars = sentence.chars().count();
+        if chars > best_chars {
+            best = sentence;
+            best_chars = chars;
+        }
+    }
+    best.trim()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idf_prefers_rare_words() {
+        let table = IdfTable::global();
+        let common = table.idf("中国");
+        let rare = table.idf("光化学");
+        assert!(
+            common > 0.0 && rare > common,
+            "中国 {common}, 光化学 {rare}"
+        );
+        assert_eq!(table.idf(ABSENT_WORD), table.median());
+        // Remembered: the second read is the same value.
+        assert_eq!(table.idf("光化学"), rare);
+    }
+}

@@ -1,0 +1,295 @@
+//! Text normalisation: what two copies of one article differ in without differing in content.
+//!
+//! HTML markup (tags, comments, script and style bodies) is removed and entities decoded; Unicode
+//! NFKC folds full-width letters, digits and punctuation to their ordinary forms; ASCII letters are
+//! lower-cased; zero-width characters are dropped; runs of white space fold to one space, or to
+//! one line break when they contain one, and disappear next to CJK text, where spaces are layout,
+//! not word boundaries.
+
+use std::borrow::Cow;
+
+use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfkc_quick};
+
+/// Normalises `text` for fingerprinting (see the module documentation).
+///
+/// ```
+/// use tantivy_dedup::text::normalize;
+///
+/// assert_eq!(normalize("<p>新闻&nbsp;联播</p>"), normalize("新闻联播"));
+/// assert_eq!(normalize("ＡＢＣ，１２３！"), "abc,123!");
+/// assert_eq!(normalize("  Hello \t World \n\n 第二段 "), "hello world\n第二段");
+/// ```
+pub fn normalize(text: &str) -> String {
+    let without_markup = strip_markup(text);
+    fold_case_and_space(&nfkc(&without_markup))
+}
+
+/// Whether NFKC leaves `c` alone and nothing before it can combine with it: the characters
+/// Chinese news is mostly made of (ASCII, CJK ideographs, common CJK punctuation).
+fn is_nfkc_stable(c: char) -> bool {
+    c.is_ascii()
+        || matches!(c, '\u{4e00}'..='\u{9fff}' | '\u{3001}' | '\u{3002}' | '\u{3008}'..='\u{3011}')
+        || matches!(c, '\u{2018}'..='\u{201d}' | '\u{2014}' | '\u{00b7}')
+}
+
+/// Unicode NFKC. Text made only of stable characters and full-width forms (which NFKC maps one
+/// to one onto ASCII) is mapped directly; anything else goes through the full algorithm.
+fn nfkc(text: &str) -> Cow<'_, str> {
+    let is_full_width = |c: char| matches!(c, '\u{ff01}'..='\u{ff5e}' | '\u{3000}');
+    if text.chars().all(is_nfkc_stable) {
+        return Cow::Borrowed(text);
+    }
+    if text.chars().all(|c| is_nfkc_stable(c) || is_full_width(c)) {
+        return Cow::Owned(
+            text.chars()
+                .map(|c| match c {
+                    '\u{3000}' => ' ',
+                    '\u{ff01}'..='\u{ff5e}' => char::from_u32(c as u32 - 0xfee0).unwrap_or(c),
+                    other => other,
+                })
+                .collect(),
+        );
+    }
+    match is_nfkc_quick(text.chars()) {
+        IsNormalized::Yes => Cow::Borrowed(text),
+        _ => Cow::Owned(text.nfkc().collect()),
+    }
+}
+
+/// Removes tags, comments and script/style elements; decodes entities. Borrows when there is
+/// nothing to do.
+fn strip_markup(text: &str) -> Cow<'_, str> {
+    if !text.contains(['<', '&']) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(position) = rest.find(['<', '&']) {
+        out.push_str(&rest[..position]);
+        rest = &rest[position..];
+        let consumed = if rest.starts_with('<') {
+            markup_len(rest).map(|(len, breaks_line)| {
+                out.push(if breaks_line { '\n' } else { ' ' });
+                len
+            })
+        } else {
+            entity(rest).map(|(len, decoded)| {
+                out.extend(decoded);
+                len
+            })
+        };
+        match consumed {
+            Some(len) => rest = &rest[len..],
+            // Not markup after all: the '<' or '&' (one byte) is text.
+            None => {
+                out.push_str(&rest[..1]);
+                rest = &rest[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    Cow::Owned(out)
+}
+
+/// Block-level elements, whose tags end a line of text.
+const BLOCK_TAGS: &[&str] = &[
+    "br",
+    "p",
+    "div",
+    "li",
+    "ul",
+    "ol",
+    "tr",
+    "td",
+    "th",
+    "table",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "section",
+    "article",
+    "header",
+    "footer",
+    "blockquote",
+    "pre",
+    "hr",
+    "dd",
+    "dt",
+];
+
+/// Elements whose content is not text a reader sees.
+const HIDDEN_ELEMENTS: &[&str] = &["script", "style", "noscript", "template"];
+
+/// A '<' whose '>' is farther than this is prose, not a tag.
+const MAX_TAG_LEN: usize = 4096;
+
+/// If `text` starts with markup, its length in bytes and whether it breaks the line.
+fn markup_len(text: &str) -> Option<(usize, bool)> {
+    if let Some(body) = text.strip_prefix("<!--") {
+        // An unterminated comment runs to the end of the text, as browsers read it.
+        let len = body.find("-->").map_or(text.len(), |end| 4 + end + 3);
+        return Some((len, false));
+    }
+    let after = text.as_bytes().get(1)?;
+    if !(after.is_ascii_alphabetic() || matches!(after, b'/' | b'!' | b'?')) {
+        return None;
+    }
+    let end = text.find('>')? + 1;
+    if end > MAX_TAG_LEN {
+        return None;
+    }
+    let name: String = text[1..end]
+        .trim_start_matches('/')
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric())
+        .collect::<String>()
+        .to_ascii_lowercase();
+    if HIDDEN_ELEMENTS.contains(&name.as_str()) && !text[1..].starts_with('/') {
+        let closing = format!("</{name}");
+        let lower = text.to_ascii_lowercase();
+        let len = lower[end..]
+            .find(&closing)
+            .and_then(|close| {
+                let close = end + close;
+                text[close..].find('>').map(|gt| close + gt + 1)
+            })
+            .unwrap_or(text.len());
+        return Some((len, false));
+    }
+    Some((end, BLOCK_TAGS.contains(&name.as_str())))
+}
+
+/// If `text` starts with an HTML entity, its length in bytes and the character it stands for
+/// (`None` for a named entity this decoder does not know, which is dropped).
+fn entity(text: &str) -> Option<(usize, Option<char>)> {
+    // The longest entity decoded here, `&#x10ffff;`, is 10 bytes; look a little further.
+    let end = text.bytes().take(12).position(|b| b == b';')?;
+    let body = &text[1..end];
+    let decoded = if let Some(number) = body.strip_prefix('#') {
+        let code = match number.strip_prefix(['x', 'X']) {
+            Some(hex) => u32::from_str_radix(hex, 16).ok()?,
+            None => number.parse::<u32>().ok()?,
+        };
+        Some(char::from_u32(code).unwrap_or(' '))
+    } else {
+        if body.len() < 2 || !body.bytes().all(|b| b.is_ascii_alphanumeric()) {
+            return None;
+        }
+        match body {
+            "nbsp" | "ensp" | "emsp" | "thinsp" => Some(' '),
+            "amp" => Some('&'),
+            "lt" => Some('<'),
+            "gt" => Some('>'),
+            "quot" => Some('"'),
+            "apos" => Some('\''),
+            "ldquo" => Some('“'),
+            "rdquo" => Some('”'),
+            "lsquo" => Some('‘'),
+            "rsquo" => Some('’'),
+            "hellip" => Some('…'),
+            "mdash" => Some('—'),
+            "ndash" => Some('–'),
+            "middot" => Some('·'),
+            "times" => Some('×'),
+            "copy" => Some('©'),
+            _ => None,
+        }
+    };
+    Some((end + 1, decoded))
+}
+
+fn is_zero_width(c: char) -> bool {
+    matches!(
+        c,
+        '\u{200b}'..='\u{200d}' | '\u{2060}' | '\u{feff}' | '\u{00ad}'
+    )
+}
+
+/// Lower-cases ASCII letters, drops zero-width and control characters, and folds white space.
+fn fold_case_and_space(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    // The white space waiting to be written: None, a space, or a line break.
+    let mut pending: Option<char> = None;
+    for c in text.chars() {
+        if is_zero_width(c) {
+            continue;
+        }
+        if c.is_whitespace() || c.is_control() {
+            if c == '\n' || c == '\r' || c == '\u{2029}' {
+                pending = Some('\n');
+            } else if pending.is_none() {
+                pending = Some(' ');
+            }
+            continue;
+        }
+        if let Some(space) = pending.take() {
+            let previous_is_ascii = out.chars().next_back().is_some_and(|p| p.is_ascii());
+            if space == '\n' && !out.is_empty() {
+                out.push('\n');
+            } else if !out.is_empty() && previous_is_ascii && c.is_ascii() {
+                out.push(' ');
+            }
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markup_is_removed() {
+        assert_eq!(
+            normalize("<div class=\"a\">北京<b>新闻</b></div><!-- ad -->今天"),
+            "北京新闻\n今天"
+        );
+        assert_eq!(normalize("<script>var x = '<p>';</script>正文"), "正文");
+        assert_eq!(
+            normalize("<STYLE>p{}</STYLE>正文<br/>下一行"),
+            "正文\n下一行"
+        );
+        assert_eq!(normalize("正文<!-- never closed"), "正文");
+    }
+
+    #[test]
+    fn entities_decode_or_vanish() {
+        assert_eq!(normalize("a&amp;b &#20013;&#x56fd; &bogus; &"), "a&b中国&");
+        assert_eq!(normalize("x &lt; y"), "x < y");
+        assert_eq!(normalize("AT&T"), "at&t");
+    }
+
+    #[test]
+    fn text_that_only_looks_like_markup_stays() {
+        assert_eq!(normalize("1 < 2 and 3 > 2"), "1 < 2 and 3 > 2");
+        assert_eq!(normalize("<<"), "<<");
+        assert_eq!(normalize("a <b"), "a <b");
+    }
+
+    #[test]
+    fn fast_width_fold_equals_full_nfkc() {
+        let samples = [
+            "中国网络电视台消息（新闻联播）：今天，１２３ＡＢＣ！",
+            "“引号”《书名》【标题】、。—·",
+            "Ａ\u{301}：组合字符走完整算法",
+            "…省略号与㎡单位",
+            "\u{3000}全角空格",
+        ];
+        for sample in samples {
+            let full: String = sample.nfkc().collect();
+            assert_eq!(nfkc(sample), full, "{sample:?}");
+        }
+    }
+
+    #[test]
+    fn width_and_space_fold() {
+        assert_eq!(normalize("全角：ＡＢＣ１２３"), normalize("全角:abc123"));
+        assert_eq!(normalize("中 国\u{3000}人\u{200b}民"), "中国人民");
+        assert_eq!(normalize("a\r\n\r\n b"), "a\nb");
+        assert_eq!(normalize(""), "");
+    }
+}

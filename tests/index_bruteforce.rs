@@ -1,0 +1,350 @@
+//! The pigeonhole index against a brute-force linear scan.
+//!
+//! SPEC §1: "The result of a lookup must equal a brute-force linear scan, always, including at
+//! distance exactly k and k+1." Part (a) checks that at scale (over 100,000 random fingerprints
+//! plus neighbours planted at every distance 0..=k+2, some with all their differing bits in one
+//! block, some spread over several); part (b) checks small random insert/remove sequences for
+//! every k in 0..=6 against a `HashMap` model.
+
+use std::collections::{HashMap, HashSet};
+
+use proptest::prelude::*;
+use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use tantivy_dedup::Fingerprint;
+use tantivy_dedup::index::PigeonholeIndex;
+
+/// Every stored fingerprint within `k` of `query`, sorted like `PigeonholeIndex::within`:
+/// by (distance, fingerprint).
+fn brute_force(stored: &[u64], query: u64, k: u32) -> Vec<(Fingerprint, u32)> {
+    let mut found = Vec::new();
+    for &y in stored {
+        let distance = (query ^ y).count_ones();
+        if distance <= k {
+            found.push((Fingerprint(y), distance));
+        }
+    }
+    found.sort_unstable_by_key(|&(fingerprint, distance)| (distance, fingerprint));
+    found
+}
+
+/// `distance` distinct bit positions, all inside the 16-bit block `block` (0..4).
+fn bits_in_one_block(rng: &mut SmallRng, block: u32, distance: u32) -> u64 {
+    let mut positions: Vec<u32> = (block * 16..block * 16 + 16).collect();
+    positions.shuffle(rng);
+    positions[..distance as usize]
+        .iter()
+        .fold(0u64, |mask, &bit| mask | (1 << bit))
+}
+
+/// `distance` distinct bit positions spread round-robin over the four 16-bit blocks, starting at
+/// a random block, so that up to four differing bits land in four different blocks.
+fn bits_across_blocks(rng: &mut SmallRng, distance: u32) -> u64 {
+    let start = rng.random_range(0..4u32);
+    let mut mask = 0u64;
+    let mut placed = 0;
+    while placed < distance {
+        let block = (start + placed) % 4;
+        let bit = block * 16 + rng.random_range(0..16u32);
+        if mask & (1 << bit) == 0 {
+            mask |= 1 << bit;
+            placed += 1;
+        }
+    }
+    mask
+}
+
+/// `distance` distinct bit positions anywhere in the 64 bits.
+fn bits_anywhere(rng: &mut SmallRng, distance: u32) -> u64 {
+    let mut positions: Vec<u32> = (0..64).collect();
+    positions.shuffle(rng);
+    positions[..distance as usize]
+        .iter()
+        .fold(0u64, |mask, &bit| mask | (1 << bit))
+}
+
+#[test]
+fn lookups_equal_a_linear_scan_at_scale() {
+    const K: u32 = 3;
+    const RANDOM: usize = 100_000;
+    const PLANTED_QUERIES: usize = 1_500;
+    const RANDOM_QUERIES: usize = 500;
+    const STORED_QUERIES: usize = 500;
+
+    let mut rng = SmallRng::seed_from_u64(0x5eed_0001);
+    let mut stored: Vec<u64> = Vec::new();
+    let mut seen = HashSet::new();
+    let mut push = |stored: &mut Vec<u64>, value: u64| {
+        let new = seen.insert(value);
+        if new {
+            stored.push(value);
+        }
+        new
+    };
+    for _ in 0..RANDOM {
+        let value = rng.random::<u64>();
+        push(&mut stored, value);
+    }
+
+    // Queries with neighbours planted at every distance 0..=k+2, in three shapes each.
+    let mut planted_queries = Vec::new();
+    let mut planted_at = [0usize; K as usize + 3];
+    for q in 0..PLANTED_QUERIES {
+        let query = rng.random::<u64>();
+        planted_queries.push(query);
+        for distance in 0..=K + 2 {
+            let block = rng.random_range(0..4u32);
+            let masks = [
+                bits_in_one_block(&mut rng, block, distance),
+                bits_across_blocks(&mut rng, distance),
+                bits_anywhere(&mut rng, distance),
+            ];
+            for mask in masks {
+                debug_assert_eq!(mask.count_ones(), distance);
+                if push(&mut stored, query ^ mask) {
+                    planted_at[distance as usize] += 1;
+                }
+            }
+        }
+        // Every fifth query also gets a crowd of neighbours sharing one block with it, so that
+        // its buckets hold many entries, most of them farther than k.
+        if q % 5 == 0 {
+            for _ in 0..40 {
+                let keep_block = rng.random_range(0..4u32);
+                let keep_mask = 0xffffu64 << (keep_block * 16);
+                let noise = rng.random::<u64>() & !keep_mask;
+                push(&mut stored, query ^ noise);
+            }
+        }
+    }
+    assert!(stored.len() >= RANDOM + PLANTED_QUERIES * 13);
+
+    let mut index = PigeonholeIndex::new(K).unwrap();
+    for (position, &value) in stored.iter().enumerate() {
+        assert_eq!(index.insert(Fingerprint(value), position), None);
+    }
+    assert_eq!(index.len(), stored.len());
+
+    let mut queries = planted_queries.clone();
+    for _ in 0..RANDOM_QUERIES {
+        queries.push(rng.random());
+    }
+    for _ in 0..STORED_QUERIES {
+        queries.push(stored[rng.random_range(0..stored.len())]);
+    }
+
+    let mut found_at = [0usize; K as usize + 3];
+    for &query in &queries {
+        let expected = brute_force(&stored, query, K);
+        let actual = index.within(Fingerprint(query));
+        assert_eq!(actual, expected, "query {query:016x}");
+        for &(_, distance) in &actual {
+            found_at[distance as usize] += 1;
+        }
+        // for_each_within visits the same set, each once, with the right distances.
+        let mut visited = Vec::new();
+        index.for_each_within(Fingerprint(query), |fingerprint, distance| {
+            assert_eq!(fingerprint.distance(Fingerprint(query)), distance);
+            visited.push((fingerprint, distance));
+        });
+        visited.sort_unstable_by_key(|&(fingerprint, distance)| (distance, fingerprint));
+        assert_eq!(visited, expected, "for_each_within, query {query:016x}");
+    }
+    // The planted neighbours within k were all found, including those at exactly k; those at
+    // k+1 and k+2 exist in the data but are (rightly) never returned.
+    for distance in 0..=K as usize {
+        assert!(
+            found_at[distance] >= planted_at[distance],
+            "distance {distance}: found {} of {} planted",
+            found_at[distance],
+            planted_at[distance]
+        );
+    }
+    assert!(planted_at[K as usize + 1] > 0 && planted_at[K as usize + 2] > 0);
+    assert_eq!(found_at[K as usize + 1], 0);
+    assert_eq!(found_at[K as usize + 2], 0);
+
+    // Values: each stored fingerprint maps to the position it was inserted with.
+    for _ in 0..2_000 {
+        let position = rng.random_range(0..stored.len());
+        assert_eq!(index.get(Fingerprint(stored[position])), Some(&position));
+    }
+
+    // Remove a third (including many planted neighbours), then lookups still equal a scan.
+    let mut removed = HashSet::new();
+    for (position, &value) in stored.iter().enumerate() {
+        if position % 3 == 1 {
+            assert_eq!(index.remove(Fingerprint(value)), Some(position));
+            removed.insert(value);
+        }
+    }
+    assert_eq!(index.remove(Fingerprint(stored[1])), None, "removed twice");
+    let remaining: Vec<u64> = stored
+        .iter()
+        .copied()
+        .filter(|value| !removed.contains(value))
+        .collect();
+    assert_eq!(index.len(), remaining.len());
+    index.shrink();
+    for &query in queries.iter().step_by(3) {
+        assert_eq!(
+            index.within(Fingerprint(query)),
+            brute_force(&remaining, query, K),
+            "after removals, query {query:016x}"
+        );
+    }
+    for &value in stored.iter().step_by(97) {
+        assert_eq!(
+            index.contains(Fingerprint(value)),
+            !removed.contains(&value)
+        );
+    }
+}
+
+/// Other radii, whose blocks are not all the same width (k = 4: 13,13,13,13,12 bits) or are
+/// wider than 16 bits (sparse tables): neighbours at k and k+1 with bits in one block and
+/// spread out.
+#[test]
+fn lookups_equal_a_linear_scan_for_other_radii() {
+    let mut rng = SmallRng::seed_from_u64(0x5eed_0002);
+    for k in [0u32, 1, 2, 4, 5, 7, 15] {
+        let mut index = PigeonholeIndex::new(k).unwrap();
+        let layout = index.layout().clone();
+        let mut stored = Vec::new();
+        let mut seen = HashSet::new();
+        let mut queries = Vec::new();
+        for _ in 0..2_000 {
+            let value = rng.random::<u64>();
+            if seen.insert(value) {
+                stored.push(value);
+            }
+        }
+        for _ in 0..150 {
+            let query = rng.random::<u64>();
+            queries.push(query);
+            for distance in 0..=(k + 2).min(64) {
+                // All bits inside one block when they fit, else anywhere.
+                let block = layout.blocks()[rng.random_range(0..layout.blocks().len())];
+                let in_block = if distance <= block.width {
+                    let mut positions: Vec<u32> =
+                        (block.shift..block.shift + block.width).collect();
+                    positions.shuffle(&mut rng);
+                    positions[..distance as usize]
+                        .iter()
+                        .fold(0u64, |mask, &bit| mask | (1 << bit))
+                } else {
+                    bits_anywhere(&mut rng, distance)
+                };
+                for mask in [in_block, bits_anywhere(&mut rng, distance)] {
+                    if seen.insert(query ^ mask) {
+                        stored.push(query ^ mask);
+                    }
+                }
+            }
+        }
+        for &value in &stored {
+            index.insert(Fingerprint(value), ());
+        }
+        for &query in &queries {
+            assert_eq!(
+                index.within(Fingerprint(query)),
+                brute_force(&stored, query, k),
+                "k={k}, query {query:016x}"
+            );
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Insert(u64, u32),
+    /// Remove the n-th live key (modulo the count), or a random key when nothing is stored.
+    RemoveExisting(usize),
+    RemoveAbsent(u64),
+}
+
+/// Fingerprints clustered around a few bases, so that many pairs are within a few bits and
+/// buckets are shared.
+fn clustered_fingerprint() -> impl Strategy<Value = u64> {
+    (
+        prop::sample::select(vec![
+            0u64,
+            u64::MAX,
+            0x0123_4567_89ab_cdef,
+            0xdead_beef_0000_ffff,
+        ]),
+        prop::collection::vec(0u32..64, 0..9),
+    )
+        .prop_map(|(base, bits)| bits.iter().fold(base, |value, &bit| value ^ (1 << bit)))
+}
+
+fn fingerprint() -> impl Strategy<Value = u64> {
+    prop_oneof![4 => clustered_fingerprint(), 1 => any::<u64>()]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (fingerprint(), any::<u32>()).prop_map(|(f, v)| Op::Insert(f, v)),
+        2 => any::<usize>().prop_map(Op::RemoveExisting),
+        1 => fingerprint().prop_map(Op::RemoveAbsent),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn small_sets_agree_with_a_model(
+        k in 0u32..=6,
+        ops in prop::collection::vec(op(), 1..60),
+        probes in prop::collection::vec(fingerprint(), 1..12),
+    ) {
+        let mut index = PigeonholeIndex::new(k).unwrap();
+        let mut model: HashMap<u64, u32> = HashMap::new();
+        for op in &ops {
+            match *op {
+                Op::Insert(fingerprint, value) => {
+                    prop_assert_eq!(
+                        index.insert(Fingerprint(fingerprint), value),
+                        model.insert(fingerprint, value)
+                    );
+                }
+                Op::RemoveExisting(n) => {
+                    let mut keys: Vec<u64> = model.keys().copied().collect();
+                    keys.sort_unstable();
+                    let key = if keys.is_empty() { n as u64 } else { keys[n % keys.len()] };
+                    prop_assert_eq!(index.remove(Fingerprint(key)), model.remove(&key));
+                }
+                Op::RemoveAbsent(fingerprint) => {
+                    prop_assert_eq!(
+                        index.remove(Fingerprint(fingerprint)),
+                        model.remove(&fingerprint)
+                    );
+                }
+            }
+            prop_assert_eq!(index.len(), model.len());
+            prop_assert_eq!(index.is_empty(), model.is_empty());
+            let stored: Vec<u64> = model.keys().copied().collect();
+            let queries = stored.iter().chain(&probes);
+            for &query in queries {
+                prop_assert_eq!(
+                    index.within(Fingerprint(query)),
+                    brute_force(&stored, query, k),
+                    "k={}, query {:016x}", k, query
+                );
+            }
+            for &probe in &probes {
+                prop_assert_eq!(index.get(Fingerprint(probe)), model.get(&probe));
+            }
+            for (&key, value) in &model {
+                prop_assert_eq!(index.get(Fingerprint(key)), Some(value));
+            }
+        }
+        let mut listed: Vec<(u64, u32)> = index.iter().map(|(f, &v)| (f.0, v)).collect();
+        listed.sort_unstable();
+        let mut expected: Vec<(u64, u32)> = model.into_iter().collect();
+        expected.sort_unstable();
+        prop_assert_eq!(listed, expected);
+    }
+}
