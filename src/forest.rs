@@ -18,9 +18,12 @@
 //! leaves attached through it, a root outlives its whole tree, and when a leaf expires no
 //! remaining leaf loses the neighbour that tied it to the tree.
 //!
-//! Expired nodes are ignored by every decision at once and physically removed by a sweep that
-//! runs every eighth of a window of event time (and before any decision a stale count could
-//! change), so expiry costs amortised O(1) per insert and no per-node queue.
+//! Expired nodes are ignored by every decision at once and physically removed by a sweep, a
+//! pass over the whole index. It runs once an eighth of a window of event time has passed and
+//! the forest has grown by a quarter since the last one (so its cost stays a constant per
+//! insert), and before any decision a stale node or count could change: a new document whose
+//! fingerprint is an expired node, or a choice between trees by child count. No per-node queue
+//! is kept.
 
 use crate::index::PigeonholeIndex;
 use crate::{Error, Fingerprint};
@@ -41,6 +44,9 @@ struct Node {
 }
 
 const ROOT_BIT: u32 = 1 << 31;
+
+/// The fewest nodes added between two periodic sweeps.
+const SWEEP_MIN_INSERTS: usize = 8192;
 
 impl Node {
     fn root(sequence: u32, last_seen: u32) -> Self {
@@ -156,6 +162,8 @@ pub struct ForestStats {
     pub roots: usize,
     /// Bytes the index holds for the nodes (capacity, not only use).
     pub heap_bytes: usize,
+    /// Sweeps of expired nodes so far.
+    pub sweeps: u64,
 }
 
 /// The parent forest over a pigeonhole index.
@@ -193,6 +201,12 @@ pub struct Forest {
     oldest_bound: Timestamp,
     /// The cutoff of the last sweep.
     swept_at: Timestamp,
+    /// Nodes added since the last sweep, and nodes left by it: a periodic sweep waits until the
+    /// forest has grown by a quarter (or by [`SWEEP_MIN_INSERTS`]), so that its cost, a pass
+    /// over every bucket, stays a constant per insert however small the forest.
+    added_since_sweep: usize,
+    left_by_sweep: usize,
+    sweeps: u64,
     next_sequence: u32,
     roots: usize,
 }
@@ -211,6 +225,9 @@ impl Forest {
             newest: None,
             oldest_bound: Timestamp::MAX,
             swept_at: Timestamp::MIN,
+            added_since_sweep: 0,
+            left_by_sweep: 0,
+            sweeps: 0,
             next_sequence: 0,
             roots: 0,
         })
@@ -245,8 +262,9 @@ impl Forest {
     pub fn advance_to(&mut self, time: Timestamp) {
         let time = Timestamp::from(clamp_time(time));
         self.newest = Some(self.newest.map_or(time, |newest| newest.max(time)));
-        if self.expired_possible() && self.cutoff().saturating_sub(self.swept_at) >= self.window / 8
-        {
+        let due = self.cutoff().saturating_sub(self.swept_at) >= self.window / 8
+            && self.added_since_sweep >= SWEEP_MIN_INSERTS.max(self.left_by_sweep / 4);
+        if due && self.expired_possible() {
             self.sweep();
         }
     }
@@ -285,6 +303,7 @@ impl Forest {
         };
         self.index
             .insert(fingerprint, Node::leaf(best.nearest, seen));
+        self.added_since_sweep += 1;
         if let Some(root) = self.index.get_mut(best.root) {
             root.set_children(root.children().saturating_add(1));
         }
@@ -302,6 +321,7 @@ impl Forest {
         }
         self.index
             .insert(fingerprint, Node::root(self.next_sequence, seen));
+        self.added_since_sweep += 1;
         self.next_sequence += 1;
         self.roots += 1;
         self.oldest_bound = self.oldest_bound.min(Timestamp::from(seen));
@@ -446,11 +466,11 @@ impl Forest {
                 node.set_children(node.children().saturating_sub(1));
             }
         }
-        if expired.len() > self.index.len() / 16 {
-            self.index.shrink();
-        }
         self.oldest_bound = oldest;
         self.swept_at = cutoff;
+        self.added_since_sweep = 0;
+        self.left_by_sweep = self.index.len();
+        self.sweeps += 1;
         expired.len()
     }
 
@@ -512,6 +532,7 @@ impl Forest {
             nodes: self.index.len(),
             roots: self.roots,
             heap_bytes: self.index.heap_bytes() + std::mem::size_of::<Self>(),
+            sweeps: self.sweeps,
         }
     }
 

@@ -36,6 +36,7 @@ pub mod bench;
 pub mod config;
 pub mod dedup;
 mod error;
+pub mod eval;
 pub mod forest;
 pub mod index;
 pub mod input;

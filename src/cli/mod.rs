@@ -3,6 +3,7 @@
 
 mod bench;
 mod dedup;
+mod eval;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -16,6 +17,7 @@ use tantivy_dedup::{DedupConfig, Mode};
 #[command(after_help = "Examples:\n  \
     tantivy-dedup dedup articles.jsonl.gz > decisions.jsonl\n  \
     cat articles.jsonl | tantivy-dedup dedup - --mode seed\n  \
+    tantivy-dedup eval ../shared/data/neardup-dev.jsonl.gz --mode seed\n  \
     tantivy-dedup bench --only fingerprint")]
 pub struct Cli {
     #[command(subcommand)]
@@ -32,6 +34,13 @@ enum Command {
     /// of the same cluster came first. A bad line is reported on stderr with its number and
     /// skipped; the exit status is then 1.
     Dedup(dedup::DedupArgs),
+    /// Score clustering on a labeled file: pairwise precision, recall and F1, overall, for long
+    /// (>= 200 characters) and short texts, and recall per `kind`.
+    ///
+    /// The documents run in file order through the same pipeline as `dedup`. A pair is a "true
+    /// pair" when both documents have the same `cluster` label, a "predicted pair" when they
+    /// were given the same root.
+    Eval(eval::EvalArgs),
     /// Measure fingerprinting speed, lookup latency and memory, and `dedup` throughput, and
     /// print the figures as JSON.
     Bench(bench::BenchArgs),
@@ -72,6 +81,7 @@ pub fn run() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Dedup(args) => dedup::run(args),
+        Command::Eval(args) => eval::run(args),
         Command::Bench(args) => bench::run(args),
         Command::BenchLookup(args) => bench::run_lookup(args),
     };

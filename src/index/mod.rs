@@ -176,6 +176,8 @@ impl<V> PigeonholeIndex<V> {
         let entries = self.primary.get_mut(key)?;
         entries.remainders.swap_remove(position);
         let value = entries.values.swap_remove(position);
+        entries.remainders.shrink();
+        shrink_compact(&mut entries.values);
         self.primary.forget_if_empty(key);
         let x = fingerprint.0;
         for (block, table) in self.layout.blocks()[1..].iter().zip(&mut self.secondary) {
@@ -185,6 +187,7 @@ impl<V> PigeonholeIndex<V> {
                 && let Some(position) = bucket.position(encoded)
             {
                 bucket.swap_remove(position);
+                bucket.shrink();
             }
             table.forget_if_empty(key);
         }
@@ -284,7 +287,8 @@ impl<V> PigeonholeIndex<V> {
         })
     }
 
-    /// Gives back bucket memory left unused by removals.
+    /// Gives back bucket memory left unused by removals. (Removal already shrinks the buckets
+    /// it touches once a quarter of their room is unused; this trims every bucket to its size.)
     pub fn shrink(&mut self) {
         for (_, entries) in self.primary.buckets_mut() {
             entries.remainders.shrink();

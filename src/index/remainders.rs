@@ -1,11 +1,12 @@
 //! A bucket's fingerprints, stored without the bits the bucket's key already gives.
 //!
 //! A table keyed by a 16-bit block needs only the other 48 bits of each fingerprint: 6 bytes
-//! instead of 8. They are kept as two arrays, the low 16 bits ("sketch") and the next 32, so a
-//! lookup first filters on the sketch alone, a quarter of the bytes of whole fingerprints: a
-//! fingerprint within `k` bits must be within `k` on any 16 of them, and for k = 3 only about
-//! 1% of random sketches are. Layouts with blocks narrower than 16 bits (k > 3) keep the top
-//! 16 bits of the remainder in a third array; for k <= 3 it stays empty.
+//! instead of 8. They are kept as two arrays, the low 32 bits ("sketch") and the next 16, so a
+//! lookup first filters on the sketch alone, half the bytes of whole fingerprints: a
+//! fingerprint within `k` bits must be within `k` on any 32 of them, and for k = 3 only about
+//! one random sketch in a million is, so the second array is read almost only for true
+//! neighbours. Layouts with blocks narrower than 16 bits (k > 3) keep the top 16 bits of the
+//! remainder in a third array; for k <= 3 it stays empty.
 
 use super::scan;
 use super::table::{Bucket, push_compact, shrink_compact};
@@ -13,8 +14,8 @@ use super::table::{Bucket, push_compact, shrink_compact};
 /// A remainder split the way [`Remainders`] stores it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Encoded {
-    sketch: u16,
-    middle: u32,
+    sketch: u32,
+    middle: u16,
     high: u16,
 }
 
@@ -22,23 +23,23 @@ impl Encoded {
     #[inline]
     pub(crate) fn new(remainder: u64) -> Self {
         Encoded {
-            sketch: remainder as u16,
-            middle: (remainder >> 16) as u32,
+            sketch: remainder as u32,
+            middle: (remainder >> 32) as u16,
             high: (remainder >> 48) as u16,
         }
     }
 
     #[inline]
     pub(crate) fn remainder(self) -> u64 {
-        u64::from(self.sketch) | (u64::from(self.middle) << 16) | (u64::from(self.high) << 48)
+        u64::from(self.sketch) | (u64::from(self.middle) << 32) | (u64::from(self.high) << 48)
     }
 }
 
 /// Remainders of one bucket, in insertion order (up to swap-removals).
 #[derive(Default)]
 pub(crate) struct Remainders {
-    sketch: Vec<u16>,
-    middle: Vec<u32>,
+    sketch: Vec<u32>,
+    middle: Vec<u16>,
     /// Empty unless the table's remainders are wider than 48 bits.
     high: Vec<u16>,
 }
@@ -126,6 +127,6 @@ impl Remainders {
     }
 
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.sketch.capacity() * 2 + self.middle.capacity() * 4 + self.high.capacity() * 2
+        self.sketch.capacity() * 4 + self.middle.capacity() * 2 + self.high.capacity() * 2
     }
 }

@@ -21,8 +21,8 @@ pub fn count_within(fingerprints: &[u64], query: u64, max_distance: u32) -> usiz
 /// `query`, in slice order.
 #[inline]
 pub fn for_each_within(
-    sketches: &[u16],
-    query: u16,
+    sketches: &[u32],
+    query: u32,
     max_distance: u32,
     mut visit: impl FnMut(usize, u32),
 ) {
@@ -49,7 +49,7 @@ mod tests {
 
     #[test]
     fn visits_exactly_the_close_ones_in_order() {
-        let stored: Vec<u16> = (0..300u32).map(|i| (i * 0x0101) as u16).collect();
+        let stored: Vec<u32> = (0..300u32).map(|i| i * 0x0101).collect();
         let mut seen = Vec::new();
         for_each_within(&stored, 0, 4, |position, distance| {
             seen.push((position, distance))

@@ -113,7 +113,10 @@ pub(crate) fn push_compact<T>(vec: &mut Vec<T>, value: T) {
     vec.push(value);
 }
 
-/// Gives back memory a bucket no longer needs after many removals.
+/// Gives back memory a bucket no longer needs after removals: once a quarter of its room is
+/// unused, it shrinks to an eighth above its length (the same slack growth leaves, so a bucket
+/// that shrinks and grows again does not reallocate on every change).
+#[inline]
 pub(crate) fn shrink_compact<T>(vec: &mut Vec<T>) {
     let len = vec.len();
     if vec.capacity() > len + len / 4 + 4 {
