@@ -6,10 +6,14 @@
 //! contingency table (label × root), so it costs O(documents), not O(pairs).
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-use crate::Fingerprint;
+use crate::input::{Lines, open};
+use crate::{DedupConfig, Deduplicator, Error, Fingerprint, Result};
 
 /// Texts shorter than this many characters count as short in the long/short split.
 pub const LONG_TEXT_CHARS: usize = 200;
@@ -169,6 +173,77 @@ impl EvalReport {
     }
 }
 
+/// The label fields of a line of labeled data.
+#[derive(Deserialize)]
+struct Truth {
+    cluster: Option<Value>,
+    kind: Option<String>,
+    #[serde(default)]
+    content: String,
+}
+
+/// Runs a labeled JSON Lines file through the dedup pipeline in file order and scores it.
+/// Each line is an article plus `cluster` (the truth) and optionally `kind`.
+pub fn evaluate(path: &Path, config: DedupConfig) -> Result<EvalReport> {
+    let io_error = |source| Error::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let bad_line = |number: u64, message: String| {
+        Error::Config(format!("{}:{number}: {message}", path.display()))
+    };
+
+    // First pass: the labels, by line number.
+    let mut truths: HashMap<u64, (String, Option<String>, usize)> = HashMap::new();
+    let mut lines = Lines::new(open(path)?);
+    while let Some((number, line)) = lines.next_line().map_err(io_error)? {
+        let truth: Truth =
+            serde_json::from_slice(&line).map_err(|error| bad_line(number, error.to_string()))?;
+        let cluster = match truth.cluster {
+            Some(Value::String(label)) => label,
+            Some(Value::Number(label)) => label.to_string(),
+            _ => {
+                return Err(bad_line(
+                    number,
+                    "missing `cluster` (a string or number)".to_owned(),
+                ));
+            }
+        };
+        truths.insert(number, (cluster, truth.kind, truth.content.chars().count()));
+    }
+
+    // Second pass: the pipeline, exactly as `dedup` runs it.
+    let mut dedup = Deduplicator::new(config)?;
+    let mut documents = Vec::with_capacity(truths.len());
+    let mut first_error = None;
+    let start = Instant::now();
+    dedup
+        .run(open(path)?, |number, result| match result {
+            Ok(decision) => {
+                if let Some((cluster, kind, chars)) = truths.remove(&number) {
+                    documents.push(Labeled {
+                        cluster,
+                        kind,
+                        chars,
+                        root: decision.root,
+                    });
+                }
+            }
+            Err(error) => {
+                first_error.get_or_insert_with(|| bad_line(number, error.to_string()));
+            }
+        })
+        .map_err(io_error)?;
+    let seconds = start.elapsed().as_secs_f64();
+    if let Some(error) = first_error {
+        return Err(error);
+    }
+    Ok(EvalReport::new(
+        &documents,
+        documents.len() as f64 / seconds.max(1e-9),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,77 +312,4 @@ mod tests {
         let scores = pair_scores(&[doc("A", "base", 1, 1)]);
         assert_eq!((scores.precision, scores.recall), (1.0, 1.0));
     }
-}
-
-/// Runs a labeled JSON Lines file through the dedup pipeline in file order and scores it.
-/// Each line is an article plus `cluster` (the truth) and optionally `kind`.
-pub fn evaluate(path: &std::path::Path, config: crate::DedupConfig) -> crate::Result<EvalReport> {
-    use crate::input::{Lines, open};
-    use crate::{Deduplicator, Error};
-
-    #[derive(serde::Deserialize)]
-    struct Truth {
-        cluster: Option<serde_json::Value>,
-        kind: Option<String>,
-        #[serde(default)]
-        content: String,
-    }
-
-    let io_error = |source| Error::Io {
-        path: path.to_owned(),
-        source,
-    };
-    let bad_line = |number: u64, message: String| {
-        Error::Config(format!("{}:{number}: {message}", path.display()))
-    };
-
-    // First pass: the labels, by line number.
-    let mut truths: HashMap<u64, (String, Option<String>, usize)> = HashMap::new();
-    let mut lines = Lines::new(open(path)?);
-    while let Some((number, line)) = lines.next_line().map_err(io_error)? {
-        let truth: Truth =
-            serde_json::from_slice(&line).map_err(|error| bad_line(number, error.to_string()))?;
-        let cluster = match truth.cluster {
-            Some(serde_json::Value::String(label)) => label,
-            Some(serde_json::Value::Number(label)) => label.to_string(),
-            _ => {
-                return Err(bad_line(
-                    number,
-                    "missing `cluster` (a string or number)".to_owned(),
-                ));
-            }
-        };
-        truths.insert(number, (cluster, truth.kind, truth.content.chars().count()));
-    }
-
-    // Second pass: the pipeline, exactly as `dedup` runs it.
-    let mut dedup = Deduplicator::new(config)?;
-    let mut documents = Vec::with_capacity(truths.len());
-    let mut first_error = None;
-    let start = std::time::Instant::now();
-    dedup
-        .run(open(path)?, |number, result| match result {
-            Ok(decision) => {
-                if let Some((cluster, kind, chars)) = truths.remove(&number) {
-                    documents.push(Labeled {
-                        cluster,
-                        kind,
-                        chars,
-                        root: decision.root,
-                    });
-                }
-            }
-            Err(error) => {
-                first_error.get_or_insert_with(|| bad_line(number, error.to_string()));
-            }
-        })
-        .map_err(io_error)?;
-    let seconds = start.elapsed().as_secs_f64();
-    if let Some(error) = first_error {
-        return Err(error);
-    }
-    Ok(EvalReport::new(
-        &documents,
-        documents.len() as f64 / seconds.max(1e-9),
-    ))
 }
