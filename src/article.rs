@@ -55,6 +55,9 @@ pub enum ArticleError {
     /// The text is not UTF-8.
     #[error("not valid UTF-8 (at byte {0})")]
     Utf8(usize),
+    /// The line is longer than the input limit.
+    #[error(transparent)]
+    TooLong(#[from] crate::input::LineTooLong),
 }
 
 /// The fields of the JSON object as they came, before validation. Unknown keys are ignored.

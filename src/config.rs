@@ -21,19 +21,38 @@ pub enum Mode {
     Default,
 }
 
+impl Mode {
+    /// Every mode, by the name the configuration and the command line use.
+    pub const ALL: [(&'static str, Mode); 2] = [("seed", Mode::Seed), ("default", Mode::Default)];
+
+    /// The mode's name.
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, mode)| *mode == self)
+            .map_or("default", |(name, _)| name)
+    }
+}
+
 impl std::str::FromStr for Mode {
     type Err = Error;
 
     fn from_str(text: &str) -> Result<Self> {
-        match text {
-            "seed" => Ok(Mode::Seed),
-            "default" => Ok(Mode::Default),
-            other => Err(Error::Config(format!(
-                "mode must be \"seed\" or \"default\", got {other:?}"
-            ))),
-        }
+        Self::ALL
+            .iter()
+            .find(|(name, _)| *name == text)
+            .map(|&(_, mode)| mode)
+            .ok_or_else(|| {
+                Error::Config(format!(
+                    "mode must be \"seed\" or \"default\", got {text:?}"
+                ))
+            })
     }
 }
+
+/// Texts shorter than this many characters are short texts, unless the configuration says
+/// otherwise.
+pub const DEFAULT_SHORT_TEXT_CHARS: usize = 200;
 
 /// The article fields whose text can feed the fingerprint.
 pub const FINGERPRINT_FIELDS: &[&str] = &["title", "content"];
@@ -79,7 +98,7 @@ impl Default for DedupConfig {
             weighting: Weighting::Tf,
             fields: vec!["content".to_owned()],
             longest_sentence: false,
-            short_text_chars: 200,
+            short_text_chars: DEFAULT_SHORT_TEXT_CHARS,
         }
     }
 }

@@ -2,6 +2,7 @@
 //! in input order.
 
 use std::io::{self, BufRead};
+use std::ops::ControlFlow;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rayon::prelude::*;
@@ -121,43 +122,59 @@ impl Deduplicator {
     }
 
     /// Reads JSON Lines from `reader` and calls `report` with each line's number and its
-    /// decision or error, in input order. Articles are parsed and fingerprinted in parallel
-    /// batches and placed one by one. A bad line costs only itself.
+    /// decision or error, in input order, until the input ends or `report` says to stop.
+    /// Articles are parsed and fingerprinted in parallel batches and placed one by one. A bad
+    /// line costs only itself; a read error is returned after every line read before it has
+    /// been reported.
+    ///
+    /// An article without `published_at` takes the newest event time seen so far (the wall
+    /// clock for the first), so a file gives the same decisions whatever day it is run.
     pub fn run(
         &mut self,
         reader: impl BufRead,
-        mut report: impl FnMut(u64, std::result::Result<Decision, ArticleError>),
+        mut report: impl FnMut(u64, std::result::Result<Decision, ArticleError>) -> ControlFlow<()>,
     ) -> io::Result<()> {
         const BATCH: usize = 2048;
         let mut lines = Lines::new(reader);
         let mut batch = Vec::with_capacity(BATCH);
         loop {
             batch.clear();
+            let mut read_error = None;
             while batch.len() < BATCH {
-                match lines.next_line()? {
-                    Some(line) => batch.push(line),
-                    None => break,
+                match lines.next_line() {
+                    Ok(Some(line)) => batch.push(line),
+                    Ok(None) => break,
+                    Err(error) => {
+                        read_error = Some(error);
+                        break;
+                    }
                 }
             }
             if batch.is_empty() {
-                return Ok(());
+                return read_error.map_or(Ok(()), Err);
             }
             let parsed: Vec<_> = batch
                 .par_iter()
-                .map(|(number, line)| {
+                .map(|(_, line)| {
+                    let line = line
+                        .as_ref()
+                        .map_err(|too_long| ArticleError::TooLong(*too_long))?;
                     let article = Article::from_json_bytes(line)?;
                     let fingerprint = self.fingerprint(&article);
-                    Ok::<_, ArticleError>((*number, article, fingerprint))
+                    Ok::<_, ArticleError>((article, fingerprint))
                 })
                 .collect();
             for (result, (number, _)) in parsed.into_iter().zip(&batch) {
-                match result {
-                    Ok((number, article, fingerprint)) => {
-                        let decision = self.decide(&article, fingerprint, now());
-                        report(number, Ok(decision));
-                    }
-                    Err(error) => report(*number, Err(error)),
+                let outcome = result.map(|(article, fingerprint)| {
+                    let arrival = self.forest.newest_time().unwrap_or_else(now);
+                    self.decide(&article, fingerprint, arrival)
+                });
+                if report(*number, outcome).is_break() {
+                    return Ok(());
                 }
+            }
+            if let Some(error) = read_error {
+                return Err(error);
             }
         }
     }
@@ -168,4 +185,36 @@ pub fn now() -> Timestamp {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.as_secs() as Timestamp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn lines_read_before_a_read_error_are_still_decided() {
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        for i in 0..100 {
+            writeln!(
+                encoder,
+                r#"{{"id": "{i}", "content": "第{i}条消息正文内容"}}"#
+            )
+            .unwrap();
+        }
+        let mut packed = encoder.finish().unwrap();
+        packed.truncate(packed.len() - 20);
+        let reader = crate::input::decompressing(std::io::Cursor::new(packed)).unwrap();
+        let mut dedup = Deduplicator::new(DedupConfig::default()).unwrap();
+        let mut decided = 0;
+        let result = dedup.run(reader, |_, decision| {
+            decided += usize::from(decision.is_ok());
+            ControlFlow::Continue(())
+        });
+        assert!(result.is_err(), "a truncated stream is an error");
+        assert!(
+            decided > 90,
+            "only {decided} of the lines before the damage were decided"
+        );
+    }
 }

@@ -16,8 +16,19 @@ pub enum Error {
         /// What is wrong with it.
         message: String,
     },
+    /// A line of input data is unusable for the operation (e.g. labeled data without a label).
+    #[error("{path}:{line}: {message}")]
+    Data {
+        /// The file.
+        path: PathBuf,
+        /// The line, from 1.
+        line: u64,
+        /// What is wrong with it.
+        message: String,
+    },
     /// Reading or writing a file failed.
-    #[error("{path}: {source}")]
+    // The OS's message is the source, so that error chains (anyhow's `{:#}`) print it once.
+    #[error("cannot read or write {path}")]
     Io {
         /// The file.
         path: PathBuf,

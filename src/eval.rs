@@ -2,10 +2,12 @@
 //!
 //! Two documents form a *true pair* when their labels name the same cluster and a *predicted
 //! pair* when they were given the same root. Precision is the share of predicted pairs that are
-//! true, recall the share of true pairs that were predicted. Counting goes through the
-//! contingency table (label × root), so it costs O(documents), not O(pairs).
+//! true, recall the share of true pairs that were predicted. The overall scores go through the
+//! contingency table (label × root), so they cost O(documents), not O(pairs); recall per kind
+//! visits the true pairs of each cluster.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::ControlFlow;
 use std::path::Path;
 use std::time::Instant;
 
@@ -16,7 +18,7 @@ use crate::input::{Lines, open};
 use crate::{DedupConfig, Deduplicator, Error, Fingerprint, Result};
 
 /// Texts shorter than this many characters count as short in the long/short split.
-pub const LONG_TEXT_CHARS: usize = 200;
+pub const LONG_TEXT_CHARS: usize = crate::config::DEFAULT_SHORT_TEXT_CHARS;
 
 /// One document's truth and prediction.
 #[derive(Debug, Clone)]
@@ -189,23 +191,32 @@ pub fn evaluate(path: &Path, config: DedupConfig) -> Result<EvalReport> {
         path: path.to_owned(),
         source,
     };
-    let bad_line = |number: u64, message: String| {
-        Error::Config(format!("{}:{number}: {message}", path.display()))
+    let bad_line = |line: u64, message: String| Error::Data {
+        path: path.to_owned(),
+        line,
+        message,
     };
 
     // First pass: the labels, by line number.
     let mut truths: HashMap<u64, (String, Option<String>, usize)> = HashMap::new();
     let mut lines = Lines::new(open(path)?);
     while let Some((number, line)) = lines.next_line().map_err(io_error)? {
+        let line = line.map_err(|too_long| bad_line(number, too_long.to_string()))?;
         let truth: Truth =
             serde_json::from_slice(&line).map_err(|error| bad_line(number, error.to_string()))?;
         let cluster = match truth.cluster {
             Some(Value::String(label)) => label,
             Some(Value::Number(label)) => label.to_string(),
-            _ => {
+            None | Some(Value::Null) => {
                 return Err(bad_line(
                     number,
-                    "missing `cluster` (a string or number)".to_owned(),
+                    "missing `cluster`, the true label".to_owned(),
+                ));
+            }
+            Some(_) => {
+                return Err(bad_line(
+                    number,
+                    "`cluster` must be a string or a number".to_owned(),
                 ));
             }
         };
@@ -228,9 +239,11 @@ pub fn evaluate(path: &Path, config: DedupConfig) -> Result<EvalReport> {
                         root: decision.root,
                     });
                 }
+                ControlFlow::Continue(())
             }
             Err(error) => {
-                first_error.get_or_insert_with(|| bad_line(number, error.to_string()));
+                first_error = Some(bad_line(number, error.to_string()));
+                ControlFlow::Break(())
             }
         })
         .map_err(io_error)?;

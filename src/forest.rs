@@ -18,14 +18,19 @@
 //! leaves attached through it, a root outlives its whole tree, and when a leaf expires no
 //! remaining leaf loses the neighbour that tied it to the tree.
 //!
-//! Expired nodes are ignored by every decision at once and physically removed by a sweep, a
-//! pass over the whole index. It runs once an eighth of a window of event time has passed and
-//! the forest has grown by a quarter since the last one (so its cost stays a constant per
-//! insert), and before any decision a stale node or count could change: a new document whose
-//! fingerprint is an expired node, or a choice between trees by child count. No per-node queue
-//! is kept.
+//! Expiry is exact and incremental: every node has one entry in a queue ordered by the second
+//! it was last seen (as of when the entry was made). Advancing the clock pops the seconds that
+//! fell out of the window; a popped node that was refreshed meanwhile goes back in the queue at
+//! its new time, the others are removed, and their roots' child counts drop. So after every
+//! call the forest holds live nodes only, child counts are exact, and expiry costs amortised
+//! O(1) per node, at 8 bytes a node for the queue entry.
+//!
+//! A document dated before the window (a late arrival) is placed as if seen at the window's
+//! start: it can still join and be joined until the window moves past it.
 
-use crate::index::PigeonholeIndex;
+use std::collections::BTreeMap;
+
+use crate::index::{PigeonholeIndex, push_compact};
 use crate::{Error, Fingerprint};
 
 /// Seconds since the Unix epoch, the forest's clock (event time).
@@ -44,9 +49,6 @@ struct Node {
 }
 
 const ROOT_BIT: u32 = 1 << 31;
-
-/// The fewest nodes added between two periodic sweeps.
-const SWEEP_MIN_INSERTS: usize = 8192;
 
 impl Node {
     fn root(sequence: u32, last_seen: u32) -> Self {
@@ -156,22 +158,23 @@ pub struct NodeInfo {
 /// Counts that describe the forest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct ForestStats {
-    /// All nodes, roots and leaves, including expired ones a sweep has not removed yet.
+    /// All nodes, roots and leaves.
     pub nodes: usize,
     /// Roots among them.
     pub roots: usize,
     /// Bytes the index holds for the nodes (capacity, not only use).
     pub heap_bytes: usize,
-    /// Sweeps of expired nodes so far.
-    pub sweeps: u64,
+    /// Nodes removed by expiry so far.
+    pub expired: u64,
 }
 
 /// The parent forest over a pigeonhole index.
 ///
-/// Invariants (checked by [`Forest::check_invariants`]): live roots are pairwise more than `k`
-/// apart; every live leaf is within `k` of the node it was attached through, which is its root
-/// or a sibling and was seen no earlier than the leaf; each fingerprint is one node; each root's
-/// child count equals the leaves stored under it. The outcome of a sequence of inserts depends
+/// Invariants (checked by [`Forest::check_invariants`]): roots are pairwise more than `k` apart;
+/// every leaf is within `k` of the node it was attached through, which is its root or a sibling
+/// and was seen no earlier than the leaf; each fingerprint is one node; each root's child count
+/// equals the leaves under it; no stored node is older than the window; each node has one entry
+/// in the expiry queue, no later than its last-seen time. The outcome of a sequence of inserts depends
 /// only on their order and their fingerprints and times.
 ///
 /// ```
@@ -196,17 +199,11 @@ pub struct Forest {
     window: Timestamp,
     /// The newest event time seen; `None` before the first.
     newest: Option<Timestamp>,
-    /// No stored node was seen before this time (a lower bound), so nothing is expired while
-    /// the cutoff is at or below it.
-    oldest_bound: Timestamp,
-    /// The cutoff of the last sweep.
-    swept_at: Timestamp,
-    /// Nodes added since the last sweep, and nodes left by it: a periodic sweep waits until the
-    /// forest has grown by a quarter (or by [`SWEEP_MIN_INSERTS`]), so that its cost, a pass
-    /// over every bucket, stays a constant per insert however small the forest.
-    added_since_sweep: usize,
-    left_by_sweep: usize,
-    sweeps: u64,
+    /// Every node's fingerprint under the second it was last seen when the entry was made
+    /// (never later than its `last_seen`); exactly one entry a node.
+    expiry: BTreeMap<u32, Vec<u64>>,
+    /// Nodes removed by expiry so far.
+    expired: u64,
     next_sequence: u32,
     roots: usize,
 }
@@ -223,11 +220,8 @@ impl Forest {
             index: PigeonholeIndex::new(max_distance)?,
             window: window_seconds as Timestamp,
             newest: None,
-            oldest_bound: Timestamp::MAX,
-            swept_at: Timestamp::MIN,
-            added_since_sweep: 0,
-            left_by_sweep: 0,
-            sweeps: 0,
+            expiry: BTreeMap::new(),
+            expired: 0,
             next_sequence: 0,
             roots: 0,
         })
@@ -249,66 +243,91 @@ impl Forest {
             .map_or(Timestamp::MIN, |newest| newest - self.window)
     }
 
-    fn is_live(&self, node: Node) -> bool {
-        Timestamp::from(node.last_seen) >= self.cutoff()
-    }
-
-    fn expired_possible(&self) -> bool {
-        self.oldest_bound < self.cutoff()
-    }
-
-    /// Moves the clock forward to `time` (it never goes back) without inserting anything, so
-    /// that what is older than the window expires.
+    /// Moves the clock forward to `time` (it never goes back) without inserting anything;
+    /// what falls out of the window is removed.
     pub fn advance_to(&mut self, time: Timestamp) {
         let time = Timestamp::from(clamp_time(time));
         self.newest = Some(self.newest.map_or(time, |newest| newest.max(time)));
-        let due = self.cutoff().saturating_sub(self.swept_at) >= self.window / 8
-            && self.added_since_sweep >= SWEEP_MIN_INSERTS.max(self.left_by_sweep / 4);
-        if due && self.expired_possible() {
-            self.sweep();
+        self.expire();
+    }
+
+    /// Removes the nodes last seen before the window; returns how many. Inserting and
+    /// [`advance_to`](Self::advance_to) already do this, so it finds nothing to do unless the
+    /// clock was moved some other way.
+    pub fn expire(&mut self) -> usize {
+        let cutoff = self.cutoff();
+        let mut due = Vec::new();
+        while let Some(entry) = self.expiry.first_entry() {
+            if Timestamp::from(*entry.key()) >= cutoff {
+                break;
+            }
+            due.extend(entry.remove());
         }
+        if due.is_empty() {
+            return 0;
+        }
+        let mut expired = Vec::new();
+        for fingerprint in due.into_iter().map(Fingerprint) {
+            let Some(&node) = self.index.get(fingerprint) else {
+                continue;
+            };
+            if Timestamp::from(node.last_seen) < cutoff {
+                expired.push((fingerprint, node.is_root()));
+            } else {
+                self.enqueue(fingerprint, node.last_seen);
+            }
+        }
+        // Roots are found while every expired node is still there to follow.
+        let orphaned_from: Vec<Fingerprint> = expired
+            .iter()
+            .filter(|(_, is_root)| !is_root)
+            .filter_map(|&(leaf, _)| self.root_of_node(leaf))
+            .collect();
+        for (fingerprint, is_root) in &expired {
+            self.index.remove(*fingerprint);
+            self.roots -= usize::from(*is_root);
+        }
+        // A live root loses its expired leaves from its count; an expired root went with them.
+        for root in orphaned_from {
+            if let Some(node) = self.index.get_mut(root) {
+                node.set_children(node.children().saturating_sub(1));
+            }
+        }
+        self.expired += expired.len() as u64;
+        expired.len()
+    }
+
+    fn enqueue(&mut self, fingerprint: Fingerprint, seen: u32) {
+        push_compact(self.expiry.entry(seen).or_default(), fingerprint.0);
     }
 
     /// Places a document with fingerprint `fingerprint` and event time `time`.
     pub fn insert(&mut self, fingerprint: Fingerprint, time: Timestamp) -> Placement {
         self.advance_to(time);
-        let seen = clamp_time(time);
-        match self.index.get(fingerprint).copied() {
-            Some(node) if self.is_live(node) => {
-                if let Some(slot) = self.index.get_mut(fingerprint) {
-                    slot.set_documents(node.documents().saturating_add(1));
-                }
-                let root = self.refresh_chain(fingerprint, seen);
-                return Placement {
-                    root,
-                    kind: PlacementKind::ExistingNode,
-                };
-            }
-            // An expired node of the same value is logically gone: clear it out before the
-            // value is placed afresh, so that no stale link or count survives.
-            Some(_) => {
-                self.sweep();
-            }
-            None => {}
+        // A late document counts as seen at the window's start, so that it is live.
+        let seen = clamp_time(time.max(self.cutoff()));
+        if let Some(node) = self.index.get_mut(fingerprint) {
+            node.set_documents(node.documents().saturating_add(1));
+            let root = self.refresh_chain(fingerprint, seen);
+            return Placement {
+                root,
+                kind: PlacementKind::ExistingNode,
+            };
         }
-
-        let mut trees = self.neighbour_trees(fingerprint);
-        if trees.len() > 1 && self.expired_possible() {
-            // The tie-break reads child counts, which must not include expired leaves.
-            self.sweep();
-            trees = self.neighbour_trees(fingerprint);
-        }
-        let Some(best) = trees.into_iter().min_by_key(|tree| tree.rank()) else {
+        let Some(best) = self
+            .neighbour_trees(fingerprint)
+            .into_iter()
+            .min_by_key(|tree| tree.rank())
+        else {
             return self.add_root(fingerprint, seen);
         };
         self.index
             .insert(fingerprint, Node::leaf(best.nearest, seen));
-        self.added_since_sweep += 1;
+        self.enqueue(fingerprint, seen);
         if let Some(root) = self.index.get_mut(best.root) {
             root.set_children(root.children().saturating_add(1));
         }
         self.refresh_chain(best.nearest, seen);
-        self.oldest_bound = self.oldest_bound.min(Timestamp::from(seen));
         Placement {
             root: best.root,
             kind: PlacementKind::NewLeaf,
@@ -321,28 +340,21 @@ impl Forest {
         }
         self.index
             .insert(fingerprint, Node::root(self.next_sequence, seen));
-        self.added_since_sweep += 1;
+        self.enqueue(fingerprint, seen);
         self.next_sequence += 1;
         self.roots += 1;
-        self.oldest_bound = self.oldest_bound.min(Timestamp::from(seen));
         Placement {
             root: fingerprint,
             kind: PlacementKind::NewRoot,
         }
     }
 
-    /// The live trees that have a node within `k` of `fingerprint`, each with its nearest such
+    /// The trees that have a node within `k` of `fingerprint`, each with its nearest such
     /// node (the root itself when it is among the nearest, else the smallest fingerprint).
     fn neighbour_trees(&self, fingerprint: Fingerprint) -> Vec<Tree> {
         let mut trees: Vec<Tree> = Vec::new();
         self.index
             .for_each_within(fingerprint, |neighbour, distance| {
-                let Some(&node) = self.index.get(neighbour) else {
-                    return;
-                };
-                if !self.is_live(node) {
-                    return;
-                }
                 let Some(root) = self.root_of_node(neighbour) else {
                     debug_assert!(false, "broken attachment chain at {neighbour}");
                     return;
@@ -405,12 +417,8 @@ impl Forest {
         fingerprint
     }
 
-    /// The root of a live node's cluster.
+    /// The root of a node's cluster.
     pub fn root_of(&self, fingerprint: Fingerprint) -> Option<Fingerprint> {
-        let node = *self.index.get(fingerprint)?;
-        if !self.is_live(node) {
-            return None;
-        }
         self.root_of_node(fingerprint)
     }
 
@@ -425,53 +433,6 @@ impl Forest {
             }
             _ => false,
         }
-    }
-
-    /// Removes every expired node now (the sweep that otherwise runs by itself every eighth of a
-    /// window); returns how many were removed.
-    pub fn expire(&mut self) -> usize {
-        if self.expired_possible() {
-            self.sweep()
-        } else {
-            0
-        }
-    }
-
-    fn sweep(&mut self) -> usize {
-        let cutoff = self.cutoff();
-        let mut expired = Vec::new();
-        let mut oldest = Timestamp::MAX;
-        for (fingerprint, node) in self.index.iter() {
-            let seen = Timestamp::from(node.last_seen);
-            if seen < cutoff {
-                expired.push((fingerprint, node.is_root()));
-            } else {
-                oldest = oldest.min(seen);
-            }
-        }
-        // Roots are found while every expired node is still there to follow.
-        let mut orphaned_from: Vec<Fingerprint> = expired
-            .iter()
-            .filter(|(_, is_root)| !is_root)
-            .filter_map(|&(leaf, _)| self.root_of_node(leaf))
-            .collect();
-        orphaned_from.sort_unstable();
-        for (fingerprint, is_root) in &expired {
-            self.index.remove(*fingerprint);
-            self.roots -= usize::from(*is_root);
-        }
-        // A live root loses its expired leaves from its count; an expired root went with them.
-        for root in orphaned_from {
-            if let Some(node) = self.index.get_mut(root) {
-                node.set_children(node.children().saturating_sub(1));
-            }
-        }
-        self.oldest_bound = oldest;
-        self.swept_at = cutoff;
-        self.added_since_sweep = 0;
-        self.left_by_sweep = self.index.len();
-        self.sweeps += 1;
-        expired.len()
     }
 
     /// Gives roots the sequence numbers 0, 1, … in their order of creation, so that the counter
@@ -492,8 +453,8 @@ impl Forest {
         self.next_sequence = roots.len() as u32;
     }
 
-    /// Calls `visit(fingerprint, distance)` for every stored node within `k` of `query`,
-    /// including expired nodes a sweep has not removed yet: the raw index lookup.
+    /// Calls `visit(fingerprint, distance)` for every node within `k` of `query`: the raw
+    /// index lookup.
     #[inline]
     pub fn for_each_within(&self, query: Fingerprint, visit: impl FnMut(Fingerprint, u32)) {
         self.index.for_each_within(query, visit);
@@ -509,7 +470,7 @@ impl Forest {
         self.index.iter().map(|(fingerprint, _)| fingerprint)
     }
 
-    /// Every stored node, including expired ones not yet swept, in storage order.
+    /// Every node, in storage order.
     pub fn nodes(&self) -> impl Iterator<Item = NodeInfo> + '_ {
         self.index.iter().map(|(fingerprint, &node)| NodeInfo {
             fingerprint,
@@ -521,18 +482,19 @@ impl Forest {
         })
     }
 
-    /// Whether a stored node is live (not older than the window).
-    pub fn is_live_node(&self, info: &NodeInfo) -> bool {
-        info.last_seen >= self.cutoff()
-    }
-
     /// Node and root counts and memory.
     pub fn stats(&self) -> ForestStats {
         ForestStats {
             nodes: self.index.len(),
             roots: self.roots,
-            heap_bytes: self.index.heap_bytes() + std::mem::size_of::<Self>(),
-            sweeps: self.sweeps,
+            heap_bytes: self.index.heap_bytes()
+                + self
+                    .expiry
+                    .values()
+                    .map(|entries| entries.capacity() * 8 + 48)
+                    .sum::<usize>()
+                + std::mem::size_of::<Self>(),
+            expired: self.expired,
         }
     }
 
@@ -572,25 +534,49 @@ impl Forest {
                     }
                 }
             }
-            if info.attached_to.is_none() && self.is_live(node) {
+            if Timestamp::from(node.last_seen) < self.cutoff() {
+                return Err(format!("{} is expired but still stored", info.fingerprint));
+            }
+            if info.attached_to.is_none() {
                 let mut close_root = None;
                 self.index.for_each_within(info.fingerprint, |other, _| {
                     if other != info.fingerprint
-                        && self
-                            .index
-                            .get(other)
-                            .is_some_and(|&n| n.is_root() && self.is_live(n))
+                        && self.index.get(other).is_some_and(|n| n.is_root())
                     {
                         close_root = Some(other);
                     }
                 });
                 if let Some(other) = close_root {
                     return Err(format!(
-                        "live roots {} and {other} are within k = {k}",
+                        "roots {} and {other} are within k = {k}",
                         info.fingerprint
                     ));
                 }
             }
+        }
+        let mut queued = 0;
+        for (&second, entries) in &self.expiry {
+            for &entry in entries {
+                queued += 1;
+                let node = self.index.get(Fingerprint(entry)).ok_or_else(|| {
+                    format!(
+                        "expiry queue holds {}, which is not stored",
+                        Fingerprint(entry)
+                    )
+                })?;
+                if node.last_seen < second {
+                    return Err(format!(
+                        "{} is queued to expire after it was last seen",
+                        Fingerprint(entry)
+                    ));
+                }
+            }
+        }
+        if queued != self.index.len() {
+            return Err(format!(
+                "{queued} expiry entries for {} nodes",
+                self.index.len()
+            ));
         }
         for (fingerprint, &node) in self.index.iter() {
             let expected = children.get(&fingerprint).copied().unwrap_or(0);

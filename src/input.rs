@@ -22,12 +22,27 @@ pub fn open(path: &Path) -> Result<Box<dyn BufRead + Send>> {
     } else {
         Box::new(File::open(path).map_err(io_error)?)
     };
-    let mut buffered = BufReader::with_capacity(1 << 16, reader);
-    let is_gzip = buffered
-        .fill_buf()
-        .map_err(io_error)?
-        .starts_with(&GZIP_MAGIC);
-    Ok(if is_gzip {
+    decompressing(reader).map_err(io_error)
+}
+
+/// Reads `reader` as lines, decompressing it first if it starts with the gzip magic bytes.
+pub fn decompressing(reader: impl Read + Send + 'static) -> io::Result<Box<dyn BufRead + Send>> {
+    // A pipe may deliver one byte at a time: read the two magic bytes for sure, then put them
+    // back in front of the rest.
+    let mut reader = reader;
+    let mut magic = [0u8; 2];
+    let mut have = 0;
+    while have < magic.len() {
+        match reader.read(&mut magic[have..]) {
+            Ok(0) => break,
+            Ok(read) => have += read,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+    let whole = io::Cursor::new(magic[..have].to_vec()).chain(reader);
+    let buffered = BufReader::with_capacity(1 << 16, whole);
+    Ok(if magic[..have] == GZIP_MAGIC {
         Box::new(BufReader::with_capacity(
             1 << 16,
             MultiGzDecoder::new(buffered),
@@ -37,32 +52,99 @@ pub fn open(path: &Path) -> Result<Box<dyn BufRead + Send>> {
     })
 }
 
+/// The longest line [`Lines`] hands out by default: 16 MiB, far beyond any article, short of
+/// what would strain memory when a batch holds thousands of lines.
+pub const DEFAULT_MAX_LINE_BYTES: usize = 16 << 20;
+
+/// A line longer than the limit: it was read past and dropped, not kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("line of {length} bytes is longer than the limit of {limit} bytes")]
+pub struct LineTooLong {
+    /// The line's length in bytes.
+    pub length: usize,
+    /// The limit it broke.
+    pub limit: usize,
+}
+
 /// Numbered lines of bytes (UTF-8 is checked by the parser, line by line, so that one bad line
-/// costs only itself). Blank lines are skipped but counted.
+/// costs only itself). Blank lines are skipped but counted; a line over the length limit is
+/// skipped without being held in memory and reported as [`LineTooLong`].
 pub struct Lines<R> {
     reader: R,
     number: u64,
+    max_line_bytes: usize,
 }
 
+/// What [`Lines::next_line`] gives: a line's number and its bytes (without the line break), or
+/// why they were dropped.
+pub type NumberedLine = (u64, std::result::Result<Vec<u8>, LineTooLong>);
+
 impl<R: BufRead> Lines<R> {
-    /// Lines of `reader`, numbered from 1.
+    /// Lines of `reader`, numbered from 1, up to [`DEFAULT_MAX_LINE_BYTES`] long.
     pub fn new(reader: R) -> Self {
-        Lines { reader, number: 0 }
+        Self::with_max_line_bytes(reader, DEFAULT_MAX_LINE_BYTES)
     }
 
-    /// The next non-blank line and its number, without the line break; `None` at the end.
-    pub fn next_line(&mut self) -> io::Result<Option<(u64, Vec<u8>)>> {
+    /// Lines of `reader` up to `max_line_bytes` long.
+    pub fn with_max_line_bytes(reader: R, max_line_bytes: usize) -> Self {
+        Lines {
+            reader,
+            number: 0,
+            max_line_bytes,
+        }
+    }
+
+    /// The next non-blank line; `None` at the end.
+    pub fn next_line(&mut self) -> io::Result<Option<NumberedLine>> {
         loop {
             let mut line = Vec::new();
-            if self.reader.read_until(b'\n', &mut line)? == 0 {
+            let mut length = 0usize;
+            let mut read_anything = false;
+            let mut ended_line = false;
+            loop {
+                let buffer = self.reader.fill_buf()?;
+                if buffer.is_empty() {
+                    break;
+                }
+                read_anything = true;
+                let (chunk, ends_line) = match buffer.iter().position(|&b| b == b'\n') {
+                    Some(end) => (&buffer[..=end], true),
+                    None => (buffer, false),
+                };
+                length += chunk.len();
+                // Keep the bytes only while the line may still turn out short enough (the
+                // line break, up to two bytes, does not count).
+                if length <= self.max_line_bytes + 2 {
+                    line.extend_from_slice(chunk);
+                }
+                let consumed = chunk.len();
+                self.reader.consume(consumed);
+                if ends_line {
+                    ended_line = true;
+                    break;
+                }
+            }
+            if !read_anything {
                 return Ok(None);
             }
             self.number += 1;
-            while line.last().is_some_and(|b| matches!(b, b'\n' | b'\r')) {
+            length -= usize::from(ended_line);
+            if line.last() == Some(&b'\n') {
                 line.pop();
             }
+            if line.last() == Some(&b'\r') {
+                line.pop();
+                length -= 1;
+            }
+            if length > self.max_line_bytes {
+                let too_long = LineTooLong {
+                    length,
+                    limit: self.max_line_bytes,
+                };
+                return Ok(Some((self.number, Err(too_long))));
+            }
             if !line.iter().all(u8::is_ascii_whitespace) {
-                return Ok(Some((self.number, line)));
+                return Ok(Some((self.number, Ok(line))));
             }
         }
     }
@@ -90,7 +172,7 @@ mod tests {
             let mut lines = Lines::new(open(&path).unwrap());
             let mut seen = Vec::new();
             while let Some((number, line)) = lines.next_line().unwrap() {
-                seen.push((number, String::from_utf8(line).unwrap()));
+                seen.push((number, String::from_utf8(line.unwrap()).unwrap()));
             }
             assert_eq!(
                 seen,
@@ -102,5 +184,60 @@ mod tests {
             );
         }
         assert!(open(Path::new("/no/such/file.jsonl")).is_err());
+    }
+
+    /// Gives out one byte per read, as a slow pipe may.
+    struct Trickle(Vec<u8>, usize);
+
+    impl Read for Trickle {
+        fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
+            match (self.0.get(self.1), buffer.first_mut()) {
+                (Some(&byte), Some(slot)) => {
+                    *slot = byte;
+                    self.1 += 1;
+                    Ok(1)
+                }
+                _ => Ok(0),
+            }
+        }
+    }
+
+    #[test]
+    fn gzip_is_recognised_one_byte_at_a_time() {
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        encoder.write_all(b"{\"a\":1}\n").unwrap();
+        let packed = encoder.finish().unwrap();
+        let mut lines = Lines::new(decompressing(Trickle(packed, 0)).unwrap());
+        assert_eq!(
+            lines.next_line().unwrap(),
+            Some((1, Ok(b"{\"a\":1}".to_vec())))
+        );
+        let mut lines = Lines::new(decompressing(Trickle(b"x".to_vec(), 0)).unwrap());
+        assert_eq!(lines.next_line().unwrap(), Some((1, Ok(b"x".to_vec()))));
+    }
+
+    #[test]
+    fn overlong_lines_are_reported_and_skipped() {
+        let text = format!("short\n{}\nafter\r\n", "x".repeat(100));
+        let mut lines = Lines::with_max_line_bytes(text.as_bytes(), 10);
+        assert_eq!(lines.next_line().unwrap(), Some((1, Ok(b"short".to_vec()))));
+        assert_eq!(
+            lines.next_line().unwrap(),
+            Some((
+                2,
+                Err(LineTooLong {
+                    length: 100,
+                    limit: 10
+                })
+            ))
+        );
+        assert_eq!(lines.next_line().unwrap(), Some((3, Ok(b"after".to_vec()))));
+        assert_eq!(lines.next_line().unwrap(), None);
+        // Exactly at the limit is fine.
+        let mut lines = Lines::with_max_line_bytes(&b"0123456789\r\n"[..], 10);
+        assert_eq!(
+            lines.next_line().unwrap(),
+            Some((1, Ok(b"0123456789".to_vec())))
+        );
     }
 }

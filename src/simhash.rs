@@ -80,9 +80,10 @@ impl<'de> Deserialize<'de> for Fingerprint {
 
 /// Accumulates weighted features into a simhash.
 ///
-/// The order in which features are added does not matter; adding the same feature twice with
-/// weight `w` is the same as adding it once with weight `2w` (which is how term frequency
-/// weighting falls out without counting terms first).
+/// Weights are summed in fixed point (1/65,536 steps), exactly, so the order in which features
+/// are added never matters (floating-point sums would round differently when a paragraph
+/// moves); adding the same feature twice with weight `w` is the same as adding it once with
+/// weight `2w` (which is how term frequency weighting falls out without counting terms first).
 ///
 /// ```
 /// use tantivy_dedup::simhash::SimhashBuilder;
@@ -101,10 +102,13 @@ impl<'de> Deserialize<'de> for Fingerprint {
 #[derive(Clone)]
 pub struct SimhashBuilder {
     /// Per bit: the total weight of the features whose hash has that bit set.
-    ones: [f32; 64],
+    ones: [i64; 64],
     /// The total weight of all features.
-    total: f32,
+    total: i64,
 }
+
+/// Fixed-point steps per unit of weight.
+const WEIGHT_SCALE: f32 = 65_536.0;
 
 impl Default for SimhashBuilder {
     fn default() -> Self {
@@ -116,8 +120,8 @@ impl SimhashBuilder {
     /// An empty builder; `finish` on it gives the all-zero fingerprint.
     pub fn new() -> Self {
         SimhashBuilder {
-            ones: [0.0; 64],
-            total: 0.0,
+            ones: [0; 64],
+            total: 0,
         }
     }
 
@@ -127,13 +131,17 @@ impl SimhashBuilder {
         self.add_hash(xxhash_rust::xxh3::xxh3_64(feature), weight);
     }
 
-    /// Adds a feature by its 64-bit hash.
+    /// Adds a feature by its 64-bit hash. Weights are non-negative (negative ones count as 0)
+    /// and kept to 1/65,536.
     #[inline]
     pub fn add_hash(&mut self, hash: u64, weight: f32) {
+        // `as` saturates: NaN gives 0, and absurdly large weights stay finite.
+        let weight = (weight.max(0.0) * WEIGHT_SCALE).round() as i32;
+        let weight = i64::from(weight);
         // Summing only the "1" side keeps the loop branch-free and vectorisable: the signed sum
         // of the specification is `2 * ones - total`.
         for (bit, ones) in self.ones.iter_mut().enumerate() {
-            *ones += ((hash >> bit) & 1) as f32 * weight;
+            *ones += ((hash >> bit) & 1) as i64 * weight;
         }
         self.total += weight;
     }
@@ -142,7 +150,7 @@ impl SimhashBuilder {
     pub fn finish(&self) -> Fingerprint {
         let mut value = 0u64;
         for (bit, &ones) in self.ones.iter().enumerate() {
-            if 2.0 * ones - self.total > 0.0 {
+            if 2 * ones - self.total > 0 {
                 value |= 1 << bit;
             }
         }
@@ -175,6 +183,27 @@ mod tests {
         builder.add_hash(u64::MAX, 2.0);
         builder.add_hash(0, 1.0);
         assert_eq!(builder.finish(), Fingerprint(u64::MAX));
+    }
+
+    #[test]
+    fn fractional_weights_are_order_free() {
+        let features: Vec<(u64, f32)> = (0..500u64)
+            .map(|i| {
+                (
+                    i.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                    1.0 + (i % 97) as f32 / 7.3,
+                )
+            })
+            .collect();
+        let mut forward = SimhashBuilder::new();
+        let mut backward = SimhashBuilder::new();
+        for &(hash, weight) in &features {
+            forward.add_hash(hash, weight);
+        }
+        for &(hash, weight) in features.iter().rev() {
+            backward.add_hash(hash, weight);
+        }
+        assert_eq!(forward.finish(), backward.finish());
     }
 
     #[test]

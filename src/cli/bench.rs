@@ -23,13 +23,15 @@ enum Part {
 
 #[derive(Args)]
 pub struct BenchArgs {
-    /// Which parts to run (repeat the flag for several) [default: all]
+    /// Which parts to run (repeat the flag for several) [default: every part]
     #[arg(long, value_enum)]
     only: Vec<Part>,
-    /// News corpus for the fingerprinting benchmark
+    /// News corpus (JSON Lines with `content`) for the fingerprinting benchmark; the default is
+    /// the project's evaluation data, kept beside the repository, not in it
     #[arg(long, default_value = "../shared/data/xwlb-news.jsonl.gz")]
     corpus: PathBuf,
-    /// Labeled set for the dedup benchmark
+    /// Articles (JSON Lines) for the end-to-end dedup benchmark; the default is the project's
+    /// labeled evaluation set, kept beside the repository, not in it
     #[arg(long, default_value = "../shared/data/neardup-dev.jsonl.gz")]
     labeled: PathBuf,
     /// Use only the first N corpus documents for fingerprinting

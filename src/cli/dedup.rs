@@ -1,6 +1,7 @@
 //! `tantivy-dedup dedup`: decisions for a JSON Lines file, no index.
 
 use std::io::{self, BufWriter, Write};
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -31,33 +32,31 @@ pub fn run(args: DedupArgs) -> anyhow::Result<ExitCode> {
             .unwrap_or_else(|_| ProgressStyle::default_spinner()),
     );
     let mut out = BufWriter::new(io::stdout().lock());
-    let (mut decided, mut rejected) = (0u64, 0u64);
+    let (mut decided, mut rejected, mut clusters) = (0u64, 0u64, 0u64);
     let mut write_error = None;
     let start = Instant::now();
-    dedup
-        .run(reader, |line, result| {
-            if write_error.is_some() {
-                return;
-            }
-            match result {
-                Ok(decision) => {
-                    decided += 1;
-                    let written = serde_json::to_writer(&mut out, &decision)
-                        .map_err(io::Error::from)
-                        .and_then(|()| out.write_all(b"\n"));
-                    if let Err(error) = written {
-                        write_error = Some(error);
-                    }
-                }
-                Err(error) => {
-                    rejected += 1;
-                    progress
-                        .suspend(|| eprintln!("{}:{line}: skipped: {error}", args.file.display()));
+    let read = dedup.run(reader, |line, result| {
+        progress.inc(1);
+        match result {
+            Ok(decision) => {
+                decided += 1;
+                clusters += u64::from(!decision.duplicate);
+                let written = serde_json::to_writer(&mut out, &decision)
+                    .map_err(io::Error::from)
+                    .and_then(|()| out.write_all(b"\n"));
+                if let Err(error) = written {
+                    write_error = Some(error);
+                    return ControlFlow::Break(());
                 }
             }
-            progress.inc(1);
-        })
-        .with_context(|| format!("reading {}", args.file.display()))?;
+            Err(error) => {
+                rejected += 1;
+                progress.suspend(|| eprintln!("{}:{line}: skipped: {error}", args.file.display()));
+            }
+        }
+        ControlFlow::Continue(())
+    });
+    progress.finish_and_clear();
     if let Some(error) = write_error.or_else(|| out.flush().err()) {
         // A closed pipe (`| head`) is the reader's choice, not a failure.
         if error.kind() == io::ErrorKind::BrokenPipe {
@@ -65,13 +64,16 @@ pub fn run(args: DedupArgs) -> anyhow::Result<ExitCode> {
         }
         return Err(error).context("writing decisions");
     }
-    progress.finish_and_clear();
+    read.with_context(|| {
+        format!(
+            "reading {} (the decisions above were written)",
+            args.file.display()
+        )
+    })?;
 
     let seconds = start.elapsed().as_secs_f64();
-    let stats = dedup.forest().stats();
     eprintln!(
-        "dedup: {decided} documents, {rejected} skipped, {} clusters, {:.1} s, {:.0} documents/s",
-        stats.roots,
+        "dedup: {decided} documents, {rejected} skipped, {clusters} clusters started, {:.1} s, {:.0} documents/s",
         seconds,
         decided as f64 / seconds.max(1e-9),
     );

@@ -1,10 +1,11 @@
 //! `tantivy-dedup eval`: pairwise accuracy on a labeled file.
 
+use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use tantivy_dedup::eval::{EvalReport, PairScores, evaluate};
+use tantivy_dedup::eval::{EvalReport, evaluate};
 
 use super::ConfigArgs;
 
@@ -25,36 +26,49 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
     let config = args.config.load()?;
     let mode = config.mode;
     let report = evaluate(&args.file, config)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+    let mut out = io::stdout().lock();
+    let written = if args.json {
+        let mut value = serde_json::to_value(&report)?;
+        value["mode"] = mode.name().into();
+        writeln!(out, "{}", serde_json::to_string_pretty(&value)?)
     } else {
-        print_table(&report, &format!("{mode:?}").to_lowercase());
+        write_table(&mut out, &report, mode.name())
+    };
+    match written {
+        // A closed pipe (`| head`) is the reader's choice, not a failure.
+        Err(error) if error.kind() != io::ErrorKind::BrokenPipe => Err(error.into()),
+        _ => Ok(ExitCode::SUCCESS),
     }
-    Ok(ExitCode::SUCCESS)
 }
 
-fn print_table(report: &EvalReport, mode: &str) {
-    println!(
+fn write_table(out: &mut impl Write, report: &EvalReport, mode: &str) -> io::Result<()> {
+    writeln!(
+        out,
         "{} documents, mode {mode}, {:.0} documents/s",
         report.documents, report.documents_per_second
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "{:<8} {:>9} {:>9} {:>9} {:>12} {:>12}",
         "pairs", "precision", "recall", "F1", "true", "predicted"
-    );
-    let row = |name: &str, scores: &PairScores| {
-        println!(
+    )?;
+    let rows = [
+        ("all", &report.all),
+        ("long", &report.long),
+        ("short", &report.short),
+    ];
+    for (name, scores) in rows {
+        writeln!(
+            out,
             "{name:<8} {:>9.3} {:>9.3} {:>9.3} {:>12} {:>12}",
             scores.precision, scores.recall, scores.f1, scores.actual, scores.predicted
-        )
-    };
-    row("all", &report.all);
-    row("long", &report.long);
-    row("short", &report.short);
+        )?;
+    }
     if !report.recall_by_kind.is_empty() {
-        println!("recall of the true pairs each kind takes part in:");
+        writeln!(out, "recall of the true pairs each kind takes part in:")?;
         for (kind, recall) in &report.recall_by_kind {
-            println!("  {kind:<16} {recall:.3}");
+            writeln!(out, "  {kind:<16} {recall:.3}")?;
         }
     }
+    Ok(())
 }

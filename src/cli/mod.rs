@@ -17,8 +17,8 @@ use tantivy_dedup::{DedupConfig, Mode};
 #[command(after_help = "Examples:\n  \
     tantivy-dedup dedup articles.jsonl.gz > decisions.jsonl\n  \
     cat articles.jsonl | tantivy-dedup dedup - --mode seed\n  \
-    tantivy-dedup eval ../shared/data/neardup-dev.jsonl.gz --mode seed\n  \
-    tantivy-dedup bench --only fingerprint")]
+    tantivy-dedup eval labeled.jsonl.gz --mode seed\n  \
+    tantivy-dedup bench --only fingerprint --corpus news.jsonl.gz")]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -57,9 +57,10 @@ struct ConfigArgs {
     /// settings, the same as schema/news.toml]
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// `default`: the best accuracy tantivy-dedup offers; `seed`: exactly the documented simhash
-    /// algorithm, nothing added [default: the config's, else default]
-    #[arg(long, value_parser = ["seed", "default"])]
+    /// `seed`: exactly the documented simhash algorithm, nothing added; `default`: seed plus
+    /// the accuracy work as it lands (today still identical to seed) [default: the config's,
+    /// else default]
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(Mode::ALL.map(|(name, _)| name)))]
     mode: Option<String>,
 }
 

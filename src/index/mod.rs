@@ -17,7 +17,8 @@ pub use layout::{Block, BlockLayout, MAX_DISTANCE};
 use crate::{Error, Fingerprint};
 use layout::DENSE_BLOCK_BITS;
 use remainders::{Encoded, Remainders};
-use table::{Bucket, Table, push_compact, shrink_compact};
+pub(crate) use table::push_compact;
+use table::{Bucket, Table, shrink_compact};
 
 /// The first table's buckets: fingerprints and, in step with them, each one's value.
 struct Entries<V> {

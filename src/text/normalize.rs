@@ -137,10 +137,10 @@ fn markup_len(text: &str) -> Option<(usize, bool)> {
     if !(after.is_ascii_alphabetic() || matches!(after, b'/' | b'!' | b'?')) {
         return None;
     }
-    let end = text.find('>')? + 1;
-    if end > MAX_TAG_LEN {
-        return None;
-    }
+    // Only the first MAX_TAG_LEN bytes are searched, so a stray '<' costs O(1), not a scan of
+    // the rest of the text.
+    let window = &text.as_bytes()[..text.len().min(MAX_TAG_LEN)];
+    let end = window.iter().position(|&b| b == b'>')? + 1;
     let name: String = text[1..end]
         .trim_start_matches('/')
         .chars()
@@ -148,18 +148,26 @@ fn markup_len(text: &str) -> Option<(usize, bool)> {
         .collect::<String>()
         .to_ascii_lowercase();
     if HIDDEN_ELEMENTS.contains(&name.as_str()) && !text[1..].starts_with('/') {
-        let closing = format!("</{name}");
-        let lower = text.to_ascii_lowercase();
-        let len = lower[end..]
-            .find(&closing)
-            .and_then(|close| {
-                let close = end + close;
-                text[close..].find('>').map(|gt| close + gt + 1)
-            })
-            .unwrap_or(text.len());
+        let len = closing_tag_end(&text[end..], &name).map_or(text.len(), |len| end + len);
         return Some((len, false));
     }
     Some((end, BLOCK_TAGS.contains(&name.as_str())))
+}
+
+/// Where the closing tag `</name …>` ends in `text` (compared without regard to case), if it
+/// has one.
+fn closing_tag_end(text: &str, name: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let mut from = 0;
+    while let Some(offset) = text[from..].find("</") {
+        let start = from + offset + 2;
+        let candidate = bytes.get(start..start + name.len())?;
+        if candidate.eq_ignore_ascii_case(name.as_bytes()) {
+            return text[start..].find('>').map(|gt| start + gt + 1);
+        }
+        from = start;
+    }
+    None
 }
 
 /// If `text` starts with an HTML entity, its length in bytes and the character it stands for
@@ -261,6 +269,15 @@ mod tests {
         assert_eq!(normalize("a&amp;b &#20013;&#x56fd; &bogus; &"), "a&b中国&");
         assert_eq!(normalize("x &lt; y"), "x < y");
         assert_eq!(normalize("AT&T"), "at&t");
+    }
+
+    #[test]
+    fn stray_brackets_cost_linear_time() {
+        // Quadratic scanning would take minutes here; linear takes milliseconds.
+        let stray = "<a x".repeat(50_000);
+        assert_eq!(normalize(&stray).len(), stray.len());
+        let scripts = "<script></SCRIPT>".repeat(25_000);
+        assert_eq!(normalize(&scripts), "");
     }
 
     #[test]
