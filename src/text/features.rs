@@ -175,12 +175,17 @@ pub fn is_feature(word: &str) -> bool {
 }
 
 /// jieba's IDF table, read one word at a time through jieba-rs's TF-IDF extractor (which keeps
-/// the table private) and remembered, so each distinct word is looked up once per process.
+/// the table private) and remembered, so each distinct word is looked up once per process (up
+/// to [`MAX_REMEMBERED_WORDS`] words; later ones are looked up each time).
 pub struct IdfTable {
     extractor: TfIdf,
     median: f32,
     known: RwLock<HashMap<Box<str>, f32>>,
 }
+
+/// The most words [`IdfTable`] remembers: enough for a news vocabulary (jieba's table lists
+/// about 260,000 words) while bounding what endless new numbers and names can take.
+const MAX_REMEMBERED_WORDS: usize = 1 << 20;
 
 /// An ASCII run jieba keeps whole and the IDF table does not have: its weight is the median.
 const ABSENT_WORD: &str = "qzxjvkwqzxjvkw";
@@ -228,10 +233,13 @@ impl IdfTable {
             .first()
             .filter(|keyword| keyword.keyword == word)
             .map_or(self.median, |keyword| keyword.weight as f32);
-        self.known
+        let mut known = self
+            .known
             .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .insert(word.into(), idf);
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if known.len() < MAX_REMEMBERED_WORDS {
+            known.insert(word.into(), idf);
+        }
         idf
     }
 
