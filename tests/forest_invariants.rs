@@ -601,7 +601,7 @@ fn compare_with_model(
 }
 
 /// The radius for a proptest case. k = 3 is the product's; its index has four dense tables of
-/// 65,536 buckets, so every whole-forest scan (an invariant check, an expiry sweep) costs
+/// 65,536 buckets, so every whole-forest scan (an invariant check, a listing of every node) costs
 /// milliseconds in a debug build whatever the forest holds. k = 2 (sparse tables, 21/22-bit
 /// blocks) runs the same forest logic at a fraction of the cost, so it gets most of the cases;
 /// the long seeded sequences below run k = 3.
