@@ -176,7 +176,7 @@ pub fn is_feature(word: &str) -> bool {
 
 /// jieba's IDF table, read one word at a time through jieba-rs's TF-IDF extractor (which keeps
 /// the table private) and remembered, so each distinct word is looked up once per process (up
-/// to [`MAX_REMEMBERED_WORDS`] words; later ones are looked up each time).
+/// to about a million words; later ones are looked up each time).
 pub struct IdfTable {
     extractor: TfIdf,
     median: f32,

@@ -19,7 +19,7 @@ pub fn jieba() -> &'static Jieba {
 pub const USE_HMM: bool = true;
 
 /// Calls `emit` with each word of `text`, in order. Punctuation and white space come out as
-/// words of their own; [`crate::text::features`] decides what counts.
+/// words of their own; [`is_feature`](crate::text::is_feature) decides what counts.
 ///
 /// ```
 /// let mut words = Vec::new();
