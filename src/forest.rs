@@ -106,6 +106,10 @@ impl Node {
 /// The forest's clock runs from the Unix epoch to 2106 (u32 seconds); earlier and later times
 /// are treated as its ends. Article input rejects times outside that range, so only direct
 /// library callers can meet the clamp.
+/// Bytes a second of the expiry queue costs beyond its entries: its vector's header and its
+/// share of the B-tree node (an estimate, for [`ForestStats::heap_bytes`]).
+const EXPIRY_SLOT_OVERHEAD: usize = 48;
+
 fn clamp_time(time: Timestamp) -> u32 {
     time.clamp(0, Timestamp::from(u32::MAX)) as u32
 }
@@ -491,7 +495,7 @@ impl Forest {
                 + self
                     .expiry
                     .values()
-                    .map(|entries| entries.capacity() * 8 + 48)
+                    .map(|entries| entries.capacity() * 8 + EXPIRY_SLOT_OVERHEAD)
                     .sum::<usize>()
                 + std::mem::size_of::<Self>(),
             expired: self.expired,

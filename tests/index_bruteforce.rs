@@ -186,7 +186,6 @@ fn lookups_equal_a_linear_scan_at_scale() {
         .filter(|value| !removed.contains(value))
         .collect();
     assert_eq!(index.len(), remaining.len());
-    index.shrink();
     for &query in queries.iter().step_by(3) {
         assert_eq!(
             index.within(Fingerprint(query)),

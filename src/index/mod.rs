@@ -171,7 +171,8 @@ impl<V> PigeonholeIndex<V> {
         None
     }
 
-    /// Removes `fingerprint`; gives back its value if it was stored.
+    /// Removes `fingerprint`; gives back its value if it was stored. A bucket left with a
+    /// quarter of its room unused gives the memory back.
     pub fn remove(&mut self, fingerprint: Fingerprint) -> Option<V> {
         let (key, position) = self.locate(fingerprint)?;
         let entries = self.primary.get_mut(key)?;
@@ -286,20 +287,6 @@ impl<V> PigeonholeIndex<V> {
                     (Fingerprint(block.restore(key, remainder)), value)
                 })
         })
-    }
-
-    /// Gives back bucket memory left unused by removals. (Removal already shrinks the buckets
-    /// it touches once a quarter of their room is unused; this trims every bucket to its size.)
-    pub fn shrink(&mut self) {
-        for (_, entries) in self.primary.buckets_mut() {
-            entries.remainders.shrink();
-            shrink_compact(&mut entries.values);
-        }
-        for table in &mut self.secondary {
-            for (_, bucket) in table.buckets_mut() {
-                bucket.shrink();
-            }
-        }
     }
 
     /// Heap bytes held by the tables (allocated capacity, not only what is in use).

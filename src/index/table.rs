@@ -74,21 +74,6 @@ impl<B: Bucket> Table<B> {
         }
     }
 
-    /// Every bucket with its key, to change in place.
-    pub(crate) fn buckets_mut(&mut self) -> Box<dyn Iterator<Item = (u64, &mut B)> + '_> {
-        match self {
-            Table::Dense(buckets) => Box::new(
-                buckets
-                    .iter_mut()
-                    .enumerate()
-                    .map(|(key, bucket)| (key as u64, bucket)),
-            ),
-            Table::Sparse(buckets) => {
-                Box::new(buckets.iter_mut().map(|(&key, bucket)| (key, bucket)))
-            }
-        }
-    }
-
     /// Bytes of the table's own bucket headers (not what the buckets point to).
     pub(crate) fn header_bytes(&self) -> usize {
         let slot = std::mem::size_of::<B>();
