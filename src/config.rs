@@ -103,21 +103,38 @@ impl Default for DedupConfig {
     }
 }
 
-/// The file layout: settings live under `[dedup]`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ConfigFile {
-    #[serde(default)]
-    dedup: DedupConfig,
+/// A whole settings file such as `schema/news.toml`: the dedup settings (`[dedup]`), the
+/// document fields (`[fields.*]`) and the index's own settings (`[index]`). Every table and
+/// every key may be left out; what is missing takes its default.
+///
+/// ```
+/// use tantivy_dedup::config::Config;
+///
+/// let config = Config::from_toml_str(
+///     "[dedup]\nmax_distance = 4\n[fields.content]\nstored = false\n[index]\nretention = \"30d\"\n",
+/// ).unwrap();
+/// assert_eq!(config.dedup.max_distance, 4);
+/// assert_eq!(config.fields.content.stored, Some(false));
+/// assert_eq!(config.index.retention_seconds(), Some(30 * 86_400));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// How near-duplicates are found and how long clusters live.
+    pub dedup: DedupConfig,
+    /// The document fields and their options.
+    pub fields: FieldsConfig,
+    /// The index's own settings.
+    pub index: IndexConfig,
 }
 
-impl DedupConfig {
-    /// Reads the `[dedup]` table of a TOML text and checks it.
+impl Config {
+    /// Reads a TOML text and checks it.
     pub fn from_toml_str(text: &str) -> Result<Self> {
-        let file: ConfigFile =
+        let config: Config =
             toml::from_str(text).map_err(|error| Error::Config(error.to_string()))?;
-        file.dedup.validate()?;
-        Ok(file.dedup)
+        config.validate()?;
+        Ok(config)
     }
 
     /// Reads and checks a TOML file such as `schema/news.toml`.
@@ -133,6 +150,220 @@ impl DedupConfig {
                 other => other.to_string(),
             },
         })
+    }
+
+    /// Checks every table.
+    pub fn validate(&self) -> Result<()> {
+        self.dedup.validate()?;
+        self.fields.validate()?;
+        self.index.validate()
+    }
+
+    /// The settings as TOML, in the format [`Config::from_toml_str`] reads.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).unwrap_or_default()
+    }
+}
+
+/// The kinds of document field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FieldKind {
+    /// Free text, segmented with jieba for keyword search.
+    Text,
+    /// One exact value (an id, an outlet's name, a URL): found only whole.
+    String,
+    /// A point in time.
+    Date,
+}
+
+impl FieldKind {
+    fn name(self) -> &'static str {
+        match self {
+            FieldKind::Text => "text",
+            FieldKind::String => "string",
+            FieldKind::Date => "date",
+        }
+    }
+}
+
+/// The options of one document field; what is left out takes the field's default.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FieldOptions {
+    /// The field's kind, which is fixed per field; stating it documents the schema.
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<FieldKind>,
+    /// Whether the value is kept, to be shown in results.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stored: Option<bool>,
+    /// Whether the field can be searched (text) or filtered on (string, date).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub indexed: Option<bool>,
+}
+
+/// A field's resolved options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResolvedField {
+    /// The field's name.
+    pub name: &'static str,
+    /// Its kind.
+    pub kind: FieldKind,
+    /// Whether its value is kept.
+    pub stored: bool,
+    /// Whether it is searchable or filterable.
+    pub indexed: bool,
+}
+
+/// The news schema's document fields, as declared in `[fields.*]` of `schema/news.toml`.
+///
+/// The set of fields is fixed (an article's `id`, `title`, `content`, `source`, `url` and
+/// `published_at`); their options are not. Two options cannot be turned off: `id` is always
+/// indexed and stored (documents are replaced and shown by it), and `source` and
+/// `published_at` are always fast fields (collapse reads them).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FieldsConfig {
+    /// The article's id.
+    pub id: FieldOptions,
+    /// The headline.
+    pub title: FieldOptions,
+    /// The body.
+    pub content: FieldOptions,
+    /// The outlet.
+    pub source: FieldOptions,
+    /// The address.
+    pub url: FieldOptions,
+    /// The publication time.
+    pub published_at: FieldOptions,
+}
+
+impl FieldsConfig {
+    /// Every field with its options resolved against the defaults.
+    pub fn resolved(&self) -> [ResolvedField; 6] {
+        let resolve = |name, kind, options: &FieldOptions, indexed| ResolvedField {
+            name,
+            kind,
+            stored: options.stored.unwrap_or(true),
+            indexed: options.indexed.unwrap_or(indexed),
+        };
+        [
+            resolve("id", FieldKind::String, &self.id, true),
+            resolve("title", FieldKind::Text, &self.title, true),
+            resolve("content", FieldKind::Text, &self.content, true),
+            resolve("source", FieldKind::String, &self.source, true),
+            resolve("url", FieldKind::String, &self.url, false),
+            resolve("published_at", FieldKind::Date, &self.published_at, true),
+        ]
+    }
+
+    /// Checks that each declared kind is the field's kind and that `id` stays usable.
+    pub fn validate(&self) -> Result<()> {
+        let declared = [
+            &self.id,
+            &self.title,
+            &self.content,
+            &self.source,
+            &self.url,
+            &self.published_at,
+        ];
+        for (field, options) in self.resolved().iter().zip(declared) {
+            if let Some(kind) = options.kind.filter(|kind| *kind != field.kind) {
+                return Err(Error::Config(format!(
+                    "fields.{}: type must be \"{}\", got \"{}\"",
+                    field.name,
+                    field.kind.name(),
+                    kind.name()
+                )));
+            }
+        }
+        if self.id.stored == Some(false) || self.id.indexed == Some(false) {
+            return Err(Error::Config(
+                "fields.id: must stay indexed and stored (documents are replaced and shown by id)"
+                    .to_owned(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Settings of the Tantivy index itself.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IndexConfig {
+    /// Delete documents published longer ago than this (event time, against the newest time
+    /// seen), on each commit. Unset: keep everything. Separate from the dedup window, which
+    /// forgets clusters but never deletes documents.
+    #[serde(with = "optional_duration", skip_serializing_if = "Option::is_none")]
+    pub retention: Option<Duration>,
+    /// Memory for the index writer's buffers, in megabytes, shared by its threads.
+    pub writer_memory_mb: usize,
+    /// Indexing threads [default: the number of cores, at most 8].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub writer_threads: Option<usize>,
+}
+
+impl Default for IndexConfig {
+    fn default() -> Self {
+        IndexConfig {
+            retention: None,
+            writer_memory_mb: 256,
+            writer_threads: None,
+        }
+    }
+}
+
+impl IndexConfig {
+    /// The retention in whole seconds, when set.
+    pub fn retention_seconds(&self) -> Option<u64> {
+        self.retention.map(|retention| retention.as_secs())
+    }
+
+    /// The indexing threads to use.
+    pub fn threads(&self) -> usize {
+        self.writer_threads.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1, |cores| cores.get().min(8))
+        })
+    }
+
+    /// Checks the ranges.
+    pub fn validate(&self) -> Result<()> {
+        if self
+            .retention
+            .is_some_and(|retention| retention.as_secs() == 0)
+        {
+            return Err(Error::Config(
+                "index.retention must be at least one second, e.g. \"90d\"".to_owned(),
+            ));
+        }
+        if self.writer_threads == Some(0) || self.writer_threads.is_some_and(|n| n > 64) {
+            return Err(Error::Config(
+                "index.writer_threads must be between 1 and 64".to_owned(),
+            ));
+        }
+        let threads = self.threads();
+        // Tantivy needs at least 15 MB per indexing thread.
+        if self.writer_memory_mb < 15 * threads || self.writer_memory_mb > 16 * 1024 {
+            return Err(Error::Config(format!(
+                "index.writer_memory_mb must be between {} (15 per thread) and 16384, got {}",
+                15 * threads,
+                self.writer_memory_mb
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl DedupConfig {
+    /// Reads the `[dedup]` table of a TOML settings text (other tables are checked, then left
+    /// aside) and checks it.
+    pub fn from_toml_str(text: &str) -> Result<Self> {
+        Config::from_toml_str(text).map(|config| config.dedup)
+    }
+
+    /// Reads the `[dedup]` table of a settings file such as `schema/news.toml`.
+    pub fn from_path(path: &Path) -> Result<Self> {
+        Config::from_path(path).map(|config| config.dedup)
     }
 
     /// The window in whole seconds.
@@ -171,6 +402,29 @@ impl DedupConfig {
     }
 }
 
+/// An optional duration as a humantime string.
+mod optional_duration {
+    use std::time::Duration;
+
+    use serde::{Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(
+        duration: &Option<Duration>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match duration {
+            Some(duration) => super::humantime_serde_compat::serialize(duration, serializer),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        super::humantime_serde_compat::deserialize(deserializer).map(Some)
+    }
+}
+
 /// Durations as humantime strings ("7d", "36h 30m") in TOML.
 mod humantime_serde_compat {
     use std::time::Duration;
@@ -198,10 +452,22 @@ mod tests {
     #[test]
     fn shipped_schema_equals_defaults() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/news.toml");
+        let shipped = Config::from_path(&path).unwrap();
+        assert_eq!(shipped.dedup, DedupConfig::default());
+        assert_eq!(shipped.index, IndexConfig::default());
         assert_eq!(
-            DedupConfig::from_path(&path).unwrap(),
-            DedupConfig::default()
+            shipped.fields.resolved(),
+            FieldsConfig::default().resolved()
         );
+    }
+
+    #[test]
+    fn settings_survive_a_round_trip_through_toml() {
+        let config = Config::from_toml_str(
+            "[dedup]\nwindow = \"36h\"\n[index]\nretention = \"90d\"\n[fields.url]\nindexed = true\n",
+        )
+        .unwrap();
+        assert_eq!(Config::from_toml_str(&config.to_toml()).unwrap(), config);
     }
 
     #[test]
@@ -216,6 +482,11 @@ mod tests {
             ("[dedup]\nmode = \"fast\"", "fast"),
             ("[dedup]\nmax_distanse = 3", "max_distanse"),
             ("[dedupe]\n", "dedupe"),
+            ("[fields.title]\ntype = \"string\"", "fields.title"),
+            ("[fields.id]\nstored = false", "fields.id"),
+            ("[fields.body]\n", "body"),
+            ("[index]\nretention = \"0s\"", "retention"),
+            ("[index]\nwriter_memory_mb = 1", "writer_memory_mb"),
         ] {
             let message = DedupConfig::from_toml_str(text).unwrap_err().to_string();
             assert!(message.contains(needle), "{text:?}: {message}");

@@ -5,13 +5,12 @@ use std::io::{self, BufRead};
 use std::ops::ControlFlow;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::article::{Article, ArticleError};
 use crate::config::DedupConfig;
 use crate::forest::{Forest, Placement, Timestamp};
-use crate::input::Lines;
+use crate::input;
 use crate::text::Fingerprinter;
 use crate::{Fingerprint, Result};
 
@@ -79,20 +78,19 @@ impl Deduplicator {
         &self.forest
     }
 
-    /// The fingerprint of an article's configured fields.
+    /// The forest, for callers that rebuild or prune it (the index's recovery and deletes).
+    pub fn forest_mut(&mut self) -> &mut Forest {
+        &mut self.forest
+    }
+
+    /// The fingerprint of an article's configured fields, taken together.
     pub fn fingerprint(&self, article: &Article) -> Fingerprint {
-        let mut parts = self
-            .config
-            .fields
-            .iter()
-            .filter_map(|field| article.field_text(field));
-        match (parts.next(), parts.next()) {
-            (Some(only), None) => self.fingerprinter.fingerprint(only),
-            (first, second) => {
-                let joined: Vec<&str> = first.into_iter().chain(second).chain(parts).collect();
-                self.fingerprinter.fingerprint(&joined.join("\n"))
-            }
-        }
+        article_fingerprint(&self.fingerprinter, &self.config.fields, article)
+    }
+
+    /// The fingerprinter the configuration asks for.
+    pub fn fingerprinter(&self) -> &Fingerprinter {
+        &self.fingerprinter
     }
 
     /// Places a fingerprint with event time `time` in the forest.
@@ -134,50 +132,44 @@ impl Deduplicator {
         reader: impl BufRead,
         mut report: impl FnMut(u64, std::result::Result<Decision, ArticleError>) -> ControlFlow<()>,
     ) -> io::Result<()> {
-        const BATCH: usize = 2048;
-        let mut lines = Lines::new(reader);
-        let mut batch = Vec::with_capacity(BATCH);
-        loop {
-            batch.clear();
-            let mut read_error = None;
-            while batch.len() < BATCH {
-                match lines.next_line() {
-                    Ok(Some(line)) => batch.push(line),
-                    Ok(None) => break,
-                    Err(error) => {
-                        read_error = Some(error);
-                        break;
-                    }
+        let fingerprinter = self.fingerprinter;
+        let fields = self.config.fields.clone();
+        input::for_each_batch(
+            reader,
+            BATCH_SIZE,
+            |article| {
+                let fingerprint = article_fingerprint(&fingerprinter, &fields, &article);
+                (article, fingerprint)
+            },
+            |batch| {
+                for (number, parsed) in batch {
+                    let outcome = parsed.map(|(article, fingerprint)| {
+                        let arrival = self.forest.newest_time().unwrap_or_else(now);
+                        self.decide(&article, fingerprint, arrival)
+                    });
+                    report(number, outcome)?;
                 }
-            }
-            if batch.is_empty() {
-                return read_error.map_or(Ok(()), Err);
-            }
-            let parsed: Vec<_> = batch
-                .par_iter()
-                .map(|(_, line)| {
-                    let line = line
-                        .as_ref()
-                        .map_err(|too_long| ArticleError::TooLong(*too_long))?;
-                    let article = Article::from_json_bytes(line)?;
-                    let fingerprint = self.fingerprint(&article);
-                    Ok::<_, ArticleError>((article, fingerprint))
-                })
-                .collect();
-            for (result, (number, _)) in parsed.into_iter().zip(&batch) {
-                let outcome = result.map(|(article, fingerprint)| {
-                    let arrival = self.forest.newest_time().unwrap_or_else(now);
-                    self.decide(&article, fingerprint, arrival)
-                });
-                if report(*number, outcome).is_break() {
-                    return Ok(());
-                }
-            }
-            if let Some(error) = read_error {
-                return Err(error);
-            }
-        }
+                ControlFlow::Continue(())
+            },
+        )
     }
+}
+
+/// Articles parsed and fingerprinted together, in parallel, before they are placed in order.
+pub const BATCH_SIZE: usize = 2048;
+
+/// The fingerprint of the named `fields` of an article, taken together (the configured
+/// `fields` of [`DedupConfig`]).
+pub fn article_fingerprint(
+    fingerprinter: &Fingerprinter,
+    fields: &[String],
+    article: &Article,
+) -> Fingerprint {
+    let parts: Vec<&str> = fields
+        .iter()
+        .filter_map(|field| article.field_text(field))
+        .collect();
+    fingerprinter.fingerprint_parts(&parts)
 }
 
 /// The wall-clock time in Unix seconds: the arrival time of a document without `published_at`.

@@ -35,6 +35,17 @@ pub enum Error {
         /// The operating system's error.
         source: std::io::Error,
     },
+    /// A search query cannot be parsed or asks for something the index cannot do.
+    #[error("invalid query: {0}")]
+    Query(String),
+    /// The search index failed (disk, corruption, lock).
+    #[error("index {path}: {source}")]
+    Index {
+        /// The index directory.
+        path: PathBuf,
+        /// Tantivy's error.
+        source: tantivy::TantivyError,
+    },
 }
 
 /// A short alias for results whose error is [`Error`].

@@ -1,6 +1,11 @@
 //! Reading JSON Lines input: a file, a gzip-compressed file, or standard input.
 
 use std::fs::File;
+use std::ops::ControlFlow;
+
+use rayon::prelude::*;
+
+use crate::article::ArticleError;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::Path;
 
@@ -50,6 +55,56 @@ pub fn decompressing(reader: impl Read + Send + 'static) -> io::Result<Box<dyn B
     } else {
         Box::new(buffered)
     })
+}
+
+/// Reads JSON Lines from `reader` in batches of up to `batch_size` numbered lines, each parsed
+/// into an article by `parse` (in parallel, so `parse` may also do per-article work such as
+/// fingerprinting), and hands every batch to `handle` in input order until the input ends or
+/// `handle` says to stop.
+///
+/// A read error (a truncated gzip stream, say) is returned after every line read before it
+/// has been handled.
+pub fn for_each_batch<T: Send>(
+    reader: impl BufRead,
+    batch_size: usize,
+    parse: impl Fn(crate::Article) -> T + Sync,
+    mut handle: impl FnMut(Vec<(u64, Result<T, ArticleError>)>) -> ControlFlow<()>,
+) -> io::Result<()> {
+    let mut lines = Lines::new(reader);
+    let mut batch = Vec::with_capacity(batch_size);
+    loop {
+        batch.clear();
+        let mut read_error = None;
+        while batch.len() < batch_size.max(1) {
+            match lines.next_line() {
+                Ok(Some(line)) => batch.push(line),
+                Ok(None) => break,
+                Err(error) => {
+                    read_error = Some(error);
+                    break;
+                }
+            }
+        }
+        if batch.is_empty() {
+            return read_error.map_or(Ok(()), Err);
+        }
+        let parsed: Vec<(u64, Result<T, ArticleError>)> = batch
+            .par_iter()
+            .map(|(number, line)| {
+                let article = line
+                    .as_ref()
+                    .map_err(|too_long| ArticleError::TooLong(*too_long))
+                    .and_then(|line| crate::Article::from_json_bytes(line));
+                (*number, article.map(&parse))
+            })
+            .collect();
+        if handle(parsed).is_break() {
+            return Ok(());
+        }
+        if let Some(error) = read_error {
+            return Err(error);
+        }
+    }
 }
 
 /// The longest line [`Lines`] hands out by default: 16 MiB, far beyond any article, short of

@@ -4,13 +4,16 @@
 //! library, built for news monitoring: millions of articles a day, most stories reposted or
 //! lightly rewritten by dozens of outlets.
 //!
-//! The core, which has no Tantivy dependency:
+//! The core, which works without an index:
 //!
 //! - [`text`]: normalise, segment with jieba, pick weighted features, fingerprint;
 //! - [`simhash`]: the 64-bit weighted simhash and [`Fingerprint`];
 //! - [`index`]: the pigeonhole index, which finds every stored fingerprint within `k` bits;
 //! - [`forest`]: the parent forest that turns near-duplicate pairs into clusters, with expiry;
 //! - [`dedup`]: the ordered pipeline from articles to decisions.
+//!
+//! On top of Tantivy: [`engine`], a news index with collapsed search, detail pages,
+//! near-duplicate checks and recovery of the forest on open.
 //!
 //! ```
 //! use tantivy_dedup::{Article, DedupConfig, Deduplicator};
@@ -35,6 +38,7 @@ pub mod article;
 pub mod bench;
 pub mod config;
 pub mod dedup;
+pub mod engine;
 mod error;
 pub mod eval;
 pub mod forest;

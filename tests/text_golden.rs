@@ -6,7 +6,7 @@
 
 use tantivy_dedup::Fingerprint;
 use tantivy_dedup::text::{
-    Fingerprinter, Weighting, is_feature, jieba, longest_sentence, normalize,
+    AnalyzedText, Fingerprinter, Weighting, is_feature, jieba, longest_sentence, normalize,
 };
 
 const K: u32 = 3;
@@ -388,4 +388,42 @@ fn stop_words_and_punctuation_are_not_features() {
     assert!(!is_feature("。"));
     assert!(is_feature("改造"));
     assert!(is_feature("5g"));
+}
+
+/// Characters to build random texts from: common Chinese characters (so jieba finds real
+/// words of every length), ASCII letters and digits, connectors, punctuation, markup and
+/// white space.
+const POOL: &[&str] = &[
+    "中", "华", "人", "民", "共", "和", "国", "新", "闻", "联", "播", "经", "济", "发", "展", "会",
+    "议", "今", "天", "上", "午", "交", "通", "部", "门", "百", "分", "之", "十", "一", "的", "了",
+    "是", "在", "北", "京", "大", "学", "生", "产", "线", "重", "点", "项", "目", "A", "b", "WES",
+    "5", ".", "-", "2024", "，", "。", "！", " ", "\n", "<p>", "&amp;", "（", "）", "Ｃ", "１",
+    "😀",
+];
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+
+    /// The index's one-pass analysis (search-mode tokens, whole words picked out) gives the
+    /// default segmentation's words, so the fingerprint is the same on both paths.
+    #[test]
+    fn analysis_gives_the_default_segmentation(picks in proptest::collection::vec(0..POOL.len(), 0..80)) {
+        let text: String = picks.iter().map(|&i| POOL[i]).collect();
+        let normalized = normalize(&text);
+        let mut cut = Vec::new();
+        tantivy_dedup::text::segment(&normalized, |word| cut.push(word.to_owned()));
+        let analyzed = AnalyzedText::new(&text);
+        let whole: Vec<String> = analyzed
+            .tokens()
+            .filter(|(_, span)| span.whole_word)
+            .map(|(word, _)| word.to_owned())
+            .collect();
+        proptest::prop_assert_eq!(&cut, &whole, "{:?}", text);
+        for fingerprinter in [tf(), Fingerprinter::new(Weighting::TfIdf, true)] {
+            proptest::prop_assert_eq!(
+                fingerprinter.fingerprint_analyzed(&[&analyzed]),
+                fingerprinter.fingerprint(&text)
+            );
+        }
+    }
 }

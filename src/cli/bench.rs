@@ -6,7 +6,8 @@ use std::process::{Command, ExitCode};
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use serde_json::{Value, json};
-use tantivy_dedup::bench;
+use tantivy_dedup::bench::{self, engine};
+use tantivy_dedup::engine::DedupSearcher;
 use tantivy_dedup::text::Fingerprinter;
 
 use super::ConfigArgs;
@@ -19,6 +20,12 @@ enum Part {
     Lookup,
     /// `dedup` end to end on the labeled set.
     Dedup,
+    /// Ingest of the news corpus into a fresh index against plain Tantivy + tantivy-jieba.
+    Ingest,
+    /// Collapse on broad queries against Tantivy's terms aggregation on `root`.
+    Collapse,
+    /// Detail-page (similar documents) latency.
+    Detail,
 }
 
 #[derive(Args)]
@@ -50,6 +57,26 @@ pub struct BenchArgs {
     /// Linear scans timed at each size (each reads every stored fingerprint)
     #[arg(long, default_value_t = 20)]
     scans: usize,
+    /// Rounds of the ingest comparison (alternating plain and dedup)
+    #[arg(long, default_value_t = 2)]
+    rounds: usize,
+    /// An existing index (of the news corpus) for the collapse and detail parts [default: the
+    /// index the ingest part builds, or a fresh one built from --corpus]
+    #[arg(long, value_name = "DIR")]
+    index: Option<PathBuf>,
+    /// Broad queries for the collapse part, comma-separated ("" is every document)
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "中国,发展,会议,经济,工作,"
+    )]
+    collapse_queries: Vec<String>,
+    /// Timed repetitions of each collapse query
+    #[arg(long, default_value_t = 20)]
+    repeats: usize,
+    /// Detail pages timed
+    #[arg(long, default_value_t = 2000)]
+    detail_queries: usize,
     #[command(flatten)]
     config: ConfigArgs,
 }
@@ -109,6 +136,47 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         eprintln!("bench: dedup over {}", args.labeled.display());
         let figures = bench::dedup_throughput(&args.labeled, config.clone())?;
         report.insert("dedup".into(), serde_json::to_value(figures)?);
+    }
+    let scratch = tempfile::Builder::new()
+        .prefix("tantivy-dedup-bench")
+        .tempdir()
+        .context("creating a scratch directory")?;
+    if wants(Part::Ingest) {
+        eprintln!(
+            "bench: ingesting {} with tantivy-dedup and with plain Tantivy, {} rounds",
+            args.corpus.display(),
+            args.rounds
+        );
+        let figures = engine::ingest_comparison(&args.corpus, scratch.path(), args.rounds)?;
+        report.insert("ingest".into(), serde_json::to_value(figures)?);
+    }
+    if wants(Part::Collapse) || wants(Part::Detail) {
+        let index_dir = match &args.index {
+            Some(dir) => dir.clone(),
+            None => {
+                let built = scratch.path().join("dedup");
+                if !built.exists() {
+                    eprintln!("bench: building an index of {}", args.corpus.display());
+                    engine::dedup_ingest(&args.corpus, &built, &Default::default())?;
+                }
+                built
+            }
+        };
+        let searcher = DedupSearcher::open(&index_dir)?;
+        if wants(Part::Collapse) {
+            eprintln!(
+                "bench: collapse vs terms aggregation on {}",
+                index_dir.display()
+            );
+            let queries: Vec<&str> = args.collapse_queries.iter().map(String::as_str).collect();
+            let figures = engine::collapse_comparison(&searcher, &queries, args.repeats)?;
+            report.insert("collapse".into(), serde_json::to_value(figures)?);
+        }
+        if wants(Part::Detail) {
+            eprintln!("bench: detail pages on {}", index_dir.display());
+            let figures = engine::detail_latency(&searcher, args.detail_queries)?;
+            report.insert("detail".into(), serde_json::to_value(figures)?);
+        }
     }
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(ExitCode::SUCCESS)

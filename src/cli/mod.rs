@@ -4,17 +4,24 @@
 mod bench;
 mod dedup;
 mod eval;
+mod ingest;
+mod query;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use tantivy_dedup::config::Config;
 use tantivy_dedup::{DedupConfig, Mode};
 
 /// Near-duplicate detection and story clustering for Chinese news, on top of Tantivy.
 #[derive(Parser)]
 #[command(name = "tantivy-dedup", version, about, long_about = None)]
 #[command(after_help = "Examples:\n  \
+    tantivy-dedup ingest --index news.idx articles.jsonl.gz\n  \
+    tantivy-dedup search --index news.idx 防汛 --sort similar_desc\n  \
+    tantivy-dedup similar --index news.idx ARTICLE_ID\n  \
+    tantivy-dedup stats --index news.idx\n  \
     tantivy-dedup dedup articles.jsonl.gz > decisions.jsonl\n  \
     cat articles.jsonl | tantivy-dedup dedup - --mode seed\n  \
     tantivy-dedup eval labeled.jsonl.gz --mode seed\n  \
@@ -26,6 +33,20 @@ pub struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Index articles: fingerprint each, place it in its cluster, and add it to a Tantivy
+    /// index on disk (created if missing; reopening replays its history into the forest).
+    ///
+    /// Each input line is an article: {"id", "content", "title"?, "source"?, "url"?,
+    /// "published_at"?}. Re-ingesting an id replaces that document. Prints a summary; a bad
+    /// line is reported on stderr with its number and skipped, and the exit status is then 1.
+    Ingest(ingest::IngestArgs),
+    /// A list page: keyword search with one result per cluster (story), its number of similar
+    /// articles and its sources.
+    Search(query::SearchArgs),
+    /// A detail page: the other articles of a document's cluster, earliest first.
+    Similar(query::SimilarArgs),
+    /// Document, cluster and segment counts of an index.
+    Stats(query::StatsArgs),
     /// Cluster a JSON Lines file without an index: one JSON decision a line, in input order.
     ///
     /// Each input line is an article: {"id", "content", "title"?, "source"?, "url"?,
@@ -53,8 +74,9 @@ enum Command {
 /// Where the dedup settings come from: a TOML file, then flags over it.
 #[derive(Args)]
 struct ConfigArgs {
-    /// Settings file with a [dedup] table, such as schema/news.toml [default: built-in
-    /// settings, the same as schema/news.toml]
+    /// Settings file such as schema/news.toml ([dedup], [fields.*], [index]) [default:
+    /// built-in settings, the same as schema/news.toml; for an existing index, the settings
+    /// it was created with]
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// `seed`: exactly the documented simhash algorithm, nothing added; `default`: seed plus
@@ -65,15 +87,23 @@ struct ConfigArgs {
 }
 
 impl ConfigArgs {
+    /// The dedup settings: the file's, or the defaults, with the flags over them.
     fn load(&self) -> anyhow::Result<DedupConfig> {
+        Ok(self.load_if_given()?.unwrap_or_default().dedup)
+    }
+
+    /// The whole settings file with the flags over it; `None` when neither was given (an
+    /// existing index then keeps its own settings).
+    fn load_if_given(&self) -> anyhow::Result<Option<Config>> {
         let mut config = match &self.config {
-            Some(path) => DedupConfig::from_path(path)?,
-            None => DedupConfig::default(),
+            Some(path) => Config::from_path(path)?,
+            None if self.mode.is_none() => return Ok(None),
+            None => Config::default(),
         };
         if let Some(mode) = &self.mode {
-            config.mode = mode.parse::<Mode>()?;
+            config.dedup.mode = mode.parse::<Mode>()?;
         }
-        Ok(config)
+        Ok(Some(config))
     }
 }
 
@@ -81,6 +111,10 @@ impl ConfigArgs {
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Ingest(args) => ingest::run(args),
+        Command::Search(args) => query::search(args),
+        Command::Similar(args) => query::similar(args),
+        Command::Stats(args) => query::stats(args),
         Command::Dedup(args) => dedup::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Bench(args) => bench::run(args),

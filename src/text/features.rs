@@ -261,7 +261,7 @@ const SENTENCE_ENDS: &[char] = &['。', '!', '?', ';', '\n', '！', '？', '；'
 /// assert_eq!(longest_sentence(""), "");
 /// ```
 pub fn longest_sentence(text: &str) -> &str {
-    let mut best = "";
+    let mut best = &text[..0];
     let mut best_chars = 0;
     for sentence in text.split(SENTENCE_ENDS) {
         let chars = sentence.chars().count();

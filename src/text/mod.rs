@@ -10,9 +10,86 @@ mod segment;
 
 pub use features::{IdfTable, Weighting, is_feature, is_stop_word, longest_sentence};
 pub use normalize::normalize;
-pub use segment::{USE_HMM, jieba, segment};
+pub use segment::{TokenSpan, USE_HMM, jieba, search_tokens, segment};
+
+use std::ops::Range;
+
+use xxhash_rust::xxh3::xxh3_64;
 
 use crate::simhash::{Fingerprint, SimhashBuilder};
+
+/// A text analysed once for both of its uses: normalised, then segmented into the search
+/// index's tokens, among which the whole words are the fingerprint's features.
+///
+/// The tokens are exactly what the index's registered tokenizer produces for the same raw text
+/// (see `engine::NewsTokenizer`), so documents can be indexed from these tokens and still be
+/// found by queries that go through the tokenizer. Tokens are spans of the normalised text, so
+/// analysing allocates no string per token.
+///
+/// ```
+/// use tantivy_dedup::text::{AnalyzedText, Fingerprinter, Weighting};
+///
+/// let text = "<p>中华人民共和国国务院新闻办公室今天举行发布会。</p>";
+/// let analyzed = AnalyzedText::new(text);
+/// assert_eq!(analyzed.normalized(), "中华人民共和国国务院新闻办公室今天举行发布会。");
+/// assert!(analyzed.tokens().any(|(word, _)| word == "人民"));
+/// // The whole words are the default segmentation, so the fingerprint is the same either way.
+/// let fingerprinter = Fingerprinter::new(Weighting::Tf, false);
+/// assert_eq!(fingerprinter.fingerprint_analyzed(&[&analyzed]), fingerprinter.fingerprint(text));
+/// ```
+#[derive(Debug, Clone)]
+pub struct AnalyzedText {
+    normalized: String,
+    tokens: Vec<TokenSpan>,
+    /// The raw text's hash, for the fingerprint of a text with nothing visible in it.
+    raw_hash: u64,
+}
+
+impl AnalyzedText {
+    /// Normalises and segments `raw`.
+    pub fn new(raw: &str) -> Self {
+        let normalized = normalize(raw);
+        let tokens = search_tokens(&normalized);
+        AnalyzedText {
+            normalized,
+            tokens,
+            raw_hash: xxh3_64(raw.as_bytes()),
+        }
+    }
+
+    /// The normalised text; token offsets are byte offsets into it.
+    pub fn normalized(&self) -> &str {
+        &self.normalized
+    }
+
+    /// The search index's tokens, in order, with their spans in the normalised text.
+    pub fn tokens(&self) -> impl Iterator<Item = (&str, TokenSpan)> + '_ {
+        self.tokens
+            .iter()
+            .map(|span| (&self.normalized[span.range()], *span))
+    }
+
+    /// Token `i` with its span, if there is one.
+    pub fn token(&self, i: usize) -> Option<(&str, TokenSpan)> {
+        let span = *self.tokens.get(i)?;
+        Some((&self.normalized[span.range()], span))
+    }
+
+    /// The hash (xxh3) of the raw text this was made from.
+    pub fn raw_hash(&self) -> u64 {
+        self.raw_hash
+    }
+
+    /// The words of the default segmentation that lie inside `region` (byte offsets).
+    fn words_in(&self, region: Range<usize>) -> impl Iterator<Item = &str> + '_ {
+        self.tokens.iter().filter_map(move |span| {
+            (span.whole_word
+                && span.from as usize >= region.start
+                && span.to as usize <= region.end)
+                .then(|| &self.normalized[span.range()])
+        })
+    }
+}
 
 /// Turns text into a simhash fingerprint: normalise, segment with jieba, keep the features,
 /// weight them, and hash.
@@ -46,52 +123,107 @@ impl Fingerprinter {
 
     /// The fingerprint of raw text (normalised first).
     pub fn fingerprint(&self, text: &str) -> Fingerprint {
-        self.weighted_fingerprint(&normalize(text))
-            .unwrap_or_else(|| opaque_fingerprint(text))
+        self.fingerprint_parts(&[text])
     }
 
-    /// The fingerprint of text already passed through [`normalize`].
-    pub fn fingerprint_normalized(&self, normalized: &str) -> Fingerprint {
-        self.weighted_fingerprint(normalized)
-            .unwrap_or_else(|| opaque_fingerprint(normalized))
+    /// The fingerprint of several raw texts taken together (an article's title and body): the
+    /// features of each part, weighed as one text. Equal to
+    /// [`fingerprint_analyzed`](Self::fingerprint_analyzed) of the same parts.
+    pub fn fingerprint_parts(&self, parts: &[&str]) -> Fingerprint {
+        let normalized: Vec<String> = parts.iter().map(|part| normalize(part)).collect();
+        let regions: Vec<&str> = normalized
+            .iter()
+            .map(|text| &text[self.region(text)])
+            .collect();
+        let raw_hashes: Vec<u64> = parts.iter().map(|part| xxh3_64(part.as_bytes())).collect();
+        self.weigh(&regions, &raw_hashes, |region, add| segment(region, add))
     }
 
-    /// The simhash of the text's words; of its character pairs when it has no word features
-    /// (only punctuation, emoji or stop words); `None` when it has no visible character at all.
-    fn weighted_fingerprint(&self, normalized: &str) -> Option<Fingerprint> {
-        let region = if self.longest_sentence {
-            longest_sentence(normalized)
+    /// The fingerprint of texts already analysed (the index's insert path, which segments each
+    /// text once for the fingerprint and the search index together).
+    pub fn fingerprint_analyzed(&self, parts: &[&AnalyzedText]) -> Fingerprint {
+        let regions: Vec<(&AnalyzedText, Range<usize>)> = parts
+            .iter()
+            .map(|analyzed| (*analyzed, self.region(&analyzed.normalized)))
+            .collect();
+        let region_texts: Vec<&str> = regions
+            .iter()
+            .map(|(analyzed, region)| &analyzed.normalized[region.clone()])
+            .collect();
+        let raw_hashes: Vec<u64> = parts.iter().map(|part| part.raw_hash).collect();
+        let mut next = regions.iter();
+        self.weigh(&region_texts, &raw_hashes, |_, add| {
+            if let Some((analyzed, region)) = next.next() {
+                analyzed.words_in(region.clone()).for_each(add);
+            }
+        })
+    }
+
+    /// The part of a normalised text that is fingerprinted, as byte offsets.
+    fn region(&self, normalized: &str) -> Range<usize> {
+        if self.longest_sentence {
+            let sentence = longest_sentence(normalized);
+            let start = sentence.as_ptr() as usize - normalized.as_ptr() as usize;
+            start..start + sentence.len()
         } else {
-            normalized
-        };
+            0..normalized.len()
+        }
+    }
+
+    /// The simhash of the regions' words (`words(region, add)` calls `add` with each word of
+    /// one region, in order); of their character pairs when they have no word features (only
+    /// punctuation, emoji or stop words); a plain hash of the raw texts (`raw_hashes`) when
+    /// they have no visible character at all.
+    fn weigh<'a>(
+        &self,
+        regions: &[&'a str],
+        raw_hashes: &[u64],
+        mut words: impl FnMut(&'a str, &mut dyn FnMut(&str)),
+    ) -> Fingerprint {
         let mut builder = SimhashBuilder::new();
         let idf = (self.weighting == Weighting::TfIdf).then(IdfTable::global);
         let mut features = 0usize;
-        segment(region, |word| {
-            if is_feature(word) {
-                let weight = idf.map_or(1.0, |table| table.idf(word));
-                builder.add_feature(word.as_bytes(), weight);
-                features += 1;
-            }
-        });
+        for region in regions {
+            words(region, &mut |word| {
+                if is_feature(word) {
+                    let weight = idf.map_or(1.0, |table| table.idf(word));
+                    builder.add_feature(word.as_bytes(), weight);
+                    features += 1;
+                }
+            });
+        }
         if features == 0 {
             // Without words every such text would share the empty simhash (all zero bits) and
             // so one cluster; its characters still tell texts apart.
-            let visible: Vec<char> = region.chars().filter(|c| !c.is_whitespace()).collect();
+            let visible: Vec<char> = regions
+                .iter()
+                .flat_map(|region| region.chars())
+                .filter(|c| !c.is_whitespace())
+                .collect();
             for pair in visible.windows(2.min(visible.len()).max(1)) {
                 let pair: String = pair.iter().collect();
                 builder.add_feature(pair.as_bytes(), 1.0);
                 features += 1;
             }
         }
-        (features > 0).then(|| builder.finish())
+        if features > 0 {
+            builder.finish()
+        } else {
+            opaque_fingerprint(raw_hashes)
+        }
     }
 }
 
 /// A fingerprint for text with nothing to weigh (empty after normalisation, e.g. markup only):
-/// a plain hash, so that only identical texts share it.
-fn opaque_fingerprint(text: &str) -> Fingerprint {
-    Fingerprint(xxhash_rust::xxh3::xxh3_64(text.as_bytes()))
+/// a plain hash of the raw texts, so that only identical texts share it.
+fn opaque_fingerprint(raw_hashes: &[u64]) -> Fingerprint {
+    match raw_hashes {
+        [only] => Fingerprint(*only),
+        several => {
+            let bytes: Vec<u8> = several.iter().flat_map(|hash| hash.to_le_bytes()).collect();
+            Fingerprint(xxh3_64(&bytes))
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! Measurements behind `tantivy-dedup bench` and the criterion benches: each function does the
 //! work once, times it, and returns figures; nothing here asserts a speed.
 
+pub mod engine;
+
 use std::ops::ControlFlow;
 use std::path::Path;
 use std::time::Instant;

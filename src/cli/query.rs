@@ -1,0 +1,206 @@
+//! The read-only commands over an index: `search`, `similar`, `stats`.
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+use serde::Serialize;
+use tantivy_dedup::article::parse_time;
+use tantivy_dedup::engine::{DedupSearcher, DocumentView, SearchRequest, Sort};
+use tantivy_dedup::forest::Timestamp;
+
+#[derive(Args)]
+pub struct IndexArg {
+    /// Index directory (as written by `ingest`)
+    #[arg(long, value_name = "DIR")]
+    index: PathBuf,
+}
+
+impl IndexArg {
+    fn open(&self) -> anyhow::Result<DedupSearcher> {
+        DedupSearcher::open(&self.index)
+            .with_context(|| format!("opening {}", self.index.display()))
+    }
+}
+
+#[derive(Args)]
+pub struct SearchArgs {
+    #[command(flatten)]
+    index: IndexArg,
+    /// Keywords; every word must match (Tantivy query syntax: "a phrase", -excluded,
+    /// title:word). Empty ("") lists every document
+    #[arg(value_name = "QUERY")]
+    query: String,
+    /// Order of clusters
+    #[arg(long, default_value = "relevance",
+          value_parser = clap::builder::PossibleValuesParser::new(Sort::ALL.map(|(name, _)| name)))]
+    sort: String,
+    /// Clusters to skip
+    #[arg(long, default_value_t = 0)]
+    offset: usize,
+    /// Clusters to show
+    #[arg(long, default_value_t = 10)]
+    limit: usize,
+    /// Only documents published at or after this time (RFC 3339 or Unix seconds)
+    #[arg(long, value_name = "TIME", value_parser = parse_time_arg)]
+    from: Option<Timestamp>,
+    /// Only documents published at or before this time (RFC 3339 or Unix seconds)
+    #[arg(long, value_name = "TIME", value_parser = parse_time_arg)]
+    to: Option<Timestamp>,
+    /// Only documents from this source
+    #[arg(long)]
+    source: Option<String>,
+    /// Print the page as JSON
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct SimilarArgs {
+    #[command(flatten)]
+    index: IndexArg,
+    /// The document's id
+    #[arg(value_name = "ID")]
+    id: String,
+    /// Documents to skip
+    #[arg(long, default_value_t = 0)]
+    offset: usize,
+    /// Documents to show
+    #[arg(long, default_value_t = 20)]
+    limit: usize,
+    /// Print the page as JSON
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct StatsArgs {
+    #[command(flatten)]
+    index: IndexArg,
+    /// Print the figures as JSON
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_time_arg(text: &str) -> Result<Timestamp, String> {
+    parse_time(&serde_json::Value::String(text.to_owned())).map_err(|error| error.to_string())
+}
+
+pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
+    let searcher = args.index.open()?;
+    let mut request = SearchRequest::new(args.query.as_str())
+        .sort(args.sort.parse()?)
+        .page(args.offset, args.limit)
+        .published(args.from, args.to);
+    request.source = args.source;
+    let page = searcher.search(&request)?;
+    output(args.json, &page, |out| {
+        writeln!(
+            out,
+            "{} documents in {} clusters; clusters {}-{}:",
+            page.total_hits,
+            page.total_clusters,
+            (args.offset + 1).min(page.total_clusters as usize),
+            args.offset + page.clusters.len()
+        )?;
+        for (rank, cluster) in page.clusters.iter().enumerate() {
+            write!(out, "{:>3}. ", args.offset + rank + 1)?;
+            write_document(out, &cluster.representative)?;
+            writeln!(
+                out,
+                "     {} similar, {} matching, score {:.2}, root {}; sources: {}",
+                cluster.cluster_size.saturating_sub(1),
+                cluster.hits,
+                cluster.score,
+                cluster.root,
+                cluster.sources.join(", ")
+            )?;
+        }
+        Ok(())
+    })
+}
+
+pub fn similar(args: SimilarArgs) -> anyhow::Result<ExitCode> {
+    let searcher = args.index.open()?;
+    let Some(page) = searcher.similar(&args.id, args.offset, args.limit)? else {
+        eprintln!("tantivy-dedup: no document with id {:?}", args.id);
+        return Ok(ExitCode::FAILURE);
+    };
+    output(args.json, &page, |out| {
+        write_document(out, &page.document)?;
+        writeln!(
+            out,
+            "cluster {}: {} documents; {} others, earliest first:",
+            page.document.root, page.cluster_size, page.total
+        )?;
+        for (rank, document) in page.documents.iter().enumerate() {
+            write!(out, "{:>3}. ", args.offset + rank + 1)?;
+            write_document(out, document)?;
+        }
+        Ok(())
+    })
+}
+
+pub fn stats(args: StatsArgs) -> anyhow::Result<ExitCode> {
+    let searcher = args.index.open()?;
+    let stats = searcher.stats()?;
+    output(args.json, &stats, |out| {
+        writeln!(out, "documents   {}", stats.documents)?;
+        writeln!(out, "clusters    {}", stats.clusters)?;
+        writeln!(
+            out,
+            "tombstones  {} (deleted or replaced; kept for recovery)",
+            stats.tombstones
+        )?;
+        writeln!(out, "segments    {}", stats.segments)?;
+        writeln!(out, "disk        {:.1} MB", stats.disk_bytes as f64 / 1e6)
+    })
+}
+
+/// One line for a document: title (or id), source, time, id.
+fn write_document(out: &mut dyn Write, document: &DocumentView) -> io::Result<()> {
+    let time = document
+        .published_at
+        .and_then(|seconds| time::OffsetDateTime::from_unix_timestamp(seconds).ok())
+        .and_then(|time| {
+            time.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default();
+    writeln!(
+        out,
+        "{}  [{}] {}  id {}{}",
+        document.title.as_deref().unwrap_or("(no title)"),
+        document.source.as_deref().unwrap_or("-"),
+        time,
+        document.id,
+        document
+            .url
+            .as_deref()
+            .map(|url| format!("  {url}"))
+            .unwrap_or_default()
+    )
+}
+
+/// Prints `value` as JSON, or as text through `text`; a closed pipe ends quietly.
+fn output<T: Serialize>(
+    json: bool,
+    value: &T,
+    text: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> anyhow::Result<ExitCode> {
+    let mut out = io::stdout().lock();
+    let written = if json {
+        serde_json::to_string_pretty(value)
+            .map_err(io::Error::from)
+            .and_then(|json| writeln!(out, "{json}"))
+    } else {
+        text(&mut out)
+    };
+    match written {
+        // A closed pipe (`| head`) is the reader's choice, not a failure.
+        Err(error) if error.kind() != io::ErrorKind::BrokenPipe => Err(error.into()),
+        _ => Ok(ExitCode::SUCCESS),
+    }
+}

@@ -1,0 +1,28 @@
+//! The Tantivy integration: a news index whose documents carry their simhash, its blocks and
+//! their cluster's root, with collapsed search, detail pages and near-duplicate checks.
+//!
+//! - [`schema`]: the Tantivy schema built from `[fields.*]` plus the dedup fields;
+//! - [`NewsTokenizer`]: the tokenizer registered on every open (normalise + tantivy-jieba);
+//! - [`DedupIndex`]: the one ordered writer, with the forest in front and recovery on open;
+//! - [`CollapseCollector`]: hits grouped by root;
+//! - [`DedupSearcher`]: list pages, detail pages, near-duplicate checks, statistics.
+
+mod collapse;
+mod document;
+mod recovery;
+pub mod schema;
+mod search;
+pub(crate) mod tokenizer;
+mod writer;
+
+pub use collapse::{
+    CollapseCollector, CollapseSegmentCollector, Collapsed, CollapsedCluster, RootHasher, RootMap,
+    Sort,
+};
+pub use recovery::RecoveryReport;
+pub use search::{
+    ClusterHit, DedupSearcher, DocumentView, IndexStats, MAX_PAGE_SIZE, NearDuplicate,
+    NearDuplicates, SearchPage, SearchRequest, SimilarPage,
+};
+pub use tokenizer::{NewsTokenizer, register as register_tokenizer};
+pub use writer::{DedupIndex, PreparedArticle, SETTINGS_FILE, stored_settings};

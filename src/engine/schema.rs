@@ -1,0 +1,197 @@
+//! The Tantivy schema: the declared document fields plus tantivy-dedup's own fields.
+
+use tantivy::schema::{
+    DateOptions, DateTimePrecision, FAST, Field, IndexRecordOption, NumericOptions, STORED, STRING,
+    Schema, TextFieldIndexing, TextOptions,
+};
+
+use crate::config::{FieldKind, FieldsConfig};
+use crate::index::BlockLayout;
+use crate::{Error, Result};
+
+/// The name under which the news tokenizer (normalise, then tantivy-jieba) is registered.
+pub const TOKENIZER: &str = "news_jieba";
+
+/// The simhash of the document's fingerprinted fields (u64, fast and stored).
+pub const SIMHASH: &str = "simhash";
+/// The cluster's root hash (u64, fast and indexed): the collapse key and the detail query.
+pub const ROOT: &str = "root";
+/// The order of inserts, for replaying them into the forest on open (u64, fast).
+pub const SEQUENCE: &str = "_seq";
+/// The event time the forest was given (Unix seconds, i64, fast).
+pub const EVENT_TIME: &str = "_time";
+
+/// The name of the field holding block `i` of the simhash (`seg0`, `seg1`, ...).
+pub fn segment_field_name(block: usize) -> String {
+    format!("seg{block}")
+}
+
+/// The handles of every field of a news index.
+///
+/// Documents are of two sorts. A *live* document has the article's fields and every dedup
+/// field. A *tombstone* stands for a document that was deleted or replaced: it keeps only the
+/// insert's `_seq`, `simhash` and `_time`, so that the forest can be rebuilt exactly as it was
+/// (a deleted document may still be what a cluster's root came from). Tombstones have no
+/// `root` and no terms, so no query or collector ever sees them.
+#[derive(Debug, Clone)]
+pub struct NewsFields {
+    /// The external id (string, indexed and stored).
+    pub id: Field,
+    /// The headline (text).
+    pub title: Field,
+    /// The body (text).
+    pub content: Field,
+    /// The outlet (string, fast).
+    pub source: Field,
+    /// The address (string).
+    pub url: Field,
+    /// The publication time, or the arrival time for an article without one (date, fast).
+    pub published_at: Field,
+    /// See [`SIMHASH`].
+    pub simhash: Field,
+    /// `seg0..segK`: the simhash's pigeonhole blocks (u64, fast and indexed), one per block of
+    /// the layout, for near-duplicate lookups in the index itself.
+    pub segments: Vec<Field>,
+    /// See [`ROOT`].
+    pub root: Field,
+    /// See [`SEQUENCE`].
+    pub sequence: Field,
+    /// See [`EVENT_TIME`].
+    pub event_time: Field,
+    /// Which text fields are indexed (searchable by keyword).
+    pub searchable: Vec<Field>,
+    /// Whether `source` can be filtered on.
+    pub source_indexed: bool,
+    /// Whether `published_at` can be filtered on.
+    pub published_at_indexed: bool,
+}
+
+/// Builds the Tantivy schema of a news index: the declared fields, then the dedup fields for a
+/// simhash cut into `layout`'s blocks.
+///
+/// ```
+/// use tantivy_dedup::config::FieldsConfig;
+/// use tantivy_dedup::engine::schema::build_schema;
+/// use tantivy_dedup::index::BlockLayout;
+///
+/// let (schema, fields) = build_schema(&FieldsConfig::default(), &BlockLayout::new(3).unwrap());
+/// assert_eq!(fields.segments.len(), 4);
+/// assert!(schema.get_field("root").is_ok());
+/// assert!(schema.get_field_entry(fields.root).is_fast());
+/// ```
+pub fn build_schema(declared: &FieldsConfig, layout: &BlockLayout) -> (Schema, NewsFields) {
+    let mut builder = Schema::builder();
+    let mut searchable = Vec::new();
+    let mut handles = Vec::new();
+    let mut source_indexed = false;
+    let mut published_at_indexed = false;
+    for field in declared.resolved() {
+        let handle = match field.kind {
+            FieldKind::Text => {
+                let mut options = TextOptions::default();
+                if field.indexed {
+                    options = options.set_indexing_options(
+                        TextFieldIndexing::default()
+                            .set_tokenizer(TOKENIZER)
+                            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+                    );
+                }
+                if field.stored {
+                    options = options.set_stored();
+                }
+                let handle = builder.add_text_field(field.name, options);
+                if field.indexed {
+                    searchable.push(handle);
+                }
+                handle
+            }
+            FieldKind::String => {
+                let mut options = if field.indexed {
+                    TextOptions::from(STRING)
+                } else {
+                    TextOptions::default()
+                };
+                if field.stored {
+                    options = options | STORED;
+                }
+                if field.name == "source" {
+                    options = options | FAST;
+                    source_indexed = field.indexed;
+                }
+                builder.add_text_field(field.name, options)
+            }
+            FieldKind::Date => {
+                let mut options = DateOptions::default()
+                    .set_fast()
+                    .set_precision(DateTimePrecision::Seconds);
+                if field.indexed {
+                    options = options.set_indexed();
+                    published_at_indexed = true;
+                }
+                if field.stored {
+                    options = options.set_stored();
+                }
+                builder.add_date_field(field.name, options)
+            }
+        };
+        handles.push(handle);
+    }
+    let simhash = builder.add_u64_field(SIMHASH, NumericOptions::default().set_fast().set_stored());
+    let segments = (0..layout.blocks().len())
+        .map(|block| {
+            builder.add_u64_field(
+                &segment_field_name(block),
+                NumericOptions::default().set_fast().set_indexed(),
+            )
+        })
+        .collect();
+    let root = builder.add_u64_field(ROOT, NumericOptions::default().set_fast().set_indexed());
+    let sequence = builder.add_u64_field(SEQUENCE, NumericOptions::default().set_fast());
+    let event_time = builder.add_i64_field(EVENT_TIME, NumericOptions::default().set_fast());
+    let schema = builder.build();
+    let fields = NewsFields {
+        id: handles[0],
+        title: handles[1],
+        content: handles[2],
+        source: handles[3],
+        url: handles[4],
+        published_at: handles[5],
+        simhash,
+        segments,
+        root,
+        sequence,
+        event_time,
+        searchable,
+        source_indexed,
+        published_at_indexed,
+    };
+    (schema, fields)
+}
+
+/// Checks that an existing index's schema is the one these settings build, so that an index
+/// is never written with fields it was not created with.
+pub fn check_schema(existing: &Schema, expected: &Schema) -> Result<()> {
+    if existing == expected {
+        return Ok(());
+    }
+    let differing = expected
+        .fields()
+        .map(|(_, entry)| entry.name())
+        .find(|name| {
+            let want = expected
+                .get_field(name)
+                .map(|field| expected.get_field_entry(field));
+            let have = existing
+                .get_field(name)
+                .map(|field| existing.get_field_entry(field));
+            match (want, have) {
+                (Ok(want), Ok(have)) => want != have,
+                _ => true,
+            }
+        })
+        .unwrap_or("(field set)");
+    Err(Error::Config(format!(
+        "the index was built with a different schema (field `{differing}` differs); use the \
+         settings it was created with, or a new index directory"
+    )))
+}

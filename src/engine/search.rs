@@ -1,0 +1,755 @@
+//! [`DedupSearcher`]: list pages (collapsed search), detail pages (the rest of a cluster),
+//! near-duplicate checks and statistics, over what the writer committed.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+use tantivy::collector::{Count, DocSetCollector};
+use tantivy::directory::MmapDirectory;
+use tantivy::index::SegmentId;
+use tantivy::query::{
+    AllQuery, BooleanQuery, ConstScoreQuery, Occur, Query, QueryParser, RangeQuery, TermQuery,
+};
+use tantivy::schema::{IndexRecordOption, Value};
+use tantivy::{DateTime, DocAddress, Index, IndexReader, ReloadPolicy, TantivyDocument, Term};
+
+use crate::article::Article;
+use crate::config::Config;
+use crate::dedup::article_fingerprint;
+use crate::engine::collapse::{CollapseCollector, CollapsedCluster, RootMap, Sort};
+use crate::engine::schema::{self, NewsFields, build_schema};
+use crate::engine::tokenizer;
+use crate::engine::writer::{index_error, stored_settings};
+use crate::forest::Timestamp;
+use crate::index::BlockLayout;
+use crate::text::Fingerprinter;
+use crate::{Error, Fingerprint, Result};
+
+/// The most results one page may ask for.
+pub const MAX_PAGE_SIZE: usize = 1000;
+
+/// A list-page request: a keyword query, filters, an order and a page of clusters.
+///
+/// ```
+/// use tantivy_dedup::engine::{SearchRequest, Sort};
+///
+/// let request = SearchRequest::new("防汛").sort(Sort::SimilarDesc).page(0, 20).source("新华网");
+/// assert_eq!(request.limit, 20);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchRequest {
+    /// Keywords in Tantivy's query syntax over the text fields; all words must match. Empty:
+    /// every document.
+    pub query: String,
+    /// The order of clusters.
+    pub sort: Sort,
+    /// Clusters to skip.
+    pub offset: usize,
+    /// Clusters to return (at most [`MAX_PAGE_SIZE`]).
+    pub limit: usize,
+    /// Only documents published at or after this time (Unix seconds).
+    pub from: Option<Timestamp>,
+    /// Only documents published at or before this time (Unix seconds).
+    pub to: Option<Timestamp>,
+    /// Only documents from this source.
+    pub source: Option<String>,
+}
+
+impl Default for SearchRequest {
+    fn default() -> Self {
+        SearchRequest {
+            query: String::new(),
+            sort: Sort::Relevance,
+            offset: 0,
+            limit: 20,
+            from: None,
+            to: None,
+            source: None,
+        }
+    }
+}
+
+impl SearchRequest {
+    /// A request for `query`, first page of 20, by relevance.
+    pub fn new(query: impl Into<String>) -> Self {
+        SearchRequest {
+            query: query.into(),
+            ..Default::default()
+        }
+    }
+
+    /// Sets the order.
+    pub fn sort(mut self, sort: Sort) -> Self {
+        self.sort = sort;
+        self
+    }
+
+    /// Sets the page.
+    pub fn page(mut self, offset: usize, limit: usize) -> Self {
+        self.offset = offset;
+        self.limit = limit;
+        self
+    }
+
+    /// Keeps documents published in `from..=to` (either end may be open).
+    pub fn published(mut self, from: Option<Timestamp>, to: Option<Timestamp>) -> Self {
+        self.from = from;
+        self.to = to;
+        self
+    }
+
+    /// Keeps documents from one source.
+    pub fn source(mut self, source: impl Into<String>) -> Self {
+        self.source = Some(source.into());
+        self
+    }
+}
+
+/// A document as results show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DocumentView {
+    /// The external id.
+    pub id: String,
+    /// The headline, when stored.
+    pub title: Option<String>,
+    /// The outlet.
+    pub source: Option<String>,
+    /// The address.
+    pub url: Option<String>,
+    /// Publication time (the arrival time for articles sent without one), Unix seconds.
+    pub published_at: Option<Timestamp>,
+    /// The document's fingerprint.
+    pub simhash: Fingerprint,
+    /// Its cluster's root hash.
+    pub root: Fingerprint,
+}
+
+/// One cluster of a list page.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClusterHit {
+    /// The cluster's root hash.
+    pub root: Fingerprint,
+    /// The best-scoring matching document.
+    pub representative: DocumentView,
+    /// Its score.
+    pub score: f32,
+    /// The cluster's documents that match the query (and filters).
+    pub hits: u64,
+    /// All the cluster's documents in the index; `cluster_size - 1` are "similar articles".
+    pub cluster_size: u64,
+    /// The cluster's sources (of all its documents), most frequent first.
+    pub sources: Vec<String>,
+    /// The newest matching document's time.
+    pub newest: Timestamp,
+}
+
+/// A list page.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SearchPage {
+    /// Matching documents.
+    pub total_hits: u64,
+    /// Matching clusters.
+    pub total_clusters: u64,
+    /// The clusters of the page, in order.
+    pub clusters: Vec<ClusterHit>,
+}
+
+/// A detail page: a document and the other documents of its cluster, earliest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SimilarPage {
+    /// The document asked for.
+    pub document: DocumentView,
+    /// All documents of its cluster, itself included.
+    pub cluster_size: u64,
+    /// The other documents (`cluster_size - 1`), before pagination.
+    pub total: u64,
+    /// The page of other documents.
+    pub documents: Vec<DocumentView>,
+}
+
+/// An indexed document near an unindexed text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NearDuplicate {
+    /// Hamming distance between the two fingerprints.
+    pub distance: u32,
+    /// The document.
+    pub document: DocumentView,
+}
+
+/// The result of a check before publishing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NearDuplicates {
+    /// The text's fingerprint.
+    pub simhash: Fingerprint,
+    /// Indexed documents within `k`, nearest first (then earliest).
+    pub matches: Vec<NearDuplicate>,
+}
+
+/// The index's size.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IndexStats {
+    /// Live documents.
+    pub documents: u64,
+    /// Distinct clusters among them.
+    pub clusters: u64,
+    /// Records of deleted or replaced documents, kept for the forest's replay.
+    pub tombstones: u64,
+    /// Tantivy segments.
+    pub segments: usize,
+    /// Bytes of the index directory on disk.
+    pub disk_bytes: u64,
+}
+
+/// Per-segment counts of live documents by root, cached while the segment and its deletes
+/// stay the same.
+#[derive(Default)]
+struct RootCounts {
+    by_segment: HashMap<(SegmentId, u32), Arc<RootMap<u32>>>,
+}
+
+struct Shared {
+    path: PathBuf,
+    reader: IndexReader,
+    fields: NewsFields,
+    config: Config,
+    layout: BlockLayout,
+    fingerprinter: Fingerprinter,
+    parser: QueryParser,
+    root_counts: Mutex<RootCounts>,
+}
+
+/// Searches a news index: collapsed list pages, detail pages, near-duplicate checks.
+///
+/// A `DedupSearcher` sees what was committed when its reader was last reloaded (the writer
+/// reloads it on every commit; a read-only searcher from [`DedupSearcher::open`] reloads
+/// shortly after commits by other processes). Cloning is cheap and clones share caches.
+///
+/// ```
+/// use tantivy_dedup::engine::{DedupIndex, SearchRequest, Sort};
+/// use tantivy_dedup::{Article, config::Config};
+///
+/// let dir = tempfile::tempdir()?;
+/// let mut index = DedupIndex::create(dir.path(), Config::default())?;
+/// let flood = "南方多地持续强降雨，防汛应急响应提升至三级，各地转移安置受灾群众，抢修受损道路。";
+/// for (id, source) in [("1", "新华网"), ("2", "人民网"), ("3", "央视网")] {
+///     let article = Article { id: id.into(), source: Some(source.into()), content: flood.into(), ..Default::default() };
+///     index.add_article(article)?;
+/// }
+/// index.add_article(Article { id: "4".into(), content: "防汛物资储备充足，仓库管理规范有序。".into(), ..Default::default() })?;
+/// index.commit()?;
+///
+/// let page = index.searcher().search(&SearchRequest::new("防汛").sort(Sort::SimilarDesc))?;
+/// assert_eq!((page.total_hits, page.total_clusters), (4, 2));
+/// assert_eq!(page.clusters[0].cluster_size, 3);
+/// assert_eq!(page.clusters[0].sources.len(), 3);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct DedupSearcher {
+    shared: Arc<Shared>,
+}
+
+impl DedupSearcher {
+    pub(crate) fn new(
+        path: PathBuf,
+        index: Index,
+        reader: IndexReader,
+        fields: NewsFields,
+        config: Config,
+    ) -> Self {
+        let layout = BlockLayout::new(config.dedup.max_distance)
+            .unwrap_or_else(|_| unreachable!("validated when the index was opened"));
+        let fingerprinter =
+            Fingerprinter::new(config.dedup.weighting, config.dedup.longest_sentence);
+        let mut parser = QueryParser::for_index(&index, fields.searchable.clone());
+        parser.set_conjunction_by_default();
+        DedupSearcher {
+            shared: Arc::new(Shared {
+                path,
+                reader,
+                fields,
+                config,
+                layout,
+                fingerprinter,
+                parser,
+                root_counts: Mutex::default(),
+            }),
+        }
+    }
+
+    /// Opens the index in `dir` for reading only (no writer lock is taken, so this works
+    /// while another process writes).
+    pub fn open(dir: &Path) -> Result<Self> {
+        let config = stored_settings(dir)?;
+        let layout = BlockLayout::new(config.dedup.max_distance)?;
+        let (schema, fields) = build_schema(&config.fields, &layout);
+        let directory = MmapDirectory::open(dir).map_err(|error| Error::Index {
+            path: dir.to_owned(),
+            source: error.into(),
+        })?;
+        let index = Index::open(directory).map_err(|source| index_error(dir, source))?;
+        schema::check_schema(&index.schema(), &schema)?;
+        tokenizer::register(&index);
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::OnCommitWithDelay)
+            .try_into()
+            .map_err(|source| index_error(dir, source))?;
+        Ok(Self::new(dir.to_owned(), index, reader, fields, config))
+    }
+
+    /// The settings of the index.
+    pub fn config(&self) -> &Config {
+        &self.shared.config
+    }
+
+    /// Tantivy's searcher over the current commit, for queries of your own.
+    pub fn tantivy_searcher(&self) -> tantivy::Searcher {
+        self.shared.reader.searcher()
+    }
+
+    /// The field handles.
+    pub fn fields(&self) -> &NewsFields {
+        &self.shared.fields
+    }
+
+    fn error(&self) -> impl Fn(tantivy::TantivyError) -> Error + '_ {
+        |source| index_error(&self.shared.path, source)
+    }
+
+    /// The Tantivy query a request runs: the keywords (all of them must match), with the
+    /// filters added as conditions that do not change scores.
+    pub fn query(&self, request: &SearchRequest) -> Result<Box<dyn Query>> {
+        let fields = &self.shared.fields;
+        let keywords: Box<dyn Query> = if request.query.trim().is_empty() {
+            Box::new(AllQuery)
+        } else {
+            if fields.searchable.is_empty() {
+                return Err(Error::Query(
+                    "no text field is indexed, so keywords cannot be searched".to_owned(),
+                ));
+            }
+            self.shared
+                .parser
+                .parse_query(&request.query)
+                .map_err(|error| Error::Query(format!("{error} in {:?}", request.query)))?
+        };
+        let mut clauses = vec![(Occur::Must, keywords)];
+        if request.from.is_some() || request.to.is_some() {
+            if let (Some(from), Some(to)) = (request.from, request.to)
+                && from > to
+            {
+                return Err(Error::Query(format!(
+                    "the time range is empty: from ({from}) is after to ({to})"
+                )));
+            }
+            let bound = |time: Option<Timestamp>| {
+                time.map_or(Bound::Unbounded, |time| {
+                    Bound::Included(Term::from_field_date(
+                        fields.published_at,
+                        DateTime::from_timestamp_secs(time),
+                    ))
+                })
+            };
+            let range = RangeQuery::new(bound(request.from), bound(request.to));
+            clauses.push((Occur::Must, filter(range)));
+        }
+        if let Some(source) = &request.source {
+            if !fields.source_indexed {
+                return Err(Error::Query(
+                    "the source filter needs `indexed = true` under [fields.source]".to_owned(),
+                ));
+            }
+            let term = TermQuery::new(
+                Term::from_field_text(fields.source, source),
+                IndexRecordOption::Basic,
+            );
+            clauses.push((Occur::Must, filter(term)));
+        }
+        Ok(if clauses.len() == 1 {
+            clauses.remove(0).1
+        } else {
+            Box::new(BooleanQuery::new(clauses))
+        })
+    }
+
+    /// A list page: matching documents collapsed by cluster, sorted, one page of clusters.
+    pub fn search(&self, request: &SearchRequest) -> Result<SearchPage> {
+        if request.limit > MAX_PAGE_SIZE {
+            return Err(Error::Query(format!(
+                "limit must be at most {MAX_PAGE_SIZE}, got {}",
+                request.limit
+            )));
+        }
+        let query = self.query(request)?;
+        let searcher = self.tantivy_searcher();
+        let collapsed = searcher
+            .search(&*query, &CollapseCollector)
+            .map_err(self.error())?;
+        let total_clusters = collapsed.clusters.len() as u64;
+        let page = self.sort_and_page(
+            &searcher,
+            collapsed.clusters,
+            request.sort,
+            request.offset,
+            request.limit,
+        )?;
+        let mut clusters = Vec::with_capacity(page.len());
+        for cluster in page {
+            let (cluster_size, sources) = self.cluster_members(&searcher, cluster.root)?;
+            clusters.push(ClusterHit {
+                root: cluster.root,
+                representative: self.view(&searcher, cluster.representative)?,
+                score: cluster.score,
+                hits: cluster.hits,
+                cluster_size,
+                sources,
+                newest: cluster.newest,
+            });
+        }
+        Ok(SearchPage {
+            total_hits: collapsed.total_hits,
+            total_clusters,
+            clusters,
+        })
+    }
+
+    /// Orders clusters and cuts out one page. Only the orders by size need every cluster's
+    /// size; the others sort first and never look sizes up.
+    pub fn sort_and_page(
+        &self,
+        searcher: &tantivy::Searcher,
+        clusters: Vec<CollapsedCluster>,
+        sort: Sort,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Vec<CollapsedCluster>> {
+        let mut sized: Vec<(CollapsedCluster, u64)> = if sort.needs_sizes() {
+            let counts = self.root_counts(searcher)?;
+            clusters
+                .into_iter()
+                .map(|cluster| {
+                    let size = counts
+                        .iter()
+                        .map(|segment| {
+                            u64::from(segment.get(&cluster.root.0).copied().unwrap_or(0))
+                        })
+                        .sum();
+                    (cluster, size)
+                })
+                .collect()
+        } else {
+            clusters.into_iter().map(|cluster| (cluster, 0)).collect()
+        };
+        let end = offset.saturating_add(limit).min(sized.len());
+        if offset >= end {
+            return Ok(Vec::new());
+        }
+        let order = |a: &(CollapsedCluster, u64), b: &(CollapsedCluster, u64)| {
+            sort.compare((&a.0, a.1), (&b.0, b.1))
+        };
+        if end < sized.len() {
+            sized.select_nth_unstable_by(end, order);
+            sized.truncate(end);
+        }
+        sized.sort_unstable_by(order);
+        Ok(sized.drain(offset..).map(|(cluster, _)| cluster).collect())
+    }
+
+    /// Live documents by root, per segment of `searcher`, computed once per segment state.
+    fn root_counts(&self, searcher: &tantivy::Searcher) -> Result<Vec<Arc<RootMap<u32>>>> {
+        let mut cache = self
+            .shared
+            .root_counts
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut counts = Vec::with_capacity(searcher.segment_readers().len());
+        let mut keys = Vec::with_capacity(counts.capacity());
+        for segment in searcher.segment_readers() {
+            let key = (segment.segment_id(), segment.num_deleted_docs());
+            keys.push(key);
+            if let Some(known) = cache.by_segment.get(&key) {
+                counts.push(Arc::clone(known));
+                continue;
+            }
+            let roots = segment
+                .fast_fields()
+                .u64(schema::ROOT)
+                .map_err(self.error())?;
+            let mut by_root = RootMap::default();
+            for doc in segment.doc_ids_alive() {
+                if let Some(root) = roots.first(doc) {
+                    *by_root.entry(root).or_insert(0u32) += 1;
+                }
+            }
+            let by_root = Arc::new(by_root);
+            cache.by_segment.insert(key, Arc::clone(&by_root));
+            counts.push(by_root);
+        }
+        cache.by_segment.retain(|key, _| keys.contains(key));
+        Ok(counts)
+    }
+
+    /// All live documents of a cluster.
+    fn members(&self, searcher: &tantivy::Searcher, root: Fingerprint) -> Result<Vec<DocAddress>> {
+        let query = TermQuery::new(
+            Term::from_field_u64(self.shared.fields.root, root.0),
+            IndexRecordOption::Basic,
+        );
+        let members = searcher
+            .search(&query, &DocSetCollector)
+            .map_err(self.error())?;
+        Ok(members.into_iter().collect())
+    }
+
+    /// A cluster's size and its sources, most frequent first.
+    fn cluster_members(
+        &self,
+        searcher: &tantivy::Searcher,
+        root: Fingerprint,
+    ) -> Result<(u64, Vec<String>)> {
+        let members = self.members(searcher, root)?;
+        let mut sources: BTreeMap<String, u64> = BTreeMap::new();
+        let mut columns = HashMap::new();
+        let mut name = String::new();
+        for address in &members {
+            let column = match columns.entry(address.segment_ord) {
+                std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
+                std::collections::hash_map::Entry::Vacant(entry) => entry.insert(
+                    searcher
+                        .segment_reader(address.segment_ord)
+                        .fast_fields()
+                        .str("source")
+                        .map_err(self.error())?,
+                ),
+            };
+            let Some(column) = column else { continue };
+            for ordinal in column.term_ords(address.doc_id) {
+                name.clear();
+                if column.ord_to_str(ordinal, &mut name).unwrap_or(false) {
+                    *sources.entry(name.clone()).or_insert(0) += 1;
+                }
+            }
+        }
+        let mut sources: Vec<(String, u64)> = sources.into_iter().collect();
+        sources.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        Ok((
+            members.len() as u64,
+            sources.into_iter().map(|(name, _)| name).collect(),
+        ))
+    }
+
+    /// How many live documents a cluster has.
+    pub fn cluster_size(&self, root: Fingerprint) -> Result<u64> {
+        let query = TermQuery::new(
+            Term::from_field_u64(self.shared.fields.root, root.0),
+            IndexRecordOption::Basic,
+        );
+        let count = self
+            .tantivy_searcher()
+            .search(&query, &Count)
+            .map_err(self.error())?;
+        Ok(count as u64)
+    }
+
+    /// Where the live document with this id is.
+    fn locate(&self, searcher: &tantivy::Searcher, id: &str) -> Result<Option<DocAddress>> {
+        let query = TermQuery::new(
+            Term::from_field_text(self.shared.fields.id, id),
+            IndexRecordOption::Basic,
+        );
+        let found = searcher
+            .search(&query, &DocSetCollector)
+            .map_err(self.error())?;
+        Ok(found.into_iter().min())
+    }
+
+    /// The document with this id.
+    pub fn document(&self, id: &str) -> Result<Option<DocumentView>> {
+        let searcher = self.tantivy_searcher();
+        self.locate(&searcher, id)?
+            .map(|address| self.view(&searcher, address))
+            .transpose()
+    }
+
+    /// A detail page: the other documents of the document's cluster, earliest first (then in
+    /// insert order), `offset` and `limit` over them. `None` when no document has this id.
+    pub fn similar(&self, id: &str, offset: usize, limit: usize) -> Result<Option<SimilarPage>> {
+        if limit > MAX_PAGE_SIZE {
+            return Err(Error::Query(format!(
+                "limit must be at most {MAX_PAGE_SIZE}, got {limit}"
+            )));
+        }
+        let searcher = self.tantivy_searcher();
+        let Some(address) = self.locate(&searcher, id)? else {
+            return Ok(None);
+        };
+        let document = self.view(&searcher, address)?;
+        let members = self.members(&searcher, document.root)?;
+        let cluster_size = members.len() as u64;
+        let mut others = Vec::with_capacity(members.len());
+        for member in members.into_iter().filter(|member| *member != address) {
+            let fast = searcher.segment_reader(member.segment_ord).fast_fields();
+            let time = fast
+                .i64(schema::EVENT_TIME)
+                .map_err(self.error())?
+                .first(member.doc_id);
+            let sequence = fast
+                .u64(schema::SEQUENCE)
+                .map_err(self.error())?
+                .first(member.doc_id);
+            others.push((time, sequence, member));
+        }
+        others.sort_unstable();
+        let total = others.len() as u64;
+        let documents = others
+            .into_iter()
+            .skip(offset)
+            .take(limit)
+            .map(|(_, _, member)| self.view(&searcher, member))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Some(SimilarPage {
+            document,
+            cluster_size,
+            total,
+            documents,
+        }))
+    }
+
+    /// Check before publishing: indexed documents within `k` of an article that is not indexed,
+    /// found through the simhash's block fields (a term query per block, then the exact
+    /// distance from the `simhash` fast field), nearest first, at most `limit`.
+    pub fn near_duplicates(&self, article: &Article, limit: usize) -> Result<NearDuplicates> {
+        if limit > MAX_PAGE_SIZE {
+            return Err(Error::Query(format!(
+                "limit must be at most {MAX_PAGE_SIZE}, got {limit}"
+            )));
+        }
+        let shared = &self.shared;
+        let simhash =
+            article_fingerprint(&shared.fingerprinter, &shared.config.dedup.fields, article);
+        let blocks: Vec<(Occur, Box<dyn Query>)> = shared
+            .fields
+            .segments
+            .iter()
+            .zip(shared.layout.blocks())
+            .map(|(field, block)| {
+                let term = Term::from_field_u64(*field, block.key(simhash.0));
+                let query: Box<dyn Query> =
+                    Box::new(TermQuery::new(term, IndexRecordOption::Basic));
+                (Occur::Should, query)
+            })
+            .collect();
+        let searcher = self.tantivy_searcher();
+        let candidates = searcher
+            .search(&BooleanQuery::new(blocks), &DocSetCollector)
+            .map_err(self.error())?;
+        let max_distance = shared.config.dedup.max_distance;
+        let mut near = Vec::new();
+        for address in candidates {
+            let fast = searcher.segment_reader(address.segment_ord).fast_fields();
+            let Some(other) = fast
+                .u64(schema::SIMHASH)
+                .map_err(self.error())?
+                .first(address.doc_id)
+            else {
+                continue;
+            };
+            let distance = simhash.distance(Fingerprint(other));
+            if distance <= max_distance {
+                let time = fast
+                    .i64(schema::EVENT_TIME)
+                    .map_err(self.error())?
+                    .first(address.doc_id);
+                near.push((distance, time, address));
+            }
+        }
+        near.sort_unstable();
+        let matches = near
+            .into_iter()
+            .take(limit)
+            .map(|(distance, _, address)| {
+                Ok(NearDuplicate {
+                    distance,
+                    document: self.view(&searcher, address)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(NearDuplicates { simhash, matches })
+    }
+
+    /// A document's stored fields and cluster.
+    fn view(&self, searcher: &tantivy::Searcher, address: DocAddress) -> Result<DocumentView> {
+        let fields = &self.shared.fields;
+        let document: TantivyDocument = searcher.doc(address).map_err(self.error())?;
+        let text = |field| {
+            document
+                .get_first(field)
+                .and_then(|value| value.as_str())
+                .map(str::to_owned)
+        };
+        let root = searcher
+            .segment_reader(address.segment_ord)
+            .fast_fields()
+            .u64(schema::ROOT)
+            .map_err(self.error())?
+            .first(address.doc_id)
+            .unwrap_or(0);
+        Ok(DocumentView {
+            id: text(fields.id).unwrap_or_default(),
+            title: text(fields.title),
+            source: text(fields.source),
+            url: text(fields.url),
+            published_at: document
+                .get_first(fields.published_at)
+                .and_then(|value| value.as_datetime())
+                .map(|time| time.into_timestamp_secs()),
+            simhash: Fingerprint(
+                document
+                    .get_first(fields.simhash)
+                    .and_then(|value| value.as_u64())
+                    .unwrap_or(0),
+            ),
+            root: Fingerprint(root),
+        })
+    }
+
+    /// Document, cluster and tombstone counts, segments and disk use.
+    pub fn stats(&self) -> Result<IndexStats> {
+        let searcher = self.tantivy_searcher();
+        let counts = self.root_counts(&searcher)?;
+        let documents: u64 = counts
+            .iter()
+            .flat_map(|segment| segment.values())
+            .map(|&count| u64::from(count))
+            .sum();
+        let mut roots = RootMap::<()>::default();
+        for segment in &counts {
+            roots.extend(segment.keys().map(|&root| (root, ())));
+        }
+        let disk_bytes = std::fs::read_dir(&self.shared.path)
+            .map(|entries| {
+                entries
+                    .filter_map(|entry| entry.ok()?.metadata().ok())
+                    .filter(|metadata| metadata.is_file())
+                    .map(|metadata| metadata.len())
+                    .sum()
+            })
+            .unwrap_or(0);
+        Ok(IndexStats {
+            documents,
+            clusters: roots.len() as u64,
+            tombstones: searcher.num_docs().saturating_sub(documents),
+            segments: searcher.segment_readers().len(),
+            disk_bytes,
+        })
+    }
+}
+
+/// A condition that keeps or drops documents without adding to their score.
+fn filter(query: impl Query) -> Box<dyn Query> {
+    Box::new(ConstScoreQuery::new(Box::new(query), 0.0))
+}

@@ -1,0 +1,641 @@
+//! [`DedupIndex`]: a Tantivy index on disk with the forest in front of it, and its one
+//! ordered writer.
+
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tantivy::collector::DocSetCollector;
+use tantivy::directory::MmapDirectory;
+use tantivy::query::{RangeQuery, TermQuery};
+use tantivy::schema::IndexRecordOption;
+use tantivy::{
+    DateTime, DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, Term,
+};
+
+use std::io::BufRead;
+use std::ops::ControlFlow;
+
+use crate::article::{Article, ArticleError};
+use crate::config::Config;
+use crate::dedup::BATCH_SIZE;
+use crate::dedup::{Decision, Deduplicator, now};
+use crate::engine::document::{NewsDocument, NewsValue};
+use crate::engine::recovery::{self, RecoveryReport};
+use crate::engine::schema::{self, NewsFields, build_schema};
+use crate::engine::search::DedupSearcher;
+use crate::engine::tokenizer;
+use crate::forest::{Forest, Timestamp};
+use crate::index::BlockLayout;
+use crate::input;
+use crate::text::AnalyzedText;
+use crate::text::Fingerprinter;
+use crate::{Error, Fingerprint, Result};
+
+/// The file in an index directory that records the settings the index was created with.
+pub const SETTINGS_FILE: &str = "tantivy-dedup.toml";
+
+/// An article analysed and fingerprinted, ready for [`DedupIndex::add`].
+///
+/// Preparing is the expensive part of an insert (normalising and segmenting the text once for
+/// both the fingerprint and the index) and needs only `&DedupIndex`, so many articles can be
+/// prepared in parallel and then added in order.
+#[derive(Debug, Clone)]
+pub struct PreparedArticle {
+    id: String,
+    published_at: Option<Timestamp>,
+    simhash: Fingerprint,
+    /// Every field but those the forest decides (root) or the writer numbers.
+    document: NewsDocument,
+}
+
+impl PreparedArticle {
+    /// The article's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Its fingerprint.
+    pub fn simhash(&self) -> Fingerprint {
+        self.simhash
+    }
+}
+
+/// What preparing an article needs, apart from the index.
+struct Preparer {
+    fingerprinter: Fingerprinter,
+    fingerprinted: Vec<String>,
+    fields: NewsFields,
+    layout: BlockLayout,
+    analyze_title: bool,
+    analyze_content: bool,
+}
+
+impl Preparer {
+    fn prepare(&self, article: Article) -> PreparedArticle {
+        let Article {
+            id,
+            title,
+            content,
+            source,
+            url,
+            published_at,
+        } = article;
+        let analyzed_title = title
+            .as_deref()
+            .filter(|_| self.analyze_title)
+            .map(AnalyzedText::new);
+        let analyzed_content = self.analyze_content.then(|| AnalyzedText::new(&content));
+        let parts: Vec<&AnalyzedText> = self
+            .fingerprinted
+            .iter()
+            .filter_map(|name| match name.as_str() {
+                "title" => analyzed_title.as_ref(),
+                _ => analyzed_content.as_ref(),
+            })
+            .collect();
+        let simhash = self.fingerprinter.fingerprint_analyzed(&parts);
+
+        let fields = &self.fields;
+        let mut document = NewsDocument::default();
+        document.add(fields.id, NewsValue::Str(id.clone()));
+        if let Some(title) = title {
+            document.add(fields.title, text_value(analyzed_title, title));
+        }
+        document.add(fields.content, text_value(analyzed_content, content));
+        if let Some(source) = source {
+            document.add(fields.source, NewsValue::Str(source));
+        }
+        if let Some(url) = url {
+            document.add(fields.url, NewsValue::Str(url));
+        }
+        for (field, block) in fields.segments.iter().zip(self.layout.blocks()) {
+            document.add(*field, NewsValue::U64(block.key(simhash.0)));
+        }
+        PreparedArticle {
+            id,
+            published_at,
+            simhash,
+            document,
+        }
+    }
+}
+
+/// A text field's value: with its analysis when the text was analysed (so Tantivy indexes the
+/// tokens computed for the fingerprint instead of segmenting again), plain when it is only
+/// stored.
+fn text_value(analyzed: Option<AnalyzedText>, raw: String) -> NewsValue {
+    match analyzed {
+        Some(analyzed) => NewsValue::Analyzed(raw, Arc::new(analyzed)),
+        None => NewsValue::Str(raw),
+    }
+}
+
+/// The insert that a live document or a tombstone records.
+#[derive(Debug, Clone, Copy)]
+struct Insert {
+    sequence: u64,
+    simhash: Fingerprint,
+    time: Timestamp,
+}
+
+/// A Tantivy index of news articles with near-duplicate clustering: every document carries
+/// its simhash, the simhash's blocks and its cluster's root, decided by the forest at insert
+/// time.
+///
+/// There is one writer per index directory (Tantivy's lock enforces it), and inserts go
+/// through it in order, which is what makes cluster decisions deterministic. Searching goes
+/// through [`DedupSearcher`]s, which never block the writer; they see what was committed.
+///
+/// Opening an existing index replays its inserts into a fresh forest (see
+/// [`RecoveryReport`]), so decisions after a restart equal those of a run without one.
+///
+/// ```
+/// use tantivy_dedup::engine::DedupIndex;
+/// use tantivy_dedup::config::Config;
+/// use tantivy_dedup::Article;
+///
+/// let dir = tempfile::tempdir()?;
+/// let mut index = DedupIndex::create(dir.path(), Config::default())?;
+/// let story = "国家统计局今天发布数据，前三季度国内生产总值同比增长百分之五点二，\
+///              就业形势总体稳定，居民消费价格温和上涨，经济运行持续恢复向好。";
+/// let article = |id: &str, source: &str, content: String| Article {
+///     id: id.into(),
+///     source: Some(source.into()),
+///     content,
+///     published_at: Some(1_700_000_000),
+///     ..Default::default()
+/// };
+/// let first = index.add_article(article("a", "新华网", story.into()))?;
+/// let repost = index.add_article(article("b", "人民网", format!("<p>{story}</p>")))?;
+/// index.commit()?;
+/// assert_eq!(repost.root, first.root);
+///
+/// let searcher = index.searcher();
+/// assert_eq!(searcher.cluster_size(first.root)?, 2);
+/// let others = searcher.similar("a", 0, 10)?.expect("a is indexed");
+/// assert_eq!(others.documents[0].id, "b");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct DedupIndex {
+    path: PathBuf,
+    index: Index,
+    fields: NewsFields,
+    config: Config,
+    writer: IndexWriter<NewsDocument>,
+    reader: IndexReader,
+    dedup: Deduplicator,
+    layout: BlockLayout,
+    next_sequence: u64,
+    /// Ids added or deleted since the last commit, with the insert now live under each
+    /// (`None`: deleted). The committed index answers for every other id.
+    uncommitted: HashMap<String, Option<Insert>>,
+    recovery: RecoveryReport,
+}
+
+impl DedupIndex {
+    /// Creates a new index in `dir` (created if missing; it must not hold an index already).
+    pub fn create(dir: &Path, config: Config) -> Result<Self> {
+        config.validate()?;
+        if dir.join("meta.json").exists() {
+            return Err(Error::Config(format!(
+                "{} already holds an index; open it instead",
+                dir.display()
+            )));
+        }
+        std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+            path: dir.to_owned(),
+            source,
+        })?;
+        let layout = BlockLayout::new(config.dedup.max_distance)?;
+        let (schema, _) = build_schema(&config.fields, &layout);
+        let settings = dir.join(SETTINGS_FILE);
+        std::fs::write(&settings, config.to_toml()).map_err(|source| Error::Io {
+            path: settings,
+            source,
+        })?;
+        let directory = open_directory(dir)?;
+        Index::create(directory, schema, Default::default())
+            .map_err(|source| index_error(dir, source))?;
+        Self::open_with(dir, config)
+    }
+
+    /// Opens the index in `dir` with the settings it was created with.
+    pub fn open(dir: &Path) -> Result<Self> {
+        let config = stored_settings(dir)?;
+        Self::open_with(dir, config)
+    }
+
+    /// Opens the index in `dir`, or creates it with `config` when there is none. An existing
+    /// index keeps its settings: `config` must agree on everything that shapes fingerprints
+    /// and fields, and only the window and the `[index]` settings may change.
+    pub fn open_or_create(dir: &Path, config: Option<Config>) -> Result<Self> {
+        if !dir.join("meta.json").exists() {
+            return Self::create(dir, config.unwrap_or_default());
+        }
+        let stored = stored_settings(dir)?;
+        let Some(config) = config else {
+            return Self::open_with(dir, stored);
+        };
+        check_compatible(&stored, &config)?;
+        Self::open_with(dir, config)
+    }
+
+    fn open_with(dir: &Path, config: Config) -> Result<Self> {
+        config.validate()?;
+        let layout = BlockLayout::new(config.dedup.max_distance)?;
+        let (schema, fields) = build_schema(&config.fields, &layout);
+        let index = Index::open(open_directory(dir)?).map_err(|source| index_error(dir, source))?;
+        schema::check_schema(&index.schema(), &schema)?;
+        tokenizer::register(&index);
+        let threads = config.index.threads();
+        let writer = index
+            .writer_with_num_threads(threads, config.index.writer_memory_mb << 20)
+            .map_err(|source| index_error(dir, source))?;
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .map_err(|source| index_error(dir, source))?;
+        let mut dedup = Deduplicator::new(config.dedup.clone())?;
+        let (recovery, next_sequence) = recovery::replay(&reader.searcher(), dedup.forest_mut())
+            .map_err(|source| index_error(dir, source))?;
+        Ok(DedupIndex {
+            path: dir.to_owned(),
+            index,
+            fields,
+            config,
+            writer,
+            reader,
+            dedup,
+            layout,
+            next_sequence,
+            uncommitted: HashMap::new(),
+            recovery,
+        })
+    }
+
+    /// The settings in use.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The index directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The forest of clusters in the window.
+    pub fn forest(&self) -> &Forest {
+        self.dedup.forest()
+    }
+
+    /// What opening the index replayed.
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.recovery
+    }
+
+    /// The event time to give an article without `published_at`: the newest time seen, or the
+    /// wall clock when nothing was seen yet (so a file replays the same whatever the day).
+    pub fn arrival_time(&self) -> Timestamp {
+        self.forest().newest_time().unwrap_or_else(now)
+    }
+
+    /// A searcher over what was committed. Cheap; clone it freely, across threads too.
+    pub fn searcher(&self) -> DedupSearcher {
+        DedupSearcher::new(
+            self.path.clone(),
+            self.index.clone(),
+            self.reader.clone(),
+            self.fields.clone(),
+            self.config.clone(),
+        )
+    }
+
+    /// Analyses and fingerprints an article (the parallel part of an insert).
+    pub fn prepare(&self, article: Article) -> PreparedArticle {
+        self.preparer().prepare(article)
+    }
+
+    fn preparer(&self) -> Preparer {
+        let schema = self.index.schema();
+        let fingerprinted = |name: &str| self.config.dedup.fields.iter().any(|f| f == name);
+        Preparer {
+            fingerprinter: *self.dedup.fingerprinter(),
+            fingerprinted: self.config.dedup.fields.clone(),
+            fields: self.fields.clone(),
+            layout: self.layout.clone(),
+            analyze_title: schema.get_field_entry(self.fields.title).is_indexed()
+                || fingerprinted("title"),
+            analyze_content: schema.get_field_entry(self.fields.content).is_indexed()
+                || fingerprinted("content"),
+        }
+    }
+
+    /// Places a prepared article in its cluster and adds it to the index (replacing any
+    /// document with the same id). `arrival` is its event time when it has no `published_at`.
+    /// The document becomes searchable at the next [`commit`](Self::commit).
+    pub fn add(&mut self, prepared: PreparedArticle, arrival: Timestamp) -> Result<Decision> {
+        let PreparedArticle {
+            id,
+            published_at,
+            simhash,
+            mut document,
+        } = prepared;
+        self.delete_existing(&id)?;
+        let time = published_at.unwrap_or(arrival);
+        let placement = self.dedup.place(simhash, time);
+        let insert = Insert {
+            sequence: self.next_sequence,
+            simhash,
+            time,
+        };
+        self.next_sequence += 1;
+        let fields = &self.fields;
+        document.add(
+            fields.published_at,
+            NewsValue::Date(DateTime::from_timestamp_secs(time)),
+        );
+        document.add(fields.root, NewsValue::U64(placement.root.0));
+        add_insert_fields(&mut document, fields, insert);
+        self.writer
+            .add_document(document)
+            .map_err(|source| index_error(&self.path, source))?;
+        self.uncommitted.insert(id.clone(), Some(insert));
+        Ok(Decision {
+            id,
+            simhash,
+            root: placement.root,
+            duplicate: placement.is_duplicate(),
+        })
+    }
+
+    /// [`prepare`](Self::prepare) then [`add`](Self::add), with the arrival time of
+    /// [`arrival_time`](Self::arrival_time).
+    pub fn add_article(&mut self, article: Article) -> Result<Decision> {
+        let arrival = self.arrival_time();
+        let prepared = self.prepare(article);
+        self.add(prepared, arrival)
+    }
+
+    /// Ingests JSON Lines from `reader` (named `name` in errors): articles are parsed and
+    /// prepared in parallel batches, then added in input order, and `report` hears each line's
+    /// number with its decision or why the line was skipped, until the input ends or `report`
+    /// says to stop. An article without `published_at` is dated by
+    /// [`arrival_time`](Self::arrival_time).
+    ///
+    /// Commits every `commit_every` documents, if given; the caller commits at the end. A
+    /// read error is returned after every line read before it was added.
+    pub fn ingest(
+        &mut self,
+        reader: impl BufRead,
+        name: &Path,
+        commit_every: Option<u64>,
+        mut report: impl FnMut(u64, std::result::Result<Decision, ArticleError>) -> ControlFlow<()>,
+    ) -> Result<()> {
+        let mut failure = None;
+        let mut since_commit = 0u64;
+        let this = &mut *self;
+        // `prepare` needs only shared access, but the batch handler needs the index mutably,
+        // so preparation borrows a clone of what it reads.
+        let preparer = this.preparer();
+        let read = input::for_each_batch(
+            reader,
+            BATCH_SIZE,
+            |article| preparer.prepare(article),
+            |batch| {
+                for (number, prepared) in batch {
+                    let outcome = match prepared {
+                        Ok(prepared) => {
+                            let arrival = this.arrival_time();
+                            match this.add(prepared, arrival) {
+                                Ok(decision) => Ok(decision),
+                                Err(error) => {
+                                    failure = Some(error);
+                                    return ControlFlow::Break(());
+                                }
+                            }
+                        }
+                        Err(error) => Err(error),
+                    };
+                    report(number, outcome)?;
+                    since_commit += 1;
+                    if commit_every.is_some_and(|every| since_commit >= every) {
+                        since_commit = 0;
+                        if let Err(error) = this.commit() {
+                            failure = Some(error);
+                            return ControlFlow::Break(());
+                        }
+                    }
+                }
+                ControlFlow::Continue(())
+            },
+        );
+        if let Some(error) = failure {
+            return Err(error);
+        }
+        read.map_err(|source| Error::Io {
+            path: name.to_owned(),
+            source,
+        })
+    }
+
+    /// Deletes the document with this id; returns whether there was one. Takes effect at the
+    /// next commit. Its cluster stays in the forest until it expires.
+    pub fn delete(&mut self, id: &str) -> Result<bool> {
+        let deleted = self.delete_existing(id)?;
+        if deleted {
+            self.uncommitted.insert(id.to_owned(), None);
+        }
+        Ok(deleted)
+    }
+
+    /// If a document with `id` exists (committed or not), deletes it and leaves a tombstone in
+    /// its place.
+    fn delete_existing(&mut self, id: &str) -> Result<bool> {
+        let existing = match self.uncommitted.get(id) {
+            Some(pending) => *pending,
+            None => self.committed_insert(id)?,
+        };
+        let Some(insert) = existing else {
+            return Ok(false);
+        };
+        self.writer
+            .delete_term(Term::from_field_text(self.fields.id, id));
+        self.add_tombstone(insert)?;
+        self.dedup.forest_mut().remove_document(insert.simhash);
+        Ok(true)
+    }
+
+    /// The insert recorded by the committed live document with this id.
+    fn committed_insert(&self, id: &str) -> Result<Option<Insert>> {
+        let searcher = self.reader.searcher();
+        let query = TermQuery::new(
+            Term::from_field_text(self.fields.id, id),
+            IndexRecordOption::Basic,
+        );
+        let found = searcher
+            .search(&query, &DocSetCollector)
+            .map_err(|source| index_error(&self.path, source))?;
+        let Some(address) = found.into_iter().next() else {
+            return Ok(None);
+        };
+        read_insert(&searcher, address).map_err(|source| index_error(&self.path, source))
+    }
+
+    fn add_tombstone(&mut self, insert: Insert) -> Result<()> {
+        let mut tombstone = NewsDocument::default();
+        add_insert_fields(&mut tombstone, &self.fields, insert);
+        self.writer
+            .add_document(tombstone)
+            .map_err(|source| index_error(&self.path, source))?;
+        Ok(())
+    }
+
+    /// Makes everything added and deleted so far durable and visible to searchers, then
+    /// applies the retention setting. Returns how many documents retention deleted.
+    pub fn commit(&mut self) -> Result<u64> {
+        self.commit_and_reload()?;
+        let Some(retention) = self.config.index.retention_seconds() else {
+            return Ok(0);
+        };
+        let Some(newest) = self.forest().newest_time() else {
+            return Ok(0);
+        };
+        let cutoff = newest.saturating_sub(retention as Timestamp);
+        let deleted = self.delete_published_before(cutoff)?;
+        if deleted > 0 {
+            self.commit_and_reload()?;
+        }
+        Ok(deleted)
+    }
+
+    fn commit_and_reload(&mut self) -> Result<()> {
+        self.writer
+            .commit()
+            .map_err(|source| index_error(&self.path, source))?;
+        self.uncommitted.clear();
+        self.reader
+            .reload()
+            .map_err(|source| index_error(&self.path, source))
+    }
+
+    /// Deletes every committed document published before `cutoff` (Unix seconds), leaving
+    /// tombstones; returns how many. Takes effect at the next commit.
+    pub fn delete_published_before(&mut self, cutoff: Timestamp) -> Result<u64> {
+        let query = RangeQuery::new(
+            Bound::Unbounded,
+            Bound::Excluded(Term::from_field_date(
+                self.fields.published_at,
+                DateTime::from_timestamp_secs(cutoff),
+            )),
+        );
+        let searcher = self.reader.searcher();
+        let old = searcher
+            .search(&query, &DocSetCollector)
+            .map_err(|source| index_error(&self.path, source))?;
+        let mut inserts = Vec::with_capacity(old.len());
+        for address in &old {
+            if let Some(insert) = read_insert(&searcher, *address)
+                .map_err(|source| index_error(&self.path, source))?
+            {
+                inserts.push(insert);
+            }
+        }
+        for insert in &inserts {
+            self.add_tombstone(*insert)?;
+        }
+        self.writer
+            .delete_query(Box::new(query))
+            .map_err(|source| index_error(&self.path, source))?;
+        Ok(inserts.len() as u64)
+    }
+
+    /// Waits for background merges to finish (they continue in the background otherwise) and
+    /// releases the writer.
+    pub fn close(self) -> Result<()> {
+        let path = self.path;
+        self.writer
+            .wait_merging_threads()
+            .map_err(|source| index_error(&path, source))
+    }
+}
+
+/// The insert a document (live or tombstone) records.
+fn read_insert(searcher: &Searcher, address: DocAddress) -> tantivy::Result<Option<Insert>> {
+    let fast = searcher.segment_reader(address.segment_ord).fast_fields();
+    let doc = address.doc_id;
+    Ok(
+        match (
+            fast.u64(schema::SEQUENCE)?.first(doc),
+            fast.u64(schema::SIMHASH)?.first(doc),
+            fast.i64(schema::EVENT_TIME)?.first(doc),
+        ) {
+            (Some(sequence), Some(simhash), Some(time)) => Some(Insert {
+                sequence,
+                simhash: Fingerprint(simhash),
+                time,
+            }),
+            _ => None,
+        },
+    )
+}
+
+/// The fields that let the forest be rebuilt: on live documents and tombstones alike.
+fn add_insert_fields(document: &mut NewsDocument, fields: &NewsFields, insert: Insert) {
+    document.add(fields.sequence, NewsValue::U64(insert.sequence));
+    document.add(fields.simhash, NewsValue::U64(insert.simhash.0));
+    document.add(fields.event_time, NewsValue::I64(insert.time));
+}
+
+fn open_directory(dir: &Path) -> Result<MmapDirectory> {
+    MmapDirectory::open(dir).map_err(|error| Error::Index {
+        path: dir.to_owned(),
+        source: error.into(),
+    })
+}
+
+pub(crate) fn index_error(path: &Path, source: tantivy::TantivyError) -> Error {
+    Error::Index {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// The settings an index was created with.
+pub fn stored_settings(dir: &Path) -> Result<Config> {
+    let path = dir.join(SETTINGS_FILE);
+    if !path.exists() {
+        return Err(Error::Config(format!(
+            "{} is not a tantivy-dedup index (no {SETTINGS_FILE}); create one with `tantivy-dedup ingest --index {}`",
+            dir.display(),
+            dir.display()
+        )));
+    }
+    Config::from_path(&path)
+}
+
+/// Checks that `requested` may open an index created with `stored`.
+fn check_compatible(stored: &Config, requested: &Config) -> Result<()> {
+    let mut stored_dedup = stored.dedup.clone();
+    stored_dedup.window = requested.dedup.window;
+    if stored_dedup != requested.dedup {
+        return Err(Error::Config(format!(
+            "the index was created with other [dedup] settings; only `window` may change.\n\
+             index:     {}\nrequested: {}",
+            toml::to_string(&stored.dedup)
+                .unwrap_or_default()
+                .replace('\n', "; "),
+            toml::to_string(&requested.dedup)
+                .unwrap_or_default()
+                .replace('\n', "; "),
+        )));
+    }
+    if stored.fields.resolved() != requested.fields.resolved() {
+        return Err(Error::Config(
+            "the index was created with other [fields] settings; fields cannot change".to_owned(),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,254 @@
+//! Recovery (SPEC §5): reopening an index rebuilds the forest from the index itself, so the
+//! decisions after a restart equal those of a run without one, with deletes, replacements,
+//! expiry and documents that were never committed.
+//!
+//! The stories are generated from invented sentences.
+
+use std::time::Duration;
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use tantivy_dedup::config::Config;
+use tantivy_dedup::engine::DedupIndex;
+use tantivy_dedup::{Article, Deduplicator, Fingerprint};
+
+const SENTENCES: &[&str] = &[
+    "市气象台今天上午发布暴雨蓝色预警信号，预计未来六小时内全市大部分地区将出现强降水。",
+    "交通部门提醒广大市民雨天出行注意安全，尽量避开低洼积水路段，减速慢行。",
+    "据了解，今年以来全市新开工重点项目一百二十个，完成投资同比增长百分之十一。",
+    "区教育局表示，秋季学期将新增公办学位三千个，缓解城区学校入学压力。",
+    "农业农村部门组织技术人员深入田间地头，指导农户做好晚稻病虫害防治工作。",
+    "市场监管部门开展食品安全专项检查，抽检样品四百余批次，合格率达到百分之九十八。",
+    "该公司负责人介绍，新生产线投产后年产能将提高一倍，带动就业岗位五百余个。",
+    "文化旅游节期间，景区共接待游客二十八万人次，实现旅游收入一点六亿元。",
+    "卫生健康委员会提醒，近期流感进入高发期，老人和儿童应及时接种疫苗。",
+    "铁路部门宣布，新开通的城际列车将两地通行时间缩短至四十分钟以内。",
+    "社区志愿者上门为独居老人送去米面油等生活物资，并帮助检查家中用电安全。",
+    "环保部门通报，上半年全市空气质量优良天数比例同比上升五个百分点。",
+    "科技企业孵化器今年累计引进创新团队三十六个，申请发明专利二百余项。",
+    "消防救援支队在商业综合体开展应急疏散演练，检验预案的科学性和可操作性。",
+    "图书馆推出夜间开放服务，每周五和周六延长开放时间至晚上十点。",
+    "港口集装箱吞吐量连续三个月保持增长，外贸进出口形势总体平稳。",
+];
+
+const SOURCES: &[&str] = &["新华网", "人民网", "央视网", "澎湃新闻", "本地日报"];
+
+/// One step of a workload.
+#[derive(Debug, Clone)]
+enum Step {
+    Add(Article),
+    Delete(String),
+}
+
+/// A workload: stories of six to ten sentences, each reposted with small edits (a sentence
+/// dropped, swapped or added, a header), some ids re-sent with other text, some deleted, about
+/// one document in ten undated, and event times spread over several windows so that clusters
+/// expire during the run.
+fn workload(seed: u64, steps: usize) -> Vec<Step> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut stories: Vec<Vec<usize>> = Vec::new();
+    let mut ids: Vec<String> = Vec::new();
+    let mut time = 1_700_000_000i64;
+    let mut workload = Vec::with_capacity(steps);
+    for step in 0..steps {
+        time += rng.random_range(0..600);
+        if !ids.is_empty() && rng.random_bool(0.05) {
+            let id = ids[rng.random_range(0..ids.len())].clone();
+            workload.push(Step::Delete(id));
+            continue;
+        }
+        let story = if stories.is_empty() || rng.random_bool(0.3) {
+            let length = rng.random_range(6..=10);
+            stories.push(
+                (0..length)
+                    .map(|_| rng.random_range(0..SENTENCES.len()))
+                    .collect(),
+            );
+            stories.len() - 1
+        } else {
+            rng.random_range(0..stories.len())
+        };
+        let mut sentences = stories[story].clone();
+        match rng.random_range(0..4) {
+            0 => {}
+            1 => {
+                sentences.remove(rng.random_range(0..sentences.len()));
+            }
+            2 => {
+                let at = rng.random_range(0..sentences.len());
+                sentences[at] = rng.random_range(0..SENTENCES.len());
+            }
+            _ => sentences.push(rng.random_range(0..SENTENCES.len())),
+        }
+        let mut content: String = sentences.iter().map(|&i| SENTENCES[i]).collect();
+        if rng.random_bool(0.3) {
+            content = format!("<p>（{}讯）</p>{content}", SOURCES[step % SOURCES.len()]);
+        }
+        let id = if !ids.is_empty() && rng.random_bool(0.05) {
+            ids[rng.random_range(0..ids.len())].clone()
+        } else {
+            format!("doc-{step}")
+        };
+        ids.push(id.clone());
+        workload.push(Step::Add(Article {
+            id,
+            title: Some(format!("第{step}号稿件")),
+            content,
+            source: Some(SOURCES[rng.random_range(0..SOURCES.len())].to_owned()),
+            url: Some(format!("https://news.example/{step}")),
+            // The first document is dated, so undated ones never fall back to the wall clock.
+            published_at: (step == 0 || !rng.random_bool(0.1)).then_some(time),
+        }));
+    }
+    workload
+}
+
+fn config() -> Config {
+    let mut config = Config::default();
+    // Short enough that clusters expire during the workload.
+    config.dedup.window = Duration::from_secs(3 * 3600);
+    config.index.writer_threads = Some(1);
+    config.index.writer_memory_mb = 20;
+    config
+}
+
+/// Runs steps on an index; returns the root each added document was given (`None` for a
+/// delete).
+fn run(index: &mut DedupIndex, steps: &[Step]) -> Vec<Option<Fingerprint>> {
+    steps
+        .iter()
+        .map(|step| match step {
+            Step::Add(article) => Some(index.add_article(article.clone()).unwrap().root),
+            Step::Delete(id) => {
+                index.delete(id).unwrap();
+                None
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn reopening_gives_the_decisions_of_an_uninterrupted_run() {
+    let steps = workload(1, 600);
+    let dir = tempfile::tempdir().unwrap();
+    let mut straight = DedupIndex::create(&dir.path().join("straight"), config()).unwrap();
+    let expected = run(&mut straight, &steps);
+    straight.commit().unwrap();
+    assert!(
+        straight.forest().stats().expired > 0,
+        "the workload should make clusters expire"
+    );
+
+    for split in [1, 150, 299, 451] {
+        let path = dir.path().join(format!("split-{split}"));
+        let mut index = DedupIndex::create(&path, config()).unwrap();
+        let mut roots = run(&mut index, &steps[..split]);
+        index.commit().unwrap();
+        index.close().unwrap();
+
+        let mut index = DedupIndex::open(&path).unwrap();
+        let recovery = index.recovery().clone();
+        assert_eq!(recovery.mismatched_roots, 0, "split {split}: {recovery:?}");
+        roots.extend(run(&mut index, &steps[split..]));
+        assert_eq!(roots, expected, "split at {split}");
+        index.forest().check_invariants().unwrap();
+    }
+}
+
+#[test]
+fn uncommitted_documents_are_lost_whole_and_can_be_sent_again() {
+    // A crash between commits loses what was not committed, forest decisions included: the
+    // reopened index decides as if those documents had never come, so sending them again
+    // gives the uninterrupted run's decisions.
+    let steps = workload(2, 400);
+    let dir = tempfile::tempdir().unwrap();
+    let mut straight = DedupIndex::create(&dir.path().join("straight"), config()).unwrap();
+    let expected = run(&mut straight, &steps);
+
+    let path = dir.path().join("crashed");
+    let mut index = DedupIndex::create(&path, config()).unwrap();
+    let mut roots = run(&mut index, &steps[..200]);
+    index.commit().unwrap();
+    run(&mut index, &steps[200..260]);
+    drop(index); // no commit: as if the process died here
+
+    let mut index = DedupIndex::open(&path).unwrap();
+    roots.extend(run(&mut index, &steps[200..]));
+    assert_eq!(roots, expected);
+}
+
+#[test]
+fn the_index_decides_as_the_dedup_command_does() {
+    // Without deletes, the index and the index-free pipeline see the same inserts, so they
+    // must give every document the same fingerprint and root.
+    let steps: Vec<Step> = workload(3, 300)
+        .into_iter()
+        .filter(|step| matches!(step, Step::Add(_)))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let mut index = DedupIndex::create(dir.path(), config()).unwrap();
+    let mut dedup = Deduplicator::new(config().dedup).unwrap();
+    for step in &steps {
+        let Step::Add(article) = step else { continue };
+        let arrival = index.arrival_time();
+        let from_index = index.add_article(article.clone()).unwrap();
+        let alone = dedup.insert(article, arrival);
+        assert_eq!(from_index, alone, "{}", article.id);
+    }
+}
+
+#[test]
+fn replacing_and_deleting_leave_one_live_document_per_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut index = DedupIndex::create(dir.path(), config()).unwrap();
+    let article = |id: &str, sentence: usize| Article {
+        id: id.into(),
+        content: SENTENCES[sentence..sentence + 4].concat(),
+        published_at: Some(1_700_000_000),
+        ..Default::default()
+    };
+    index.add_article(article("a", 0)).unwrap();
+    index.add_article(article("b", 0)).unwrap();
+    index.commit().unwrap();
+    // Replaced twice: once after a commit, once before the next.
+    index.add_article(article("a", 5)).unwrap();
+    index.add_article(article("a", 9)).unwrap();
+    assert!(index.delete("b").unwrap());
+    assert!(!index.delete("b").unwrap(), "already deleted");
+    assert!(!index.delete("never-sent").unwrap());
+    index.commit().unwrap();
+
+    let searcher = index.searcher();
+    let stats = searcher.stats().unwrap();
+    assert_eq!(stats.documents, 1);
+    assert_eq!(stats.tombstones, 3, "a twice and b once");
+    let a = searcher.document("a").unwrap().unwrap();
+    assert_eq!(a.simhash, index.prepare(article("a", 9)).simhash());
+    assert!(searcher.document("b").unwrap().is_none());
+
+    // The replay sees all four inserts.
+    drop(searcher);
+    index.close().unwrap();
+    let index = DedupIndex::open(dir.path()).unwrap();
+    assert_eq!(index.recovery().replayed, 4);
+    assert_eq!(index.recovery().tombstones, 3);
+}
+
+#[test]
+fn an_existing_index_refuses_settings_that_would_change_its_fingerprints() {
+    let dir = tempfile::tempdir().unwrap();
+    DedupIndex::create(dir.path(), config())
+        .unwrap()
+        .close()
+        .unwrap();
+    let mut other = config();
+    other.dedup.max_distance = 4;
+    let error = DedupIndex::open_or_create(dir.path(), Some(other))
+        .err()
+        .expect("k cannot change");
+    assert!(error.to_string().contains("max_distance"), "{error}");
+    // The window may change.
+    let mut longer = config();
+    longer.dedup.window = Duration::from_secs(86_400);
+    DedupIndex::open_or_create(dir.path(), Some(longer)).unwrap();
+}
