@@ -129,7 +129,7 @@ impl Deduplicator {
     /// clock for the first), so a file gives the same decisions whatever day it is run.
     pub fn run(
         &mut self,
-        reader: impl BufRead,
+        reader: impl BufRead + Send,
         mut report: impl FnMut(u64, std::result::Result<Decision, ArticleError>) -> ControlFlow<()>,
     ) -> io::Result<()> {
         let fingerprinter = self.fingerprinter;

@@ -2,6 +2,7 @@
 
 use std::fs::File;
 use std::ops::ControlFlow;
+use std::sync::mpsc;
 
 use rayon::prelude::*;
 
@@ -62,49 +63,76 @@ pub fn decompressing(reader: impl Read + Send + 'static) -> io::Result<Box<dyn B
 /// fingerprinting), and hands every batch to `handle` in input order until the input ends or
 /// `handle` says to stop.
 ///
-/// A read error (a truncated gzip stream, say) is returned after every line read before it
-/// has been handled.
+/// Three stages overlap: reading (and decompressing) the next lines, parsing a batch on the
+/// rayon pool, and `handle` on the calling thread, with at most two batches waiting between
+/// stages. A read error (a truncated gzip stream, say) is returned after every line read
+/// before it has been handled.
 pub fn for_each_batch<T: Send>(
-    reader: impl BufRead,
+    reader: impl BufRead + Send,
     batch_size: usize,
     parse: impl Fn(crate::Article) -> T + Sync,
     mut handle: impl FnMut(Vec<(u64, Result<T, ArticleError>)>) -> ControlFlow<()>,
 ) -> io::Result<()> {
-    let mut lines = Lines::new(reader);
-    let mut batch = Vec::with_capacity(batch_size);
-    loop {
-        batch.clear();
-        let mut read_error = None;
-        while batch.len() < batch_size.max(1) {
-            match lines.next_line() {
-                Ok(Some(line)) => batch.push(line),
-                Ok(None) => break,
-                Err(error) => {
-                    read_error = Some(error);
-                    break;
+    type Parsed<T> = Vec<(u64, Result<T, ArticleError>)>;
+    let batch_size = batch_size.max(1);
+    std::thread::scope(|scope| {
+        let (lines_sender, lines_receiver) = mpsc::sync_channel::<Vec<NumberedLine>>(2);
+        let (parsed_sender, parsed_receiver) = mpsc::sync_channel::<Parsed<T>>(2);
+        let reading = scope.spawn(move || -> io::Result<()> {
+            let mut lines = Lines::new(reader);
+            loop {
+                let mut batch = Vec::with_capacity(batch_size);
+                let mut read_error = None;
+                while batch.len() < batch_size {
+                    match lines.next_line() {
+                        Ok(Some(line)) => batch.push(line),
+                        Ok(None) => break,
+                        Err(error) => {
+                            read_error = Some(error);
+                            break;
+                        }
+                    }
+                }
+                // A closed channel means the handler stopped: nothing more is wanted.
+                if batch.is_empty() || lines_sender.send(batch).is_err() {
+                    return read_error.map_or(Ok(()), Err);
+                }
+                if let Some(error) = read_error {
+                    return Err(error);
                 }
             }
+        });
+        let parse = &parse;
+        scope.spawn(move || {
+            for batch in lines_receiver {
+                let parsed: Parsed<T> = batch
+                    .into_par_iter()
+                    .map(|(number, line)| {
+                        let article = line
+                            .map_err(ArticleError::TooLong)
+                            .and_then(|line| crate::Article::from_json_bytes(&line));
+                        (number, article.map(parse))
+                    })
+                    .collect();
+                if parsed_sender.send(parsed).is_err() {
+                    return;
+                }
+            }
+        });
+        for batch in parsed_receiver.iter() {
+            if handle(batch).is_break() {
+                // Dropping the receiver stops the other stages at their next send.
+                drop(parsed_receiver);
+                return match reading.join() {
+                    Ok(_) => Ok(()),
+                    Err(panic) => std::panic::resume_unwind(panic),
+                };
+            }
         }
-        if batch.is_empty() {
-            return read_error.map_or(Ok(()), Err);
-        }
-        let parsed: Vec<(u64, Result<T, ArticleError>)> = batch
-            .par_iter()
-            .map(|(number, line)| {
-                let article = line
-                    .as_ref()
-                    .map_err(|too_long| ArticleError::TooLong(*too_long))
-                    .and_then(|line| crate::Article::from_json_bytes(line));
-                (*number, article.map(&parse))
-            })
-            .collect();
-        if handle(parsed).is_break() {
-            return Ok(());
-        }
-        if let Some(error) = read_error {
-            return Err(error);
-        }
-    }
+        reading
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
 }
 
 /// The longest line [`Lines`] hands out by default: 16 MiB, far beyond any article, short of

@@ -105,7 +105,32 @@ pub struct SimhashBuilder {
     ones: [i64; 64],
     /// The total weight of all features.
     total: i64,
+    /// Features of weight exactly 1 (every feature under TF weights), counted per bit eight
+    /// bits at a time: byte `j` of `unit_counts[k]` counts the set bits `8k + j`. Folded into
+    /// `ones` before a count can overflow, and when finishing.
+    unit_counts: [u64; 8],
+    /// Features in `unit_counts` (at most [`MAX_UNIT_COUNT`]).
+    units: u32,
 }
+
+/// How many unit features a byte lane of `unit_counts` can count.
+const MAX_UNIT_COUNT: u32 = u8::MAX as u32;
+
+/// For each byte value, its eight bits spread one per byte: adding `SPREAD[b]` to a `u64`
+/// counts the bits of `b` in eight lanes with one addition.
+const SPREAD: [u64; 256] = {
+    let mut table = [0u64; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let mut bit = 0;
+        while bit < 8 {
+            table[byte] |= (((byte >> bit) & 1) as u64) << (8 * bit);
+            bit += 1;
+        }
+        byte += 1;
+    }
+    table
+};
 
 /// Fixed-point steps per unit of weight.
 const WEIGHT_SCALE: f32 = 65_536.0;
@@ -122,6 +147,8 @@ impl SimhashBuilder {
         SimhashBuilder {
             ones: [0; 64],
             total: 0,
+            unit_counts: [0; 8],
+            units: 0,
         }
     }
 
@@ -135,22 +162,55 @@ impl SimhashBuilder {
     /// and kept to 1/65,536.
     #[inline]
     pub fn add_hash(&mut self, hash: u64, weight: f32) {
+        if weight == 1.0 {
+            self.add_unit_hash(hash);
+            return;
+        }
         // `as` saturates: NaN gives 0, and absurdly large weights stay finite.
         let weight = (weight.max(0.0) * WEIGHT_SCALE).round() as i32;
         let weight = i64::from(weight);
         // Summing only the "1" side keeps the loop branch-free and vectorisable: the signed sum
         // of the specification is `2 * ones - total`.
+        // A mask, not a multiplication: 64-bit lanes multiply slowly or not at all in SIMD.
         for (bit, ones) in self.ones.iter_mut().enumerate() {
-            *ones += ((hash >> bit) & 1) as i64 * weight;
+            *ones += weight & ((hash >> bit) & 1).wrapping_neg() as i64;
         }
         self.total += weight;
     }
 
+    /// A feature of weight 1: eight table lookups and additions instead of 64.
+    #[inline]
+    fn add_unit_hash(&mut self, hash: u64) {
+        for (k, counts) in self.unit_counts.iter_mut().enumerate() {
+            *counts += SPREAD[((hash >> (8 * k)) & 0xff) as usize];
+        }
+        self.units += 1;
+        if self.units == MAX_UNIT_COUNT {
+            let (ones, total) = self.with_units();
+            (self.ones, self.total) = (ones, total);
+            self.unit_counts = [0; 8];
+            self.units = 0;
+        }
+    }
+
+    /// `ones` and `total` with the pending unit features folded in.
+    fn with_units(&self) -> ([i64; 64], i64) {
+        let unit = WEIGHT_SCALE as i64;
+        let mut ones = self.ones;
+        for (k, counts) in self.unit_counts.iter().enumerate() {
+            for j in 0..8 {
+                ones[8 * k + j] += ((counts >> (8 * j)) & 0xff) as i64 * unit;
+            }
+        }
+        (ones, self.total + i64::from(self.units) * unit)
+    }
+
     /// The fingerprint: bit `i` is set iff `sum(+w where set, -w where clear) > 0`.
     pub fn finish(&self) -> Fingerprint {
+        let (ones, total) = self.with_units();
         let mut value = 0u64;
-        for (bit, &ones) in self.ones.iter().enumerate() {
-            if 2 * ones - self.total > 0 {
+        for (bit, &ones) in ones.iter().enumerate() {
+            if 2 * ones - total > 0 {
                 value |= 1 << bit;
             }
         }
@@ -204,6 +264,35 @@ mod tests {
             backward.add_hash(hash, weight);
         }
         assert_eq!(forward.finish(), backward.finish());
+    }
+
+    #[test]
+    fn unit_weights_counted_in_bytes_equal_the_general_sum() {
+        // Past the 255 features after which byte counters are folded, and with weights of 1
+        // mixed among others.
+        let features: Vec<(u64, f32)> = (0..1000u64)
+            .map(|i| {
+                let weight = if i % 7 == 0 { 2.5 } else { 1.0 };
+                (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i << 40), weight)
+            })
+            .collect();
+        for take in [0, 1, 254, 255, 256, 600, 1000] {
+            let mut fast = SimhashBuilder::new();
+            let mut reference = [0i64; 64];
+            let mut total = 0i64;
+            for &(hash, weight) in &features[..take] {
+                fast.add_hash(hash, weight);
+                let weight = (weight * WEIGHT_SCALE).round() as i64;
+                for (bit, ones) in reference.iter_mut().enumerate() {
+                    *ones += ((hash >> bit) & 1) as i64 * weight;
+                }
+                total += weight;
+            }
+            let expected = (0..64)
+                .filter(|&bit| 2 * reference[bit] - total > 0)
+                .fold(0u64, |value, bit| value | 1 << bit);
+            assert_eq!(fast.finish(), Fingerprint(expected), "{take} features");
+        }
     }
 
     #[test]

@@ -107,7 +107,7 @@ pub fn build_schema(declared: &FieldsConfig, layout: &BlockLayout) -> (Schema, N
             }
             FieldKind::String => {
                 let mut options = if field.indexed {
-                    TextOptions::from(STRING)
+                    STRING
                 } else {
                     TextOptions::default()
                 };

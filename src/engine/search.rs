@@ -18,14 +18,13 @@ use tantivy::{DateTime, DocAddress, Index, IndexReader, ReloadPolicy, TantivyDoc
 
 use crate::article::Article;
 use crate::config::Config;
-use crate::dedup::article_fingerprint;
 use crate::engine::collapse::{CollapseCollector, CollapsedCluster, RootMap, Sort};
 use crate::engine::schema::{self, NewsFields, build_schema};
 use crate::engine::tokenizer;
 use crate::engine::writer::{index_error, stored_settings};
 use crate::forest::Timestamp;
 use crate::index::BlockLayout;
-use crate::text::Fingerprinter;
+use crate::text::{AnalyzedText, Fingerprinter};
 use crate::{Error, Fingerprint, Result};
 
 /// The most results one page may ask for.
@@ -629,8 +628,18 @@ impl DedupSearcher {
             )));
         }
         let shared = &self.shared;
-        let simhash =
-            article_fingerprint(&shared.fingerprinter, &shared.config.dedup.fields, article);
+        // Analysed as the index analyses (one dictionary in a process that indexes and checks).
+        let parts: Vec<AnalyzedText> = shared
+            .config
+            .dedup
+            .fields
+            .iter()
+            .filter_map(|field| article.field_text(field))
+            .map(AnalyzedText::new)
+            .collect();
+        let simhash = shared
+            .fingerprinter
+            .fingerprint_analyzed(&parts.iter().collect::<Vec<_>>());
         let blocks: Vec<(Occur, Box<dyn Query>)> = shared
             .fields
             .segments

@@ -389,7 +389,7 @@ impl DedupIndex {
     /// read error is returned after every line read before it was added.
     pub fn ingest(
         &mut self,
-        reader: impl BufRead,
+        reader: impl BufRead + Send,
         name: &Path,
         commit_every: Option<u64>,
         mut report: impl FnMut(u64, std::result::Result<Decision, ArticleError>) -> ControlFlow<()>,
@@ -545,6 +545,7 @@ impl DedupIndex {
         }
         for insert in &inserts {
             self.add_tombstone(*insert)?;
+            self.dedup.forest_mut().remove_document(insert.simhash);
         }
         self.writer
             .delete_query(Box::new(query))

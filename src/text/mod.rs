@@ -82,12 +82,14 @@ impl AnalyzedText {
 
     /// The words of the default segmentation that lie inside `region` (byte offsets).
     fn words_in(&self, region: Range<usize>) -> impl Iterator<Item = &str> + '_ {
-        self.tokens.iter().filter_map(move |span| {
-            (span.whole_word
-                && span.from as usize >= region.start
-                && span.to as usize <= region.end)
-                .then(|| &self.normalized[span.range()])
-        })
+        self.tokens
+            .iter()
+            .filter(move |span| {
+                span.whole_word
+                    && span.from as usize >= region.start
+                    && span.to as usize <= region.end
+            })
+            .map(|span| &self.normalized[span.range()])
     }
 }
 

@@ -7,11 +7,13 @@ use jieba_rs::Jieba;
 use tantivy::tokenizer::{TokenStream, Tokenizer};
 use tantivy_jieba::JiebaTokenizer;
 
-/// A jieba instance of our own, with the default dictionary, for the parts of jieba-rs that
-/// tantivy-jieba does not expose (the IDF table behind TF-IDF weights).
+/// A jieba instance of our own, with the default dictionary: the same jieba-rs release and
+/// dictionary as tantivy-jieba's instance, so both segment alike (a property test checks it).
 ///
-/// Segmentation itself goes through tantivy-jieba's process-wide instance, so a process that
-/// only uses TF weights loads one dictionary; this one is loaded on first use.
+/// It serves the paths that only fingerprint (the `dedup` and `eval` commands, the IDF table
+/// behind TF-IDF weights), where borrowing jieba's words directly is faster than going through
+/// a token stream. Indexing segments through tantivy-jieba; the dictionary loads on first use,
+/// so a process loads only the instances it uses.
 pub fn jieba() -> &'static Jieba {
     static JIEBA: LazyLock<Jieba> = LazyLock::new(Jieba::new);
     &JIEBA
@@ -32,10 +34,8 @@ pub const USE_HMM: bool = true;
 /// assert!(words.len() >= 2);
 /// ```
 pub fn segment<'a>(text: &'a str, mut emit: impl FnMut(&'a str)) {
-    let mut tokenizer = JiebaTokenizer::with_search_mode(false);
-    let mut stream = tokenizer.token_stream(text);
-    while let Some(token) = stream.next() {
-        emit(&text[token.offset_from..token.offset_to]);
+    for token in jieba().cut(text, USE_HMM) {
+        emit(token.word);
     }
 }
 
