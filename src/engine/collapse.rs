@@ -2,12 +2,14 @@
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
-use std::collections::hash_map::Entry;
 use std::hash::{BuildHasherDefault, Hasher};
 
+use std::sync::{Arc, Mutex};
 use tantivy::collector::{Collector, SegmentCollector};
 use tantivy::columnar::Column;
-use tantivy::{DocAddress, DocId, Score, SegmentOrdinal, SegmentReader};
+
+use tantivy::index::SegmentId;
+use tantivy::{DocAddress, DocId, Score, Searcher, SegmentOrdinal, SegmentReader};
 
 use crate::Fingerprint;
 use crate::engine::schema::{EVENT_TIME, ROOT};
@@ -36,6 +38,111 @@ impl Hasher for RootHasher {
 /// A map keyed by root hash.
 pub type RootMap<V> = HashMap<u64, V, BuildHasherDefault<RootHasher>>;
 
+/// Dense numbers for the clusters of one searcher's documents, with each cluster's size.
+///
+/// Built once per searcher generation (the set of segments and their deletes) by scanning the
+/// `root` fast field of every live document; collapsing then needs no hashing per hit, only
+/// array accesses, and cluster sizes are a lookup. Tombstones have no root and no number.
+#[derive(Debug)]
+pub struct ClusterOrdinals {
+    /// The generation: each segment's id and number of deleted documents.
+    generation: Vec<(SegmentId, u32)>,
+    /// Per segment, per document: its cluster's number, or [`NO_CLUSTER`].
+    documents: Vec<Vec<u32>>,
+    /// Per cluster number: its root hash.
+    roots: Vec<u64>,
+    /// Per cluster number: its live documents.
+    sizes: Vec<u32>,
+    /// Emptied buffers for the next queries (at most [`MAX_SPARE_BUFFERS`]).
+    spare: Mutex<Vec<ClusterHits>>,
+}
+
+/// How many emptied buffers of cluster slots are kept between queries: enough for the
+/// segments of a few concurrent queries, while bounding memory (a buffer takes 24 bytes per
+/// cluster).
+const MAX_SPARE_BUFFERS: usize = 4;
+
+/// The number of a document without a cluster (a tombstone, or a deleted document).
+pub const NO_CLUSTER: u32 = u32::MAX;
+
+impl ClusterOrdinals {
+    /// Numbers the clusters of `searcher`'s live documents.
+    pub fn build(searcher: &Searcher) -> tantivy::Result<Self> {
+        let mut numbers: RootMap<u32> = RootMap::default();
+        let mut roots = Vec::new();
+        let mut sizes: Vec<u32> = Vec::new();
+        let mut documents = Vec::with_capacity(searcher.segment_readers().len());
+        for segment in searcher.segment_readers() {
+            let column = segment.fast_fields().u64(ROOT)?;
+            let mut segment_numbers = vec![NO_CLUSTER; segment.max_doc() as usize];
+            for doc in segment.doc_ids_alive() {
+                let Some(root) = column.first(doc) else {
+                    continue;
+                };
+                let number = *numbers.entry(root).or_insert_with(|| {
+                    roots.push(root);
+                    sizes.push(0);
+                    (roots.len() - 1) as u32
+                });
+                sizes[number as usize] += 1;
+                segment_numbers[doc as usize] = number;
+            }
+            documents.push(segment_numbers);
+        }
+        Ok(ClusterOrdinals {
+            generation: generation(searcher),
+            documents,
+            roots,
+            sizes,
+            spare: Mutex::default(),
+        })
+    }
+
+    /// An empty buffer with a slot per cluster: a spare one if there is one.
+    fn buffer(&self) -> ClusterHits {
+        self.spare
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .pop()
+            .unwrap_or_else(|| ClusterHits::new(self.roots.len()))
+    }
+
+    /// Empties a buffer and keeps it for a later query, if fewer than the most are kept.
+    fn recycle(&self, mut buffer: ClusterHits) {
+        buffer.clear();
+        let mut spare = self
+            .spare
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if spare.len() < MAX_SPARE_BUFFERS {
+            spare.push(buffer);
+        }
+    }
+
+    /// Whether these numbers were built for `searcher`'s segments as they are.
+    pub fn is_for(&self, searcher: &Searcher) -> bool {
+        self.generation == generation(searcher)
+    }
+
+    /// Live documents in the index.
+    pub fn documents(&self) -> u64 {
+        self.sizes.iter().map(|&size| u64::from(size)).sum()
+    }
+
+    /// Distinct clusters among them.
+    pub fn clusters(&self) -> usize {
+        self.roots.len()
+    }
+}
+
+fn generation(searcher: &Searcher) -> Vec<(SegmentId, u32)> {
+    searcher
+        .segment_readers()
+        .iter()
+        .map(|segment| (segment.segment_id(), segment.num_deleted_docs()))
+        .collect()
+}
+
 /// The matching documents of one cluster, as the collector saw them.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CollapsedCluster {
@@ -47,43 +154,36 @@ pub struct CollapsedCluster {
     pub representative: DocAddress,
     /// How many of its documents match.
     pub hits: u64,
-    /// The newest event time among its matching documents.
+    /// All its live documents, matching or not.
+    pub size: u64,
+    /// The newest event time among its matching documents (0 unless the collector tracked
+    /// it: see [`CollapseCollector::tracking_newest`]).
     pub newest: Timestamp,
 }
 
-impl CollapsedCluster {
-    /// Takes in another document (or group of documents) of the same cluster.
-    fn absorb(&mut self, other: &CollapsedCluster) {
-        if other.score > self.score
-            || (other.score == self.score && other.representative < self.representative)
-        {
-            self.score = other.score;
-            self.representative = other.representative;
-        }
-        self.hits += other.hits;
-        self.newest = self.newest.max(other.newest);
-    }
-}
-
-/// What [`CollapseCollector`] returns: every matching cluster, in no particular order.
+/// What [`CollapseCollector`] returns: one page of clusters, in order, and the totals.
 #[derive(Debug, Clone, Default)]
 pub struct Collapsed {
-    /// The clusters.
+    /// The page's clusters, in the collector's order.
     pub clusters: Vec<CollapsedCluster>,
     /// Matching documents, over all clusters.
     pub total_hits: u64,
+    /// Matching clusters.
+    pub total_clusters: u64,
 }
 
-/// Groups matching documents by the `root` fast field: per cluster the best-scoring document,
-/// its score, the number of hits and the newest hit's time. Sorting and pagination over
-/// clusters, and cluster sizes, come after (see `DedupSearcher::search`), since they need the
-/// whole grouping.
+/// Groups matching documents by cluster (per cluster: the best-scoring document, its score,
+/// the number of hits, the cluster's size and, when asked, the newest hit's time), orders the
+/// clusters by a [`Sort`], and returns one page of them with the totals.
 ///
-/// Documents without a root (tombstones) are skipped.
+/// Clusters are told apart by the dense numbers of a [`ClusterOrdinals`] built for the same
+/// searcher, so collecting a hit is a few array accesses; only the page's clusters are ever
+/// materialised. Documents without a root (tombstones) are skipped.
 ///
 /// ```
+/// use std::sync::Arc;
 /// use tantivy::query::AllQuery;
-/// use tantivy_dedup::engine::{CollapseCollector, DedupIndex};
+/// use tantivy_dedup::engine::{ClusterOrdinals, CollapseCollector, DedupIndex, Sort};
 /// use tantivy_dedup::{Article, config::Config};
 ///
 /// let dir = tempfile::tempdir()?;
@@ -92,13 +192,98 @@ pub struct Collapsed {
 ///     index.add_article(Article { id: id.into(), content: text.into(), ..Default::default() })?;
 /// }
 /// index.commit()?;
-/// let collapsed = index.searcher().tantivy_searcher().search(&AllQuery, &CollapseCollector)?;
-/// assert_eq!(collapsed.total_hits, 3);
-/// assert_eq!(collapsed.clusters.len(), 2);
+/// let searcher = index.searcher().tantivy_searcher();
+/// let ordinals = Arc::new(ClusterOrdinals::build(&searcher)?);
+/// let collector = CollapseCollector::new(ordinals, Sort::SimilarDesc, 0, 10);
+/// let collapsed = searcher.search(&AllQuery, &collector)?;
+/// assert_eq!((collapsed.total_hits, collapsed.total_clusters), (3, 2));
+/// assert_eq!(collapsed.clusters[0].size, 2);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+#[derive(Debug, Clone)]
+pub struct CollapseCollector {
+    ordinals: Arc<ClusterOrdinals>,
+    sort: Sort,
+    offset: usize,
+    limit: usize,
+    track_newest: bool,
+}
+
+impl CollapseCollector {
+    /// A collector for the searcher `ordinals` were built for, returning the clusters
+    /// `offset..offset + limit` in `sort` order. The newest hit's time is tracked when the
+    /// order needs it.
+    pub fn new(ordinals: Arc<ClusterOrdinals>, sort: Sort, offset: usize, limit: usize) -> Self {
+        CollapseCollector {
+            ordinals,
+            sort,
+            offset,
+            limit,
+            track_newest: sort == Sort::Newest,
+        }
+    }
+
+    /// Tracks the newest hit's time whatever the order (it costs a fast-field read per hit;
+    /// [`CollapsedCluster::newest`] is 0 when not tracked).
+    pub fn tracking_newest(mut self) -> Self {
+        self.track_newest = true;
+        self
+    }
+}
+
+/// What the hits of one cluster say.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct CollapseCollector;
+struct Slot {
+    hits: u32,
+    score: Score,
+    /// The best document's address, packed as segment ordinal (high half) and doc id.
+    best: u64,
+    newest: Timestamp,
+}
+
+/// Per cluster number, what one segment's hits (or, after merging, all hits) say: a slot per
+/// cluster of the generation, and the list of slots in use, so that a buffer is emptied in the
+/// time it took to fill and can serve the next query.
+#[derive(Debug)]
+pub struct ClusterHits {
+    /// The numbers of the clusters hit, in the order first hit.
+    touched: Vec<u32>,
+    slots: Vec<Slot>,
+}
+
+impl ClusterHits {
+    fn new(clusters: usize) -> Self {
+        ClusterHits {
+            touched: Vec::new(),
+            slots: vec![Slot::default(); clusters],
+        }
+    }
+
+    #[inline]
+    fn add(&mut self, number: usize, other: Slot) {
+        let slot = &mut self.slots[number];
+        if slot.hits == 0 {
+            self.touched.push(number as u32);
+            *slot = other;
+            return;
+        }
+        // Equal scores keep the first document in index order.
+        if other.score > slot.score || (other.score == slot.score && other.best < slot.best) {
+            slot.score = other.score;
+            slot.best = other.best;
+        }
+        slot.newest = slot.newest.max(other.newest);
+        slot.hits += other.hits;
+    }
+
+    /// Empties the slots in use.
+    fn clear(&mut self) {
+        for &number in &self.touched {
+            self.slots[number as usize] = Slot::default();
+        }
+        self.touched.clear();
+    }
+}
 
 impl Collector for CollapseCollector {
     type Fruit = Collapsed;
@@ -109,11 +294,25 @@ impl Collector for CollapseCollector {
         segment_ord: SegmentOrdinal,
         segment: &SegmentReader,
     ) -> tantivy::Result<CollapseSegmentCollector> {
+        let fits = self
+            .ordinals
+            .documents
+            .get(segment_ord as usize)
+            .is_some_and(|numbers| numbers.len() == segment.max_doc() as usize);
+        if !fits {
+            return Err(tantivy::TantivyError::InvalidArgument(
+                "CollapseCollector used with another searcher than its ClusterOrdinals'".to_owned(),
+            ));
+        }
         Ok(CollapseSegmentCollector {
+            ordinals: Arc::clone(&self.ordinals),
             segment_ord,
-            roots: segment.fast_fields().u64(ROOT)?,
-            times: segment.fast_fields().i64(EVENT_TIME)?,
-            clusters: RootMap::default(),
+            times: if self.track_newest {
+                Some(segment.fast_fields().i64(EVENT_TIME)?)
+            } else {
+                None
+            },
+            clusters: self.ordinals.buffer(),
         })
     }
 
@@ -121,68 +320,137 @@ impl Collector for CollapseCollector {
         true
     }
 
-    fn merge_fruits(&self, segments: Vec<Vec<CollapsedCluster>>) -> tantivy::Result<Collapsed> {
-        let capacity = segments.iter().map(Vec::len).max().unwrap_or(0);
-        let mut merged: RootMap<CollapsedCluster> =
-            RootMap::with_capacity_and_hasher(capacity, Default::default());
-        for cluster in segments.into_iter().flatten() {
-            match merged.entry(cluster.root.0) {
-                Entry::Occupied(mut entry) => entry.get_mut().absorb(&cluster),
-                Entry::Vacant(entry) => {
-                    entry.insert(cluster);
-                }
+    fn merge_fruits(&self, segments: Vec<ClusterHitsFruit>) -> tantivy::Result<Collapsed> {
+        let ordinals = &self.ordinals;
+        let mut segments = segments.into_iter();
+        let Some(ClusterHitsFruit(mut merged)) = segments.next() else {
+            return Ok(Collapsed::default());
+        };
+        for ClusterHitsFruit(other) in segments {
+            for &number in &other.touched {
+                merged.add(number as usize, other.slots[number as usize]);
             }
+            ordinals.recycle(other);
         }
-        let clusters: Vec<CollapsedCluster> = merged.into_values().collect();
-        let total_hits = clusters.iter().map(|cluster| cluster.hits).sum();
+        let cluster = |number: u32| {
+            let slot = merged.slots[number as usize];
+            CollapsedCluster {
+                root: Fingerprint(ordinals.roots[number as usize]),
+                score: slot.score,
+                representative: DocAddress::new(
+                    (slot.best >> 32) as SegmentOrdinal,
+                    slot.best as DocId,
+                ),
+                hits: u64::from(slot.hits),
+                size: u64::from(ordinals.sizes[number as usize]),
+                newest: slot.newest,
+            }
+        };
+        let total_hits = merged
+            .touched
+            .iter()
+            .map(|&number| u64::from(merged.slots[number as usize].hits))
+            .sum();
+        let total_clusters = merged.touched.len() as u64;
+        let clusters = top(
+            merged.touched.iter().map(|&number| cluster(number)),
+            self.sort,
+            self.offset,
+            self.limit,
+        );
+        ordinals.recycle(merged);
         Ok(Collapsed {
             clusters,
             total_hits,
+            total_clusters,
         })
     }
 }
 
-/// [`CollapseCollector`]'s work on one segment.
-pub struct CollapseSegmentCollector {
-    segment_ord: SegmentOrdinal,
-    roots: Column<u64>,
-    times: Column<i64>,
-    clusters: RootMap<CollapsedCluster>,
-}
-
-impl SegmentCollector for CollapseSegmentCollector {
-    type Fruit = Vec<CollapsedCluster>;
-
-    fn collect(&mut self, doc: DocId, score: Score) {
-        let Some(root) = self.roots.first(doc) else {
-            return;
-        };
-        let time = self.times.first(doc).unwrap_or(Timestamp::MIN);
-        match self.clusters.entry(root) {
-            Entry::Occupied(mut entry) => {
-                let cluster = entry.get_mut();
-                // Documents come in increasing id order, so on equal scores the first stays.
-                if score > cluster.score {
-                    cluster.score = score;
-                    cluster.representative = DocAddress::new(self.segment_ord, doc);
-                }
-                cluster.hits += 1;
-                cluster.newest = cluster.newest.max(time);
-            }
-            Entry::Vacant(entry) => {
-                entry.insert(CollapsedCluster {
-                    root: Fingerprint(root),
-                    score,
-                    representative: DocAddress::new(self.segment_ord, doc),
-                    hits: 1,
-                    newest: time,
-                });
-            }
+/// The clusters `offset..offset + limit` of `clusters` in `sort` order, keeping only the best
+/// `offset + limit` at any time (a heap whose top is the worst kept, so most clusters cost one
+/// comparison).
+fn top(
+    clusters: impl Iterator<Item = CollapsedCluster>,
+    sort: Sort,
+    offset: usize,
+    limit: usize,
+) -> Vec<CollapsedCluster> {
+    /// A cluster ordered so that the heap's top is the one to drop first.
+    struct Ranked(CollapsedCluster, Sort);
+    impl PartialEq for Ranked {
+        fn eq(&self, other: &Self) -> bool {
+            self.cmp(other) == Ordering::Equal
+        }
+    }
+    impl Eq for Ranked {}
+    impl PartialOrd for Ranked {
+        fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+            Some(self.cmp(other))
+        }
+    }
+    impl Ord for Ranked {
+        fn cmp(&self, other: &Self) -> Ordering {
+            self.1.compare(&self.0, &other.0)
         }
     }
 
-    fn harvest(self) -> Vec<CollapsedCluster> {
-        self.clusters.into_values().collect()
+    let keep = offset.saturating_add(limit);
+    if keep == 0 {
+        return Vec::new();
+    }
+    let mut heap = std::collections::BinaryHeap::with_capacity(keep.min(1 << 16));
+    for cluster in clusters {
+        if heap.len() < keep {
+            heap.push(Ranked(cluster, sort));
+        } else if let Some(mut worst) = heap.peek_mut()
+            && sort.compare(&cluster, &worst.0) == Ordering::Less
+        {
+            worst.0 = cluster;
+        }
+    }
+    heap.into_sorted_vec()
+        .into_iter()
+        .skip(offset)
+        .map(|ranked| ranked.0)
+        .collect()
+}
+
+/// One segment's hits, by cluster number (opaque outside this module).
+pub struct ClusterHitsFruit(ClusterHits);
+
+/// [`CollapseCollector`]'s work on one segment.
+pub struct CollapseSegmentCollector {
+    ordinals: Arc<ClusterOrdinals>,
+    segment_ord: SegmentOrdinal,
+    /// The event times, when the newest hit is tracked.
+    times: Option<Column<i64>>,
+    clusters: ClusterHits,
+}
+
+impl SegmentCollector for CollapseSegmentCollector {
+    type Fruit = ClusterHitsFruit;
+
+    #[inline]
+    fn collect(&mut self, doc: DocId, score: Score) {
+        let number = self.ordinals.documents[self.segment_ord as usize][doc as usize];
+        if number == NO_CLUSTER {
+            return;
+        }
+        let slot = Slot {
+            hits: 1,
+            score,
+            best: (u64::from(self.segment_ord) << 32) | u64::from(doc),
+            newest: self
+                .times
+                .as_ref()
+                .map_or(0, |times| times.first(doc).unwrap_or(Timestamp::MIN)),
+        };
+        self.clusters.add(number as usize, slot);
+    }
+
+    fn harvest(self) -> ClusterHitsFruit {
+        ClusterHitsFruit(self.clusters)
     }
 }
 
@@ -210,22 +478,13 @@ impl Sort {
         ("newest", Sort::Newest),
     ];
 
-    /// Whether this order needs every cluster's size before it can pick a page.
-    pub fn needs_sizes(self) -> bool {
-        matches!(self, Sort::SimilarDesc | Sort::SimilarAsc)
-    }
-
-    /// The order of two clusters with their sizes: the sort's key, then the better score,
-    /// then the smaller root, so that the order is total and repeatable.
-    pub fn compare(
-        self,
-        (a, a_size): (&CollapsedCluster, u64),
-        (b, b_size): (&CollapsedCluster, u64),
-    ) -> Ordering {
+    /// The order of two clusters: the sort's key, then the better score, then the smaller
+    /// root, so that the order is total and repeatable.
+    pub fn compare(self, a: &CollapsedCluster, b: &CollapsedCluster) -> Ordering {
         let primary = match self {
             Sort::Relevance => Ordering::Equal,
-            Sort::SimilarDesc => b_size.cmp(&a_size),
-            Sort::SimilarAsc => a_size.cmp(&b_size),
+            Sort::SimilarDesc => b.size.cmp(&a.size),
+            Sort::SimilarAsc => a.size.cmp(&b.size),
             Sort::Newest => b.newest.cmp(&a.newest),
         };
         primary

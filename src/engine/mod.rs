@@ -16,8 +16,8 @@ pub(crate) mod tokenizer;
 mod writer;
 
 pub use collapse::{
-    CollapseCollector, CollapseSegmentCollector, Collapsed, CollapsedCluster, RootHasher, RootMap,
-    Sort,
+    ClusterHitsFruit, ClusterOrdinals, CollapseCollector, CollapseSegmentCollector, Collapsed,
+    CollapsedCluster, NO_CLUSTER, RootHasher, RootMap, Sort,
 };
 pub use recovery::RecoveryReport;
 pub use search::{

@@ -9,16 +9,16 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 use tantivy::collector::{Count, DocSetCollector};
 use tantivy::directory::MmapDirectory;
-use tantivy::index::SegmentId;
 use tantivy::query::{
     AllQuery, BooleanQuery, ConstScoreQuery, Occur, Query, QueryParser, RangeQuery, TermQuery,
+    TermSetQuery,
 };
 use tantivy::schema::{IndexRecordOption, Value};
 use tantivy::{DateTime, DocAddress, Index, IndexReader, ReloadPolicy, TantivyDocument, Term};
 
 use crate::article::Article;
 use crate::config::Config;
-use crate::engine::collapse::{CollapseCollector, CollapsedCluster, RootMap, Sort};
+use crate::engine::collapse::{ClusterOrdinals, CollapseCollector, CollapsedCluster, Sort};
 use crate::engine::schema::{self, NewsFields, build_schema};
 use crate::engine::tokenizer;
 use crate::engine::writer::{index_error, stored_settings};
@@ -202,13 +202,6 @@ pub struct IndexStats {
     pub disk_bytes: u64,
 }
 
-/// Per-segment counts of live documents by root, cached while the segment and its deletes
-/// stay the same.
-#[derive(Default)]
-struct RootCounts {
-    by_segment: HashMap<(SegmentId, u32), Arc<RootMap<u32>>>,
-}
-
 struct Shared {
     path: PathBuf,
     reader: IndexReader,
@@ -217,7 +210,8 @@ struct Shared {
     layout: BlockLayout,
     fingerprinter: Fingerprinter,
     parser: QueryParser,
-    root_counts: Mutex<RootCounts>,
+    /// The cluster numbers of the latest searcher generation collapsed.
+    ordinals: Mutex<Option<Arc<ClusterOrdinals>>>,
 }
 
 /// Searches a news index: collapsed list pages, detail pages, near-duplicate checks.
@@ -274,7 +268,7 @@ impl DedupSearcher {
                 layout,
                 fingerprinter,
                 parser,
-                root_counts: Mutex::default(),
+                ordinals: Mutex::default(),
             }),
         }
     }
@@ -385,19 +379,21 @@ impl DedupSearcher {
         }
         let query = self.query(request)?;
         let searcher = self.tantivy_searcher();
-        let collapsed = searcher
-            .search(&*query, &CollapseCollector)
-            .map_err(self.error())?;
-        let total_clusters = collapsed.clusters.len() as u64;
-        let page = self.sort_and_page(
-            &searcher,
-            collapsed.clusters,
+        let ordinals = self.ordinals(&searcher)?;
+        let collector = CollapseCollector::new(
+            Arc::clone(&ordinals),
             request.sort,
             request.offset,
             request.limit,
-        )?;
-        let mut clusters = Vec::with_capacity(page.len());
-        for cluster in page {
+        );
+        let collapsed = searcher.search(&*query, &collector).map_err(self.error())?;
+        let newest = if request.sort == Sort::Newest {
+            None
+        } else {
+            Some(self.newest_hits(&searcher, &ordinals, &*query, &collapsed.clusters)?)
+        };
+        let mut clusters = Vec::with_capacity(collapsed.clusters.len());
+        for cluster in collapsed.clusters {
             let (cluster_size, sources) = self.cluster_members(&searcher, cluster.root)?;
             clusters.push(ClusterHit {
                 root: cluster.root,
@@ -406,90 +402,69 @@ impl DedupSearcher {
                 hits: cluster.hits,
                 cluster_size,
                 sources,
-                newest: cluster.newest,
+                newest: newest
+                    .as_ref()
+                    .and_then(|newest| newest.get(&cluster.root.0).copied())
+                    .unwrap_or(cluster.newest),
             });
         }
         Ok(SearchPage {
             total_hits: collapsed.total_hits,
-            total_clusters,
+            total_clusters: collapsed.total_clusters,
             clusters,
         })
     }
 
-    /// Orders clusters and cuts out one page. Only the orders by size need every cluster's
-    /// size; the others sort first and never look sizes up.
-    pub fn sort_and_page(
+    /// The newest matching document's time in each of `page`'s clusters: the query again,
+    /// restricted to those clusters, so that the full collapse need not read times.
+    fn newest_hits(
         &self,
         searcher: &tantivy::Searcher,
-        clusters: Vec<CollapsedCluster>,
-        sort: Sort,
-        offset: usize,
-        limit: usize,
-    ) -> Result<Vec<CollapsedCluster>> {
-        let mut sized: Vec<(CollapsedCluster, u64)> = if sort.needs_sizes() {
-            let counts = self.root_counts(searcher)?;
-            clusters
-                .into_iter()
-                .map(|cluster| {
-                    let size = counts
-                        .iter()
-                        .map(|segment| {
-                            u64::from(segment.get(&cluster.root.0).copied().unwrap_or(0))
-                        })
-                        .sum();
-                    (cluster, size)
-                })
-                .collect()
-        } else {
-            clusters.into_iter().map(|cluster| (cluster, 0)).collect()
-        };
-        let end = offset.saturating_add(limit).min(sized.len());
-        if offset >= end {
-            return Ok(Vec::new());
+        ordinals: &Arc<ClusterOrdinals>,
+        query: &dyn Query,
+        page: &[CollapsedCluster],
+    ) -> Result<HashMap<u64, Timestamp>> {
+        if page.is_empty() {
+            return Ok(HashMap::new());
         }
-        let order = |a: &(CollapsedCluster, u64), b: &(CollapsedCluster, u64)| {
-            sort.compare((&a.0, a.1), (&b.0, b.1))
-        };
-        if end < sized.len() {
-            sized.select_nth_unstable_by(end, order);
-            sized.truncate(end);
-        }
-        sized.sort_unstable_by(order);
-        Ok(sized.drain(offset..).map(|(cluster, _)| cluster).collect())
+        let roots = page
+            .iter()
+            .map(|cluster| Term::from_field_u64(self.shared.fields.root, cluster.root.0));
+        let restricted = BooleanQuery::new(vec![
+            (Occur::Must, query.box_clone()),
+            (Occur::Must, filter(TermSetQuery::new(roots))),
+        ]);
+        let collector =
+            CollapseCollector::new(Arc::clone(ordinals), Sort::Relevance, 0, page.len())
+                .tracking_newest();
+        let collapsed = searcher
+            .search(&restricted, &collector)
+            .map_err(self.error())?;
+        Ok(collapsed
+            .clusters
+            .into_iter()
+            .map(|cluster| (cluster.root.0, cluster.newest))
+            .collect())
     }
 
-    /// Live documents by root, per segment of `searcher`, computed once per segment state.
-    fn root_counts(&self, searcher: &tantivy::Searcher) -> Result<Vec<Arc<RootMap<u32>>>> {
-        let mut cache = self
+    /// The cluster numbers of `searcher`'s generation, for a [`CollapseCollector`]: built on
+    /// the first collapse of each generation, then shared.
+    pub fn cluster_ordinals(&self, searcher: &tantivy::Searcher) -> Result<Arc<ClusterOrdinals>> {
+        self.ordinals(searcher)
+    }
+
+    fn ordinals(&self, searcher: &tantivy::Searcher) -> Result<Arc<ClusterOrdinals>> {
+        let mut cached = self
             .shared
-            .root_counts
+            .ordinals
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let mut counts = Vec::with_capacity(searcher.segment_readers().len());
-        let mut keys = Vec::with_capacity(counts.capacity());
-        for segment in searcher.segment_readers() {
-            let key = (segment.segment_id(), segment.num_deleted_docs());
-            keys.push(key);
-            if let Some(known) = cache.by_segment.get(&key) {
-                counts.push(Arc::clone(known));
-                continue;
-            }
-            let roots = segment
-                .fast_fields()
-                .u64(schema::ROOT)
-                .map_err(self.error())?;
-            let mut by_root = RootMap::default();
-            for doc in segment.doc_ids_alive() {
-                if let Some(root) = roots.first(doc) {
-                    *by_root.entry(root).or_insert(0u32) += 1;
-                }
-            }
-            let by_root = Arc::new(by_root);
-            cache.by_segment.insert(key, Arc::clone(&by_root));
-            counts.push(by_root);
+        if let Some(ordinals) = cached.as_ref().filter(|ordinals| ordinals.is_for(searcher)) {
+            return Ok(Arc::clone(ordinals));
         }
-        cache.by_segment.retain(|key, _| keys.contains(key));
-        Ok(counts)
+        let ordinals = Arc::new(ClusterOrdinals::build(searcher).map_err(self.error())?);
+        *cached = Some(Arc::clone(&ordinals));
+        Ok(ordinals)
     }
 
     /// All live documents of a cluster.
@@ -729,16 +704,8 @@ impl DedupSearcher {
     /// Document, cluster and tombstone counts, segments and disk use.
     pub fn stats(&self) -> Result<IndexStats> {
         let searcher = self.tantivy_searcher();
-        let counts = self.root_counts(&searcher)?;
-        let documents: u64 = counts
-            .iter()
-            .flat_map(|segment| segment.values())
-            .map(|&count| u64::from(count))
-            .sum();
-        let mut roots = RootMap::<()>::default();
-        for segment in &counts {
-            roots.extend(segment.keys().map(|&root| (root, ())));
-        }
+        let ordinals = self.ordinals(&searcher)?;
+        let documents = ordinals.documents();
         let disk_bytes = std::fs::read_dir(&self.shared.path)
             .map(|entries| {
                 entries
@@ -750,7 +717,7 @@ impl DedupSearcher {
             .unwrap_or(0);
         Ok(IndexStats {
             documents,
-            clusters: roots.len() as u64,
+            clusters: ordinals.clusters() as u64,
             tombstones: searcher.num_docs().saturating_sub(documents),
             segments: searcher.segment_readers().len(),
             disk_bytes,
