@@ -48,6 +48,8 @@ pub struct IngestReport {
     pub dedup: Vec<IngestRun>,
     /// Best dedup documents/s over best plain documents/s (target >= 0.9).
     pub ratio: f64,
+    /// Median dedup documents/s over median plain documents/s.
+    pub median_ratio: f64,
 }
 
 fn run_figures(documents: u64, started: Instant) -> IngestRun {
@@ -70,6 +72,7 @@ pub fn ingest_comparison(corpus: &Path, dir: &Path, rounds: usize) -> Result<Ing
         plain: Vec::new(),
         dedup: Vec::new(),
         ratio: 0.0,
+        median_ratio: 0.0,
     };
     for _ in 0..rounds.max(1) {
         let plain_dir = dir.join("plain");
@@ -88,7 +91,13 @@ pub fn ingest_comparison(corpus: &Path, dir: &Path, rounds: usize) -> Result<Ing
             .map(|run| run.documents_per_second)
             .fold(0.0, f64::max)
     };
+    let median = |runs: &[IngestRun]| {
+        let mut rates: Vec<f64> = runs.iter().map(|run| run.documents_per_second).collect();
+        rates.sort_by(f64::total_cmp);
+        percentile(&rates, 0.5)
+    };
     report.ratio = best(&report.dedup) / best(&report.plain);
+    report.median_ratio = median(&report.dedup) / median(&report.plain);
     Ok(report)
 }
 
