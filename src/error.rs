@@ -35,6 +35,17 @@ pub enum Error {
         /// The operating system's error.
         source: std::io::Error,
     },
+    /// A directory that should hold an index does not (or does not exist).
+    #[error("{path}: {message}")]
+    NoIndex {
+        /// The directory.
+        path: PathBuf,
+        /// What is missing, and what to do.
+        message: String,
+    },
+    /// Another writer holds the index (Tantivy allows one at a time).
+    #[error("{0}: another process is writing to this index (an index has one writer at a time)")]
+    Busy(PathBuf),
     /// A search query cannot be parsed or asks for something the index cannot do.
     #[error("invalid query: {0}")]
     Query(String),

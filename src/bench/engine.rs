@@ -22,9 +22,19 @@ use tantivy::{DateTime, Index, TantivyDocument};
 use crate::bench::percentile;
 use crate::config::Config;
 use crate::dedup::BATCH_SIZE;
+use crate::engine::schema::{self, fast_value};
 use crate::engine::{CollapseCollector, DedupIndex, DedupSearcher, SearchRequest, Sort};
 use crate::input;
 use crate::{Error, Result};
+
+/// A Tantivy error while measuring an index that was opened already (its path is known to the
+/// caller).
+fn index_error(source: tantivy::TantivyError) -> Error {
+    Error::Index {
+        path: Default::default(),
+        source,
+    }
+}
 
 /// One timed ingest of a corpus.
 #[derive(Debug, Clone, Serialize)]
@@ -230,21 +240,31 @@ pub struct CollapseQueryReport {
     pub ns_per_hit: f64,
 }
 
+/// Collapse figures: the cost of numbering the clusters, then each query.
+#[derive(Debug, Clone, Serialize)]
+pub struct CollapseReport {
+    /// Milliseconds to number the clusters of the index (once per searcher generation: after
+    /// each commit or merge, the first collapse pays it).
+    pub numbering_ms: f64,
+    /// Each query.
+    pub queries: Vec<CollapseQueryReport>,
+}
+
 /// Times the collapse and the terms aggregation on each query, `repeats` times each after a
 /// warm-up, and reports medians.
 pub fn collapse_comparison(
     searcher: &DedupSearcher,
     queries: &[&str],
     repeats: usize,
-) -> Result<Vec<CollapseQueryReport>> {
+) -> Result<CollapseReport> {
     let aggregations: Aggregations =
         serde_json::from_str(r#"{"by_root": {"terms": {"field": "root", "size": 10}}}"#)
             .map_err(|error| Error::Query(error.to_string()))?;
-    let index_error = |source| Error::Index {
-        path: Default::default(),
-        source,
-    };
     let tantivy = searcher.tantivy_searcher();
+    let started = Instant::now();
+    let numbered = crate::engine::ClusterOrdinals::build(&tantivy).map_err(index_error)?;
+    let numbering_ms = started.elapsed().as_secs_f64() * 1e3;
+    std::hint::black_box(numbered);
     let mut reports = Vec::new();
     for &keywords in queries {
         let request = SearchRequest::new(keywords)
@@ -302,7 +322,10 @@ pub fn collapse_comparison(
             ns_per_hit: collapse_ms * 1e6 / hits.max(1) as f64,
         });
     }
-    Ok(reports)
+    Ok(CollapseReport {
+        numbering_ms,
+        queries: reports,
+    })
 }
 
 /// Detail-page latency.
@@ -324,17 +347,11 @@ pub fn detail_latency(searcher: &DedupSearcher, queries: usize) -> Result<Detail
     let tantivy = searcher.tantivy_searcher();
     let all = tantivy
         .search(&AllQuery, &DocSetCollector)
-        .map_err(|source| Error::Index {
-            path: Default::default(),
-            source,
-        })?;
+        .map_err(index_error)?;
     let mut ids = Vec::new();
     let mut repeated = Vec::new();
     for address in all {
-        let document: TantivyDocument = tantivy.doc(address).map_err(|source| Error::Index {
-            path: Default::default(),
-            source,
-        })?;
+        let document: TantivyDocument = tantivy.doc(address).map_err(index_error)?;
         let Some(id) = document
             .get_first(searcher.fields().id)
             .and_then(|value| tantivy::schema::Value::as_str(&value))
@@ -342,12 +359,7 @@ pub fn detail_latency(searcher: &DedupSearcher, queries: usize) -> Result<Detail
         else {
             continue;
         };
-        let root = tantivy
-            .segment_reader(address.segment_ord)
-            .fast_fields()
-            .u64(crate::engine::schema::ROOT)
-            .ok()
-            .and_then(|column| column.first(address.doc_id));
+        let root = fast_value::<u64>(&tantivy, address, schema::ROOT).map_err(index_error)?;
         if let Some(root) = root
             && searcher.cluster_size(crate::Fingerprint(root))? > 1
         {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
@@ -51,6 +51,14 @@ struct Summary {
 
 pub fn run(args: IngestArgs) -> anyhow::Result<ExitCode> {
     let config = args.config.load_if_given()?;
+    // Before an index directory is created: a mistyped input should leave nothing behind.
+    if let Some(missing) = args
+        .files
+        .iter()
+        .find(|file| file.as_os_str() != "-" && !file.is_file())
+    {
+        bail!("{}: no such file", missing.display());
+    }
     let mut index = DedupIndex::open_or_create(&args.index, config)
         .with_context(|| format!("opening {}", args.index.display()))?;
     let recovered = index.recovery().clone();
@@ -117,8 +125,8 @@ pub fn run(args: IngestArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
         println!(
-            "ingest: {} documents into {} ({} duplicates, {} clusters started), {} skipped, \
-             {:.1} s, {:.0} documents/s",
+            "ingest: indexed {} documents into {}: {} joined an earlier story, {} started one; \
+             skipped {}; {:.1} s, {:.0} documents/s",
             summary.documents,
             summary.index.display(),
             summary.duplicates,
@@ -131,7 +139,7 @@ pub fn run(args: IngestArgs) -> anyhow::Result<ExitCode> {
             println!("ingest: retention deleted {retention_deleted} old documents");
         }
         println!(
-            "ingest: forest holds {} fingerprints in {} clusters within the window",
+            "ingest: the forest holds {} fingerprints in {} clusters within the window",
             summary.forest_nodes, summary.forest_roots
         );
     }

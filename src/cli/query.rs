@@ -6,9 +6,10 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
+use clap::builder::TypedValueParser as _;
 use serde::Serialize;
 use tantivy_dedup::article::parse_time;
-use tantivy_dedup::engine::{DedupSearcher, DocumentView, SearchRequest, Sort};
+use tantivy_dedup::engine::{DedupSearcher, DocumentView, MAX_PAGE_SIZE, SearchRequest, Sort};
 use tantivy_dedup::forest::Timestamp;
 
 #[derive(Args)]
@@ -29,19 +30,22 @@ impl IndexArg {
 pub struct SearchArgs {
     #[command(flatten)]
     index: IndexArg,
-    /// Keywords; every word must match (Tantivy query syntax: "a phrase", -excluded,
-    /// title:word). Empty ("") lists every document
-    #[arg(value_name = "QUERY")]
+    /// Keywords; every word must match. Words are jieba's (a query for part of a word, such
+    /// as 四百 in 四百万, finds nothing). Tantivy query syntax: "a phrase", -excluded,
+    /// title:word. Left out: every document
+    #[arg(value_name = "QUERY", default_value = "")]
     query: String,
-    /// Order of clusters
+    /// Order of clusters: relevance (best score first), similar_desc (most similar articles
+    /// first), similar_asc (fewest first), newest (most recent matching article first)
     #[arg(long, default_value = "relevance",
           value_parser = clap::builder::PossibleValuesParser::new(Sort::ALL.map(|(name, _)| name)))]
     sort: String,
     /// Clusters to skip
     #[arg(long, default_value_t = 0)]
     offset: usize,
-    /// Clusters to show
-    #[arg(long, default_value_t = 10)]
+    /// Clusters to show, at most 1000
+    #[arg(long, default_value_t = 10,
+          value_parser = clap::value_parser!(u16).range(0..=MAX_PAGE_SIZE as i64).map(usize::from))]
     limit: usize,
     /// Only documents published at or after this time (RFC 3339 or Unix seconds)
     #[arg(long, value_name = "TIME", value_parser = parse_time_arg)]
@@ -67,8 +71,9 @@ pub struct SimilarArgs {
     /// Documents to skip
     #[arg(long, default_value_t = 0)]
     offset: usize,
-    /// Documents to show
-    #[arg(long, default_value_t = 20)]
+    /// Documents to show, at most 1000
+    #[arg(long, default_value_t = 20,
+          value_parser = clap::value_parser!(u16).range(0..=MAX_PAGE_SIZE as i64).map(usize::from))]
     limit: usize,
     /// Print the page as JSON
     #[arg(long)]
@@ -97,14 +102,20 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
     request.source = args.source;
     let page = searcher.search(&request)?;
     output(args.json, &page, |out| {
-        writeln!(
-            out,
-            "{} documents in {} clusters; clusters {}-{}:",
-            page.total_hits,
-            page.total_clusters,
-            (args.offset + 1).min(page.total_clusters as usize),
-            args.offset + page.clusters.len()
-        )?;
+        let (documents, clusters) = (page.total_hits, page.total_clusters);
+        if page.clusters.is_empty() {
+            writeln!(
+                out,
+                "no clusters on this page ({documents} matching documents in {clusters} clusters)"
+            )?;
+        } else {
+            writeln!(
+                out,
+                "{documents} matching documents in {clusters} clusters; clusters {} to {}:",
+                args.offset + 1,
+                args.offset + page.clusters.len()
+            )?;
+        }
         for (rank, cluster) in page.clusters.iter().enumerate() {
             write!(out, "{:>3}. ", args.offset + rank + 1)?;
             write_document(out, &cluster.representative)?;
@@ -125,7 +136,7 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
 pub fn similar(args: SimilarArgs) -> anyhow::Result<ExitCode> {
     let searcher = args.index.open()?;
     let Some(page) = searcher.similar(&args.id, args.offset, args.limit)? else {
-        eprintln!("tantivy-dedup: no document with id {:?}", args.id);
+        eprintln!("tantivy-dedup: error: no document with id {:?}", args.id);
         return Ok(ExitCode::FAILURE);
     };
     output(args.json, &page, |out| {
@@ -155,7 +166,7 @@ pub fn stats(args: StatsArgs) -> anyhow::Result<ExitCode> {
             stats.tombstones
         )?;
         writeln!(out, "segments    {}", stats.segments)?;
-        writeln!(out, "disk        {:.1} MB", stats.disk_bytes as f64 / 1e6)
+        writeln!(out, "disk        {:.1} kB", stats.disk_bytes as f64 / 1e3)
     })
 }
 

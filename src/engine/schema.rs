@@ -21,6 +21,24 @@ pub const SEQUENCE: &str = "_seq";
 /// The event time the forest was given (Unix seconds, i64, fast).
 pub const EVENT_TIME: &str = "_time";
 
+/// The value of a document's fast field (the first, if several), by field name: `None` when
+/// the document has none (tombstones have no `root`, for instance).
+pub fn fast_value<T>(
+    searcher: &tantivy::Searcher,
+    address: tantivy::DocAddress,
+    field: &str,
+) -> tantivy::Result<Option<T>>
+where
+    T: tantivy::columnar::HasAssociatedColumnType,
+    tantivy::columnar::DynamicColumn: Into<Option<tantivy::columnar::Column<T>>>,
+{
+    Ok(searcher
+        .segment_reader(address.segment_ord)
+        .fast_fields()
+        .column_opt::<T>(field)?
+        .and_then(|column| column.first(address.doc_id)))
+}
+
 /// The name of the field holding block `i` of the simhash (`seg0`, `seg1`, ...).
 pub fn segment_field_name(block: usize) -> String {
     format!("seg{block}")

@@ -19,7 +19,7 @@ use tantivy::{DateTime, DocAddress, Index, IndexReader, ReloadPolicy, TantivyDoc
 use crate::article::Article;
 use crate::config::Config;
 use crate::engine::collapse::{ClusterOrdinals, CollapseCollector, CollapsedCluster, Sort};
-use crate::engine::schema::{self, NewsFields, build_schema};
+use crate::engine::schema::{self, NewsFields, build_schema, fast_value};
 use crate::engine::tokenizer;
 use crate::engine::writer::{index_error, stored_settings};
 use crate::forest::Timestamp;
@@ -566,16 +566,13 @@ impl DedupSearcher {
         let cluster_size = members.len() as u64;
         let mut others = Vec::with_capacity(members.len());
         for member in members.into_iter().filter(|member| *member != address) {
-            let fast = searcher.segment_reader(member.segment_ord).fast_fields();
-            let time = fast
-                .i64(schema::EVENT_TIME)
-                .map_err(self.error())?
-                .first(member.doc_id);
-            let sequence = fast
-                .u64(schema::SEQUENCE)
-                .map_err(self.error())?
-                .first(member.doc_id);
-            others.push((time, sequence, member));
+            let time = fast_value::<i64>(&searcher, member, schema::EVENT_TIME);
+            let sequence = fast_value::<u64>(&searcher, member, schema::SEQUENCE);
+            others.push((
+                time.map_err(self.error())?,
+                sequence.map_err(self.error())?,
+                member,
+            ));
         }
         others.sort_unstable();
         let total = others.len() as u64;
@@ -634,21 +631,14 @@ impl DedupSearcher {
         let max_distance = shared.config.dedup.max_distance;
         let mut near = Vec::new();
         for address in candidates {
-            let fast = searcher.segment_reader(address.segment_ord).fast_fields();
-            let Some(other) = fast
-                .u64(schema::SIMHASH)
-                .map_err(self.error())?
-                .first(address.doc_id)
-            else {
+            let other = fast_value::<u64>(&searcher, address, schema::SIMHASH);
+            let Some(other) = other.map_err(self.error())? else {
                 continue;
             };
             let distance = simhash.distance(Fingerprint(other));
             if distance <= max_distance {
-                let time = fast
-                    .i64(schema::EVENT_TIME)
-                    .map_err(self.error())?
-                    .first(address.doc_id);
-                near.push((distance, time, address));
+                let time = fast_value::<i64>(&searcher, address, schema::EVENT_TIME);
+                near.push((distance, time.map_err(self.error())?, address));
             }
         }
         near.sort_unstable();
@@ -675,13 +665,7 @@ impl DedupSearcher {
                 .and_then(|value| value.as_str())
                 .map(str::to_owned)
         };
-        let root = searcher
-            .segment_reader(address.segment_ord)
-            .fast_fields()
-            .u64(schema::ROOT)
-            .map_err(self.error())?
-            .first(address.doc_id)
-            .unwrap_or(0);
+        let root = fast_value::<u64>(searcher, address, schema::ROOT).map_err(self.error())?;
         Ok(DocumentView {
             id: text(fields.id).unwrap_or_default(),
             title: text(fields.title),
@@ -697,7 +681,7 @@ impl DedupSearcher {
                     .and_then(|value| value.as_u64())
                     .unwrap_or(0),
             ),
-            root: Fingerprint(root),
+            root: Fingerprint(root.unwrap_or(0)),
         })
     }
 

@@ -2,7 +2,8 @@
 //! ordered writer.
 
 use std::collections::HashMap;
-use std::ops::Bound;
+use std::io::BufRead;
+use std::ops::{Bound, ControlFlow};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -14,23 +15,18 @@ use tantivy::{
     DateTime, DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, Term,
 };
 
-use std::io::BufRead;
-use std::ops::ControlFlow;
-
 use crate::article::{Article, ArticleError};
 use crate::config::Config;
-use crate::dedup::BATCH_SIZE;
-use crate::dedup::{Decision, Deduplicator, now};
+use crate::dedup::{BATCH_SIZE, Decision, Deduplicator, now};
 use crate::engine::document::{NewsDocument, NewsValue};
 use crate::engine::recovery::{self, RecoveryReport};
-use crate::engine::schema::{self, NewsFields, build_schema};
+use crate::engine::schema::{self, NewsFields, build_schema, fast_value};
 use crate::engine::search::DedupSearcher;
 use crate::engine::tokenizer;
 use crate::forest::{Forest, Timestamp};
 use crate::index::BlockLayout;
 use crate::input;
-use crate::text::AnalyzedText;
-use crate::text::Fingerprinter;
+use crate::text::{AnalyzedText, Fingerprinter};
 use crate::{Error, Fingerprint, Result};
 
 /// The file in an index directory that records the settings the index was created with.
@@ -252,7 +248,10 @@ impl DedupIndex {
         let threads = config.index.threads();
         let writer = index
             .writer_with_num_threads(threads, config.index.writer_memory_mb << 20)
-            .map_err(|source| index_error(dir, source))?;
+            .map_err(|source| match source {
+                tantivy::TantivyError::LockFailure(..) => Error::Busy(dir.to_owned()),
+                source => index_error(dir, source),
+            })?;
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
@@ -396,10 +395,9 @@ impl DedupIndex {
     ) -> Result<()> {
         let mut failure = None;
         let mut since_commit = 0u64;
-        let this = &mut *self;
-        // `prepare` needs only shared access, but the batch handler needs the index mutably,
-        // so preparation borrows a clone of what it reads.
-        let preparer = this.preparer();
+        // Preparation runs on other threads while the handler below holds the index mutably,
+        // so it works from its own copy of what it reads.
+        let preparer = self.preparer();
         let read = input::for_each_batch(
             reader,
             BATCH_SIZE,
@@ -408,8 +406,8 @@ impl DedupIndex {
                 for (number, prepared) in batch {
                     let outcome = match prepared {
                         Ok(prepared) => {
-                            let arrival = this.arrival_time();
-                            match this.add(prepared, arrival) {
+                            let arrival = self.arrival_time();
+                            match self.add(prepared, arrival) {
                                 Ok(decision) => Ok(decision),
                                 Err(error) => {
                                     failure = Some(error);
@@ -423,7 +421,7 @@ impl DedupIndex {
                     since_commit += 1;
                     if commit_every.is_some_and(|every| since_commit >= every) {
                         since_commit = 0;
-                        if let Err(error) = this.commit() {
+                        if let Err(error) = self.commit() {
                             failure = Some(error);
                             return ControlFlow::Break(());
                         }
@@ -565,13 +563,11 @@ impl DedupIndex {
 
 /// The insert a document (live or tombstone) records.
 fn read_insert(searcher: &Searcher, address: DocAddress) -> tantivy::Result<Option<Insert>> {
-    let fast = searcher.segment_reader(address.segment_ord).fast_fields();
-    let doc = address.doc_id;
     Ok(
         match (
-            fast.u64(schema::SEQUENCE)?.first(doc),
-            fast.u64(schema::SIMHASH)?.first(doc),
-            fast.i64(schema::EVENT_TIME)?.first(doc),
+            fast_value::<u64>(searcher, address, schema::SEQUENCE)?,
+            fast_value::<u64>(searcher, address, schema::SIMHASH)?,
+            fast_value::<i64>(searcher, address, schema::EVENT_TIME)?,
         ) {
             (Some(sequence), Some(simhash), Some(time)) => Some(Insert {
                 sequence,
@@ -608,11 +604,20 @@ pub(crate) fn index_error(path: &Path, source: tantivy::TantivyError) -> Error {
 pub fn stored_settings(dir: &Path) -> Result<Config> {
     let path = dir.join(SETTINGS_FILE);
     if !path.exists() {
-        return Err(Error::Config(format!(
-            "{} is not a tantivy-dedup index (no {SETTINGS_FILE}); create one with `tantivy-dedup ingest --index {}`",
-            dir.display(),
-            dir.display()
-        )));
+        let message = if !dir.exists() {
+            "no such directory".to_owned()
+        } else if dir.join("meta.json").exists() {
+            format!(
+                "a Tantivy index without tantivy-dedup's {SETTINGS_FILE}; it was not written by tantivy-dedup"
+            )
+        } else {
+            "not a tantivy-dedup index (`tantivy-dedup ingest --index DIR FILE` creates one)"
+                .to_owned()
+        };
+        return Err(Error::NoIndex {
+            path: dir.to_owned(),
+            message,
+        });
     }
     Config::from_path(&path)
 }
