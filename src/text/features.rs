@@ -165,13 +165,18 @@ pub fn is_stop_word(word: &str) -> bool {
 /// assert!(!is_feature("的"));
 /// ```
 pub fn is_feature(word: &str) -> bool {
+    has_letter_or_digit(word) && !is_stop_word(word)
+}
+
+/// Whether a word has a letter or a digit (in any script), unlike punctuation, white space and
+/// emoji.
+pub fn has_letter_or_digit(word: &str) -> bool {
     // CJK ideographs and ASCII are tested first: the general Unicode tables are slow.
-    let is_letter_or_digit = |c: char| {
+    word.chars().any(|c| {
         c.is_ascii_alphanumeric()
             || matches!(c, '\u{4e00}'..='\u{9fff}')
             || (!c.is_ascii() && c.is_alphanumeric())
-    };
-    word.chars().any(is_letter_or_digit) && !is_stop_word(word)
+    })
 }
 
 /// jieba's IDF table, read one word at a time through jieba-rs's TF-IDF extractor (which keeps

@@ -8,7 +8,9 @@ mod features;
 mod normalize;
 mod segment;
 
-pub use features::{IdfTable, Weighting, is_feature, is_stop_word, longest_sentence};
+pub use features::{
+    IdfTable, Weighting, has_letter_or_digit, is_feature, is_stop_word, longest_sentence,
+};
 pub use normalize::normalize;
 pub use segment::{TokenSpan, USE_HMM, jieba, search_tokens, segment};
 

@@ -7,6 +7,8 @@ use jieba_rs::Jieba;
 use tantivy::tokenizer::{TokenStream, Tokenizer};
 use tantivy_jieba::JiebaTokenizer;
 
+use crate::text::has_letter_or_digit;
+
 /// A jieba instance of our own, with the default dictionary: the same jieba-rs release and
 /// dictionary as tantivy-jieba's instance, so both segment alike (a property test checks it).
 ///
@@ -65,6 +67,8 @@ impl TokenSpan {
 
 /// The tokens the search index stores for `text`: tantivy-jieba's search mode, which adds the
 /// dictionary words inside each long word ("中华人民共和国" also yields "人民", "共和国", ...).
+/// Tokens without a letter or digit (punctuation, white space, emoji) are left out: there is
+/// nothing in them to search for, and they are never fingerprint features.
 /// Texts beyond 4 GiB are cut there (far beyond any article).
 pub fn search_tokens(text: &str) -> Vec<TokenSpan> {
     let text = &text[..floor_char_boundary(text, u32::MAX as usize)];
@@ -72,6 +76,9 @@ pub fn search_tokens(text: &str) -> Vec<TokenSpan> {
     let mut stream = tokenizer.token_stream(text);
     let mut spans = Vec::with_capacity(text.len() / 4);
     while let Some(token) = stream.next() {
+        if !has_letter_or_digit(&token.text) {
+            continue;
+        }
         spans.push(TokenSpan {
             from: token.offset_from as u32,
             to: token.offset_to as u32,
