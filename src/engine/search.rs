@@ -394,13 +394,13 @@ impl DedupSearcher {
         };
         let mut clusters = Vec::with_capacity(collapsed.clusters.len());
         for cluster in collapsed.clusters {
-            let (cluster_size, sources) = self.cluster_members(&searcher, cluster.root)?;
+            let sources = self.cluster_sources(&searcher, cluster.root)?;
             clusters.push(ClusterHit {
                 root: cluster.root,
                 representative: self.view(&searcher, cluster.representative)?,
                 score: cluster.score,
                 hits: cluster.hits,
-                cluster_size,
+                cluster_size: cluster.size,
                 sources,
                 newest: newest
                     .as_ref()
@@ -479,12 +479,12 @@ impl DedupSearcher {
         Ok(members.into_iter().collect())
     }
 
-    /// A cluster's size and its sources, most frequent first.
-    fn cluster_members(
+    /// A cluster's sources (of all its live documents), most frequent first.
+    fn cluster_sources(
         &self,
         searcher: &tantivy::Searcher,
         root: Fingerprint,
-    ) -> Result<(u64, Vec<String>)> {
+    ) -> Result<Vec<String>> {
         let members = self.members(searcher, root)?;
         let mut sources: BTreeMap<String, u64> = BTreeMap::new();
         let mut columns = HashMap::new();
@@ -510,10 +510,7 @@ impl DedupSearcher {
         }
         let mut sources: Vec<(String, u64)> = sources.into_iter().collect();
         sources.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        Ok((
-            members.len() as u64,
-            sources.into_iter().map(|(name, _)| name).collect(),
-        ))
+        Ok(sources.into_iter().map(|(name, _)| name).collect())
     }
 
     /// How many live documents a cluster has.
