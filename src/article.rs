@@ -182,6 +182,17 @@ impl Article {
     pub fn from_json(line: &str) -> Result<Self, ArticleError> {
         let raw: RawArticle =
             serde_json::from_str(line).map_err(|error| ArticleError::Json(error.to_string()))?;
+        Self::from_raw(raw)
+    }
+
+    /// Validates a parsed JSON value.
+    pub fn from_json_value(value: Value) -> Result<Self, ArticleError> {
+        let raw: RawArticle =
+            serde_json::from_value(value).map_err(|error| ArticleError::Json(error.to_string()))?;
+        Self::from_raw(raw)
+    }
+
+    fn from_raw(raw: RawArticle) -> Result<Self, ArticleError> {
         Ok(Article {
             id: required_text("id", raw.id, true)?,
             content: required_text("content", raw.content, false)?,
@@ -200,6 +211,41 @@ impl Article {
         let text =
             std::str::from_utf8(line).map_err(|error| ArticleError::Utf8(error.valid_up_to()))?;
         Self::from_json(text)
+    }
+
+    /// A 64-bit digest of every field, to recognise an article sent again unchanged (a client
+    /// retrying a request whose answer it never got).
+    ///
+    /// ```
+    /// use tantivy_dedup::Article;
+    ///
+    /// let article = Article { id: "a".into(), content: "正文".into(), ..Default::default() };
+    /// let mut edited = article.clone();
+    /// edited.url = Some("https://example.com/a".into());
+    /// assert_eq!(article.digest(), article.clone().digest());
+    /// assert_ne!(article.digest(), edited.digest());
+    /// ```
+    pub fn digest(&self) -> u64 {
+        let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+        // Each field is tagged and length-prefixed, so that no two articles hash the same
+        // bytes by moving text from one field to the next.
+        let mut field = |tag: u8, text: Option<&str>| {
+            hasher.update(&[tag]);
+            if let Some(text) = text {
+                hasher.update(&(text.len() as u64).to_le_bytes());
+                hasher.update(text.as_bytes());
+            }
+        };
+        field(b'i', Some(&self.id));
+        field(b't', self.title.as_deref());
+        field(b'c', Some(&self.content));
+        field(b's', self.source.as_deref());
+        field(b'u', self.url.as_deref());
+        hasher.update(&[b'p']);
+        if let Some(time) = self.published_at {
+            hasher.update(&time.to_le_bytes());
+        }
+        hasher.digest()
     }
 
     /// The text of a named field (`"title"` or `"content"`), if the article has it.

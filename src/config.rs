@@ -126,6 +126,10 @@ pub struct Config {
     pub fields: FieldsConfig,
     /// The index's own settings.
     pub index: IndexConfig,
+    /// The HTTP service's settings (`serve`). Not part of an index: never written to its
+    /// settings file.
+    #[serde(skip_serializing)]
+    pub server: ServerConfig,
 }
 
 impl Config {
@@ -156,7 +160,8 @@ impl Config {
     pub fn validate(&self) -> Result<()> {
         self.dedup.validate()?;
         self.fields.validate()?;
-        self.index.validate()
+        self.index.validate()?;
+        self.server.validate()
     }
 
     /// The settings as TOML, in the format [`Config::from_toml_str`] reads.
@@ -351,6 +356,78 @@ impl IndexConfig {
             )));
         }
         Ok(())
+    }
+}
+
+/// Settings of the HTTP service (`[server]`): where it listens, how it batches commits, and
+/// the limits that keep one client from exhausting its memory.
+///
+/// ```
+/// use std::time::Duration;
+/// use tantivy_dedup::config::Config;
+///
+/// let config = Config::from_toml_str("[server]\ncommit_delay = \"50ms\"\nmax_batch_documents = 500\n")?;
+/// assert_eq!(config.server.commit_delay, Duration::from_millis(50));
+/// assert_eq!(config.server.max_batch_documents, 500);
+/// assert_eq!(config.server.addr.port(), 7700); // the rest keep their defaults
+/// # Ok::<(), tantivy_dedup::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Address and port to listen on.
+    pub addr: std::net::SocketAddr,
+    /// How long the writer gathers documents after the first uncommitted one before it
+    /// commits them all at once (group commit). A POST is answered after its commit, so this
+    /// bounds the wait it adds; longer gathers fewer, larger commits.
+    #[serde(with = "humantime_serde_compat")]
+    pub commit_delay: Duration,
+    /// Largest request body, in MiB.
+    pub max_body_mib: usize,
+    /// Largest single document (its JSON), in KiB.
+    pub max_document_kib: usize,
+    /// Most documents in one POST.
+    pub max_batch_documents: usize,
+    /// Request bodies waiting for the writer, in MiB, beyond which POSTs and DELETEs are
+    /// turned away with 503 and Retry-After.
+    pub queue_mib: usize,
+    /// How far ahead of the server's clock `published_at` may be. A date far in the future
+    /// would move the forest's clock and expire every cluster.
+    #[serde(with = "humantime_serde_compat")]
+    pub max_future: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            addr: std::net::SocketAddr::from(([127, 0, 0, 1], 7700)),
+            commit_delay: Duration::from_millis(100),
+            max_body_mib: 32,
+            max_document_kib: 1024,
+            max_batch_documents: 1000,
+            queue_mib: 256,
+            max_future: Duration::from_secs(86_400),
+        }
+    }
+}
+
+impl ServerConfig {
+    /// Checks the ranges.
+    pub fn validate(&self) -> Result<()> {
+        let problem = if self.commit_delay > Duration::from_secs(10) {
+            "server.commit_delay must be at most 10s (a POST waits for it)"
+        } else if !(1..=1024).contains(&self.max_body_mib) {
+            "server.max_body_mib must be between 1 and 1024"
+        } else if self.max_document_kib == 0 || self.max_document_kib > self.max_body_mib * 1024 {
+            "server.max_document_kib must be between 1 and max_body_mib * 1024"
+        } else if !(1..=100_000).contains(&self.max_batch_documents) {
+            "server.max_batch_documents must be between 1 and 100000"
+        } else if self.queue_mib < self.max_body_mib {
+            "server.queue_mib must be at least max_body_mib (one full request must fit)"
+        } else {
+            return Ok(());
+        };
+        Err(Error::Config(problem.to_owned()))
     }
 }
 

@@ -49,6 +49,9 @@ pub enum Error {
     /// A search query cannot be parsed or asks for something the index cannot do.
     #[error("invalid query: {0}")]
     Query(String),
+    /// The HTTP service could not run or stop cleanly.
+    #[error("server: {0}")]
+    Server(String),
     /// The search index failed (disk, corruption, lock).
     #[error("index {path}: {source}")]
     Index {

@@ -44,6 +44,7 @@ pub mod eval;
 pub mod forest;
 pub mod index;
 pub mod input;
+pub mod server;
 pub mod simhash;
 pub mod text;
 

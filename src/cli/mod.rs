@@ -6,6 +6,7 @@ mod dedup;
 mod eval;
 mod ingest;
 mod query;
+mod serve;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,6 +19,7 @@ use tantivy_dedup::{DedupConfig, Mode};
 #[derive(Parser)]
 #[command(name = "tantivy-dedup", version, about, long_about = None)]
 #[command(after_help = "Examples:\n  \
+    tantivy-dedup serve --index news.idx --addr 127.0.0.1:7700\n  \
     tantivy-dedup ingest --index news.idx articles.jsonl.gz\n  \
     tantivy-dedup search --index news.idx 防汛 --sort similar_desc\n  \
     tantivy-dedup similar --index news.idx ARTICLE_ID\n  \
@@ -33,6 +35,14 @@ pub struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the HTTP service over an index directory: ingest with durable answers, list pages,
+    /// detail pages, near-duplicate checks, statistics and Prometheus metrics.
+    ///
+    /// Writes go through one ordered writer and are answered after the commit that makes them
+    /// durable and searchable (commits are grouped, see --commit-delay). Prints "listening on
+    /// http://HOST:PORT" on stdout once ready; logs go to stderr (level from RUST_LOG, default
+    /// info). Ctrl-C or SIGTERM stops it after committing what is queued.
+    Serve(serve::ServeArgs),
     /// Index articles: fingerprint each, place it in its cluster, and add it to a Tantivy
     /// index on disk (created if missing; reopening replays its history into the forest).
     ///
@@ -74,7 +84,7 @@ enum Command {
 /// Where the dedup settings come from: a TOML file, then flags over it.
 #[derive(Args)]
 struct ConfigArgs {
-    /// Settings file such as schema/news.toml ([dedup], [fields.*], [index]) [default:
+    /// Settings file such as schema/news.toml ([dedup], [fields.*], [index], [server]) [default:
     /// built-in settings, the same as schema/news.toml; for an existing index, the settings
     /// it was created with]
     #[arg(long, value_name = "FILE")]
@@ -111,6 +121,7 @@ impl ConfigArgs {
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Serve(args) => serve::run(args),
         Command::Ingest(args) => ingest::run(args),
         Command::Search(args) => query::search(args),
         Command::Similar(args) => query::similar(args),

@@ -26,6 +26,8 @@ pub enum NewsValue {
     I64(i64),
     /// A date.
     Date(DateTime),
+    /// A flag.
+    Bool(bool),
 }
 
 impl<'a> Value<'a> for &'a NewsValue {
@@ -43,6 +45,7 @@ impl<'a> Value<'a> for &'a NewsValue {
             NewsValue::U64(value) => ReferenceValueLeaf::U64(*value),
             NewsValue::I64(value) => ReferenceValueLeaf::I64(*value),
             NewsValue::Date(value) => ReferenceValueLeaf::Date(*value),
+            NewsValue::Bool(value) => ReferenceValueLeaf::Bool(*value),
         };
         ReferenceValue::Leaf(leaf)
     }

@@ -21,8 +21,8 @@ pub use collapse::{
 };
 pub use recovery::RecoveryReport;
 pub use search::{
-    ClusterHit, DedupSearcher, DocumentView, IndexStats, MAX_PAGE_SIZE, NearDuplicate,
+    ClusterHit, DedupSearcher, DocumentView, IndexStats, MAX_OFFSET, MAX_PAGE_SIZE, NearDuplicate,
     NearDuplicates, SearchPage, SearchRequest, SimilarPage,
 };
 pub use tokenizer::{NewsTokenizer, register as register_tokenizer};
-pub use writer::{DedupIndex, PreparedArticle, SETTINGS_FILE, stored_settings};
+pub use writer::{DedupIndex, PreparedArticle, Preparer, SETTINGS_FILE, stored_settings};

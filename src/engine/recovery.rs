@@ -25,8 +25,8 @@ pub struct RecoveryReport {
     /// Live documents whose stored root differs from the replayed one. Always 0 unless the
     /// index was written with other dedup settings (such as a different window).
     pub mismatched_roots: u64,
-    /// How long the replay took.
-    #[serde(serialize_with = "serialize_millis")]
+    /// How long the replay took (`elapsed_ms` in JSON).
+    #[serde(rename = "elapsed_ms", serialize_with = "serialize_millis")]
     pub elapsed: Duration,
 }
 

@@ -21,6 +21,12 @@ pub const SEQUENCE: &str = "_seq";
 /// The event time the forest was given (Unix seconds, i64, fast).
 pub const EVENT_TIME: &str = "_time";
 
+/// The digest of the article a live document was made from ([`crate::Article::digest`]), to
+/// recognise an unchanged re-send (u64, fast).
+pub const DIGEST: &str = "_digest";
+/// Whether the document joined an existing cluster when it was added (bool, fast).
+pub const DUPLICATE: &str = "_duplicate";
+
 /// The value of a document's fast field (the first, if several), by field name: `None` when
 /// the document has none (tombstones have no `root`, for instance).
 pub fn fast_value<T>(
@@ -76,6 +82,10 @@ pub struct NewsFields {
     pub sequence: Field,
     /// See [`EVENT_TIME`].
     pub event_time: Field,
+    /// See [`DIGEST`].
+    pub digest: Field,
+    /// See [`DUPLICATE`].
+    pub duplicate: Field,
     /// Which text fields are indexed (searchable by keyword).
     pub searchable: Vec<Field>,
     /// Whether `source` can be filtered on.
@@ -166,6 +176,8 @@ pub fn build_schema(declared: &FieldsConfig, layout: &BlockLayout) -> (Schema, N
     let root = builder.add_u64_field(ROOT, NumericOptions::default().set_fast().set_indexed());
     let sequence = builder.add_u64_field(SEQUENCE, NumericOptions::default().set_fast());
     let event_time = builder.add_i64_field(EVENT_TIME, NumericOptions::default().set_fast());
+    let digest = builder.add_u64_field(DIGEST, NumericOptions::default().set_fast());
+    let duplicate = builder.add_bool_field(DUPLICATE, NumericOptions::default().set_fast());
     let schema = builder.build();
     let fields = NewsFields {
         id: handles[0],
@@ -179,6 +191,8 @@ pub fn build_schema(declared: &FieldsConfig, layout: &BlockLayout) -> (Schema, N
         root,
         sequence,
         event_time,
+        digest,
+        duplicate,
         searchable,
         source_indexed,
         published_at_indexed,

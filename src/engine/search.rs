@@ -30,6 +30,10 @@ use crate::{Error, Fingerprint, Result};
 /// The most results one page may ask for.
 pub const MAX_PAGE_SIZE: usize = 1000;
 
+/// The deepest page a list page may start at: the collapse keeps `offset + limit` clusters in
+/// memory, so deep paging is bounded (as in Elasticsearch's result window).
+pub const MAX_OFFSET: usize = 10_000;
+
 /// A list-page request: a keyword query, filters, an order and a page of clusters.
 ///
 /// ```
@@ -375,6 +379,12 @@ impl DedupSearcher {
             return Err(Error::Query(format!(
                 "limit must be at most {MAX_PAGE_SIZE}, got {}",
                 request.limit
+            )));
+        }
+        if request.offset > MAX_OFFSET {
+            return Err(Error::Query(format!(
+                "offset must be at most {MAX_OFFSET}, got {}; narrow the query instead of paging this deep",
+                request.offset
             )));
         }
         let query = self.query(request)?;

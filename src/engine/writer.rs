@@ -42,6 +42,8 @@ pub struct PreparedArticle {
     id: String,
     published_at: Option<Timestamp>,
     simhash: Fingerprint,
+    /// [`Article::digest`].
+    digest: u64,
     /// Every field but those the forest decides (root) or the writer numbers.
     document: NewsDocument,
 }
@@ -58,8 +60,10 @@ impl PreparedArticle {
     }
 }
 
-/// What preparing an article needs, apart from the index.
-struct Preparer {
+/// What preparing an article needs: a copy of the index's settings, so that articles can be
+/// prepared on any thread while the index itself is busy adding (see [`DedupIndex::preparer`]).
+#[derive(Clone)]
+pub struct Preparer {
     fingerprinter: Fingerprinter,
     fingerprinted: Vec<String>,
     fields: NewsFields,
@@ -69,7 +73,9 @@ struct Preparer {
 }
 
 impl Preparer {
-    fn prepare(&self, article: Article) -> PreparedArticle {
+    /// Analyses and fingerprints an article.
+    pub fn prepare(&self, article: Article) -> PreparedArticle {
+        let digest = article.digest();
         let Article {
             id,
             title,
@@ -113,6 +119,7 @@ impl Preparer {
             id,
             published_at,
             simhash,
+            digest,
             document,
         }
     }
@@ -134,6 +141,15 @@ struct Insert {
     sequence: u64,
     simhash: Fingerprint,
     time: Timestamp,
+}
+
+/// A live document: its insert, and what it was decided and made from.
+#[derive(Debug, Clone, Copy)]
+struct Live {
+    insert: Insert,
+    root: Fingerprint,
+    duplicate: bool,
+    digest: u64,
 }
 
 /// A Tantivy index of news articles with near-duplicate clustering: every document carries
@@ -184,9 +200,9 @@ pub struct DedupIndex {
     dedup: Deduplicator,
     layout: BlockLayout,
     next_sequence: u64,
-    /// Ids added or deleted since the last commit, with the insert now live under each
+    /// Ids added or deleted since the last commit, with the document now live under each
     /// (`None`: deleted). The committed index answers for every other id.
-    uncommitted: HashMap<String, Option<Insert>>,
+    uncommitted: HashMap<String, Option<Live>>,
     recovery: RecoveryReport,
 }
 
@@ -317,7 +333,8 @@ impl DedupIndex {
         self.preparer().prepare(article)
     }
 
-    fn preparer(&self) -> Preparer {
+    /// A preparer that works without the index, for preparing on other threads.
+    pub fn preparer(&self) -> Preparer {
         let schema = self.index.schema();
         let fingerprinted = |name: &str| self.config.dedup.fields.iter().any(|f| f == name);
         Preparer {
@@ -332,23 +349,43 @@ impl DedupIndex {
         }
     }
 
-    /// Places a prepared article in its cluster and adds it to the index (replacing any
-    /// document with the same id). `arrival` is its event time when it has no `published_at`.
+    /// Places a prepared article in its cluster and adds it to the index, replacing any
+    /// document with the same id. `arrival` is its event time when it has no `published_at`.
     /// The document becomes searchable at the next [`commit`](Self::commit).
+    ///
+    /// An article identical to the live document with its id (every field the same: a client
+    /// retrying a request whose answer it lost) changes nothing and gets that document's
+    /// decision again, so re-sending is safe and does not disturb the clusters.
     pub fn add(&mut self, prepared: PreparedArticle, arrival: Timestamp) -> Result<Decision> {
         let PreparedArticle {
             id,
             published_at,
             simhash,
+            digest,
             mut document,
         } = prepared;
-        self.delete_existing(&id)?;
+        if let Some(live) = self.live(&id)? {
+            if live.digest == digest {
+                return Ok(Decision {
+                    id,
+                    simhash: live.insert.simhash,
+                    root: live.root,
+                    duplicate: live.duplicate,
+                });
+            }
+            self.remove(&id, live.insert)?;
+        }
         let time = published_at.unwrap_or(arrival);
         let placement = self.dedup.place(simhash, time);
-        let insert = Insert {
-            sequence: self.next_sequence,
-            simhash,
-            time,
+        let live = Live {
+            insert: Insert {
+                sequence: self.next_sequence,
+                simhash,
+                time,
+            },
+            root: placement.root,
+            duplicate: placement.is_duplicate(),
+            digest,
         };
         self.next_sequence += 1;
         let fields = &self.fields;
@@ -356,17 +393,19 @@ impl DedupIndex {
             fields.published_at,
             NewsValue::Date(DateTime::from_timestamp_secs(time)),
         );
-        document.add(fields.root, NewsValue::U64(placement.root.0));
-        add_insert_fields(&mut document, fields, insert);
+        document.add(fields.root, NewsValue::U64(live.root.0));
+        document.add(fields.digest, NewsValue::U64(digest));
+        document.add(fields.duplicate, NewsValue::Bool(live.duplicate));
+        add_insert_fields(&mut document, fields, live.insert);
         self.writer
             .add_document(document)
             .map_err(|source| index_error(&self.path, source))?;
-        self.uncommitted.insert(id.clone(), Some(insert));
+        self.uncommitted.insert(id.clone(), Some(live));
         Ok(Decision {
             id,
             simhash,
-            root: placement.root,
-            duplicate: placement.is_duplicate(),
+            root: live.root,
+            duplicate: live.duplicate,
         })
     }
 
@@ -442,32 +481,33 @@ impl DedupIndex {
     /// Deletes the document with this id; returns whether there was one. Takes effect at the
     /// next commit. Its cluster stays in the forest until it expires.
     pub fn delete(&mut self, id: &str) -> Result<bool> {
-        let deleted = self.delete_existing(id)?;
-        if deleted {
-            self.uncommitted.insert(id.to_owned(), None);
-        }
-        Ok(deleted)
-    }
-
-    /// If a document with `id` exists (committed or not), deletes it and leaves a tombstone in
-    /// its place.
-    fn delete_existing(&mut self, id: &str) -> Result<bool> {
-        let existing = match self.uncommitted.get(id) {
-            Some(pending) => *pending,
-            None => self.committed_insert(id)?,
-        };
-        let Some(insert) = existing else {
+        let Some(live) = self.live(id)? else {
             return Ok(false);
         };
+        self.remove(id, live.insert)?;
+        self.uncommitted.insert(id.to_owned(), None);
+        Ok(true)
+    }
+
+    /// The live document with this id, committed or not.
+    fn live(&self, id: &str) -> Result<Option<Live>> {
+        match self.uncommitted.get(id) {
+            Some(pending) => Ok(*pending),
+            None => self.committed_live(id),
+        }
+    }
+
+    /// Deletes the live document `id` and leaves a tombstone of its insert in its place.
+    fn remove(&mut self, id: &str, insert: Insert) -> Result<()> {
         self.writer
             .delete_term(Term::from_field_text(self.fields.id, id));
         self.add_tombstone(insert)?;
         self.dedup.forest_mut().remove_document(insert.simhash);
-        Ok(true)
+        Ok(())
     }
 
-    /// The insert recorded by the committed live document with this id.
-    fn committed_insert(&self, id: &str) -> Result<Option<Insert>> {
+    /// The committed live document with this id.
+    fn committed_live(&self, id: &str) -> Result<Option<Live>> {
         let searcher = self.reader.searcher();
         let query = TermQuery::new(
             Term::from_field_text(self.fields.id, id),
@@ -479,7 +519,7 @@ impl DedupIndex {
         let Some(address) = found.into_iter().next() else {
             return Ok(None);
         };
-        read_insert(&searcher, address).map_err(|source| index_error(&self.path, source))
+        read_live(&searcher, address).map_err(|source| index_error(&self.path, source))
     }
 
     fn add_tombstone(&mut self, insert: Insert) -> Result<()> {
@@ -577,6 +617,22 @@ fn read_insert(searcher: &Searcher, address: DocAddress) -> tantivy::Result<Opti
             _ => None,
         },
     )
+}
+
+/// A live document's insert and decision (`None` for a tombstone).
+fn read_live(searcher: &Searcher, address: DocAddress) -> tantivy::Result<Option<Live>> {
+    let Some(insert) = read_insert(searcher, address)? else {
+        return Ok(None);
+    };
+    let Some(root) = fast_value::<u64>(searcher, address, schema::ROOT)? else {
+        return Ok(None);
+    };
+    Ok(Some(Live {
+        insert,
+        root: Fingerprint(root),
+        duplicate: fast_value::<bool>(searcher, address, schema::DUPLICATE)?.unwrap_or(false),
+        digest: fast_value::<u64>(searcher, address, schema::DIGEST)?.unwrap_or(0),
+    }))
 }
 
 /// The fields that let the forest be rebuilt: on live documents and tombstones alike.

@@ -1,0 +1,140 @@
+//! `tantivy-dedup serve`: the HTTP service over an index directory.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use tantivy_dedup::config::{Config, ServerConfig};
+use tantivy_dedup::engine::DedupIndex;
+use tantivy_dedup::server::Server;
+
+use super::ConfigArgs;
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// Index directory; created with the settings of --config (or the defaults) when it does
+    /// not hold an index yet, reopened (its forest replayed) when it does
+    #[arg(long, value_name = "DIR")]
+    index: PathBuf,
+    /// Address to listen on; port 0 picks a free port [default: server.addr of --config, else
+    /// 127.0.0.1:7700]
+    #[arg(long, value_name = "HOST:PORT")]
+    addr: Option<SocketAddr>,
+    /// Group commit: how long the writer gathers documents after the first uncommitted one
+    /// before committing them together; a POST is answered after its commit ("100ms", "1s")
+    /// [default: 100ms]
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    commit_delay: Option<Duration>,
+    /// Largest request body, MiB [default: 32]
+    #[arg(long, value_name = "MIB")]
+    max_body_mib: Option<usize>,
+    /// Largest document, KiB [default: 1024]
+    #[arg(long, value_name = "KIB")]
+    max_document_kib: Option<usize>,
+    /// Most documents per POST [default: 1000]
+    #[arg(long, value_name = "N")]
+    max_batch_documents: Option<usize>,
+    /// Request data waiting for the writer beyond which writes get 503 + Retry-After, MiB
+    /// [default: 256]
+    #[arg(long, value_name = "MIB")]
+    queue_mib: Option<usize>,
+    /// How far ahead of the clock `published_at` may be ("1d", "6h") [default: 1d]
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    max_future: Option<Duration>,
+    #[command(flatten)]
+    config: ConfigArgs,
+}
+
+impl ServeArgs {
+    /// The `[server]` settings of --config (or the defaults) with the flags over them.
+    fn server_config(&self, file: Option<&Config>) -> ServerConfig {
+        let mut server = file.map(|config| config.server.clone()).unwrap_or_default();
+        let flags = &self;
+        if let Some(addr) = flags.addr {
+            server.addr = addr;
+        }
+        if let Some(delay) = flags.commit_delay {
+            server.commit_delay = delay;
+        }
+        if let Some(mib) = flags.max_body_mib {
+            server.max_body_mib = mib;
+        }
+        if let Some(kib) = flags.max_document_kib {
+            server.max_document_kib = kib;
+        }
+        if let Some(documents) = flags.max_batch_documents {
+            server.max_batch_documents = documents;
+        }
+        if let Some(mib) = flags.queue_mib {
+            server.queue_mib = mib;
+        }
+        if let Some(future) = flags.max_future {
+            server.max_future = future;
+        }
+        server
+    }
+}
+
+pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    init_logging();
+    let config = args.config.load_if_given()?;
+    let server_config = args.server_config(config.as_ref());
+    server_config.validate()?;
+    tracing::info!(index = %args.index.display(), "opening the index (replaying its forest)");
+    let index = DedupIndex::open_or_create(&args.index, config)?;
+    let recovery = index.recovery();
+    tracing::info!(
+        replayed = recovery.replayed,
+        tombstones = recovery.tombstones,
+        ms = recovery.elapsed.as_secs_f64() * 1e3,
+        "index open"
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(server_config.addr)
+            .await
+            .with_context(|| format!("cannot listen on {}", server_config.addr))?;
+        let addr = listener.local_addr()?;
+        let server = Server::start(index, server_config)?;
+        // On stdout, for people and for scripts that start the server on port 0.
+        println!("listening on http://{addr}");
+        tracing::info!(%addr, "serving; stop with Ctrl-C or SIGTERM (queued writes are committed)");
+        server.serve(listener, shutdown_signal()).await?;
+        tracing::info!("stopped");
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// Logs to stderr at the level of `RUST_LOG` (default `info`).
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+/// Completes on SIGINT (Ctrl-C) or SIGTERM.
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate => {}
+    }
+    tracing::info!("shutdown signal received");
+}

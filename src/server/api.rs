@@ -1,0 +1,636 @@
+//! The endpoints: each handler reads and checks its request, runs the library on a blocking
+//! thread (or hands writes to the writer), and answers JSON.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{MatchedPath, Path, Query, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::article::{Article, parse_time};
+use crate::config::ServerConfig;
+use crate::engine::{
+    DedupSearcher, DocumentView, IndexStats, MAX_OFFSET, MAX_PAGE_SIZE, NearDuplicates, Preparer,
+    RecoveryReport, SearchPage, SearchRequest, SimilarPage, Sort,
+};
+use crate::forest::Timestamp;
+use crate::server::body::{BatchLimits, BodyError, Refused, parse_batch};
+use crate::server::error::{ApiError, ErrorDetail};
+use crate::server::metrics::Metrics;
+use crate::server::writer::{WriteError, WriterHandle};
+use crate::{Decision, Fingerprint};
+
+/// What every handler shares.
+pub struct AppState {
+    pub(crate) searcher: DedupSearcher,
+    pub(crate) preparer: Preparer,
+    pub(crate) writer: WriterHandle,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) config: ServerConfig,
+    pub(crate) recovery: RecoveryReport,
+    pub(crate) started: Instant,
+}
+
+type AppResult<T> = Result<T, ApiError>;
+
+/// Runs blocking library work off the async threads; a panic in it becomes a 500, never a
+/// dropped connection.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> AppResult<T> + Send + 'static,
+) -> AppResult<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .unwrap_or_else(|error| Err(ApiError::internal(format!("request failed: {error}"))))
+}
+
+impl From<WriteError> for ApiError {
+    fn from(error: WriteError) -> Self {
+        match error {
+            WriteError::QueueFull { .. } => {
+                ApiError::unavailable("queue_full", error.to_string(), 1)
+            }
+            WriteError::Stopped(_) => ApiError::unavailable("writer_stopped", error.to_string(), 5),
+            WriteError::Index(_) => ApiError::internal(error.to_string()),
+        }
+    }
+}
+
+// ---- POST /v1/documents -------------------------------------------------------------------
+
+/// One document's outcome in a POST's answer, in the order posted.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum DocumentResult {
+    /// Indexed (committed and searchable).
+    Indexed {
+        /// Its id.
+        id: String,
+        /// Its fingerprint.
+        simhash: Fingerprint,
+        /// Its cluster.
+        root: Fingerprint,
+        /// Whether it joined an earlier story.
+        duplicate: bool,
+        /// Documents in its cluster now, itself included.
+        cluster_size: u64,
+    },
+    /// Refused; the rest of the batch was not affected.
+    Failed {
+        /// Its position in the batch, from 0.
+        index: usize,
+        /// Its id, when it had a readable one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        id: Option<String>,
+        /// The status it would have had alone (400, 413).
+        status: u16,
+        /// Why.
+        error: ErrorDetail,
+    },
+}
+
+/// The answer to a POST of documents.
+#[derive(Debug, Serialize)]
+pub struct IngestResponse {
+    /// Present when no document was indexed: the first document's error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<ErrorDetail>,
+    /// Documents indexed.
+    indexed: usize,
+    /// Documents refused.
+    failed: usize,
+    /// Each document's outcome, in order.
+    results: Vec<DocumentResult>,
+}
+
+pub(crate) async fn post_documents(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Body,
+) -> AppResult<Response> {
+    let limit = state.config.max_body_mib << 20;
+    let too_large = || {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!(
+                "the body is larger than {} MiB; split the batch (server.max_body_mib)",
+                state.config.max_body_mib
+            ),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok()?.parse::<usize>().ok());
+    if declared.is_some_and(|length| length > limit) {
+        return Err(too_large());
+    }
+    let body = axum::body::to_bytes(body, limit)
+        .await
+        .map_err(|_| too_large())?;
+    let bytes = body.len();
+    let limits = BatchLimits {
+        max_documents: state.config.max_batch_documents,
+        max_document_bytes: state.config.max_document_kib << 10,
+        latest_time: crate::dedup::now()
+            .saturating_add(state.config.max_future.as_secs() as Timestamp),
+    };
+
+    // Parse, check and prepare (analyse and fingerprint) in parallel, off the writer.
+    let prepare_state = state.clone();
+    let (prepared, mut results) = blocking(move || {
+        let parsed = parse_batch(&body, &limits).map_err(|error| {
+            let status = match error {
+                BodyError::TooManyDocuments { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+                _ => StatusCode::BAD_REQUEST,
+            };
+            let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
+                "batch_too_large"
+            } else {
+                "invalid_body"
+            };
+            ApiError::new(status, code, error.to_string())
+        })?;
+        let mut failed = Vec::new();
+        let mut articles = Vec::with_capacity(parsed.len());
+        for (index, document) in parsed.into_iter().enumerate() {
+            match document {
+                Ok(article) => articles.push((index, article)),
+                Err(refused) => failed.push((index, failed_result(index, refused))),
+            }
+        }
+        let preparer = &prepare_state.preparer;
+        let prepared: Vec<_> = articles
+            .into_par_iter()
+            .map(|(index, article)| (index, preparer.prepare(article)))
+            .collect();
+        Ok((prepared, failed))
+    })
+    .await?;
+    state.metrics.count_rejected(results.len() as u64);
+
+    let (positions, prepared): (Vec<usize>, Vec<_>) = prepared.into_iter().unzip();
+    let decisions = if prepared.is_empty() {
+        Vec::new()
+    } else {
+        state.writer.add(prepared, bytes).await?
+    };
+    let sizes = {
+        let searcher = state.searcher.clone();
+        let roots: Vec<Fingerprint> = decisions.iter().map(|decision| decision.root).collect();
+        blocking(move || cluster_sizes(&searcher, &roots)).await?
+    };
+    let indexed = decisions.len();
+    results.extend(
+        positions
+            .into_iter()
+            .zip(decisions)
+            .map(|(index, decision)| {
+                let Decision {
+                    id,
+                    simhash,
+                    root,
+                    duplicate,
+                } = decision;
+                let cluster_size = sizes.get(&root).copied().unwrap_or(1);
+                (
+                    index,
+                    DocumentResult::Indexed {
+                        id,
+                        simhash,
+                        root,
+                        duplicate,
+                        cluster_size,
+                    },
+                )
+            }),
+    );
+    results.sort_unstable_by_key(|(index, _)| *index);
+    let results: Vec<DocumentResult> = results.into_iter().map(|(_, result)| result).collect();
+    let failed = results.len() - indexed;
+    let (status, error) = match results.first() {
+        Some(DocumentResult::Failed { status, error, .. }) if indexed == 0 => (
+            StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_REQUEST),
+            Some(ErrorDetail {
+                code: error.code,
+                message: format!("no document was indexed; the first: {}", error.message),
+            }),
+        ),
+        _ => (StatusCode::OK, None),
+    };
+    let response = IngestResponse {
+        error,
+        indexed,
+        failed,
+        results,
+    };
+    Ok((status, Json(response)).into_response())
+}
+
+fn failed_result(index: usize, refused: Refused) -> DocumentResult {
+    DocumentResult::Failed {
+        index,
+        id: refused.id,
+        status: refused.error.status(),
+        error: ErrorDetail {
+            code: refused.error.code(),
+            message: refused.error.to_string(),
+        },
+    }
+}
+
+/// The current size of each distinct cluster.
+fn cluster_sizes(
+    searcher: &DedupSearcher,
+    roots: &[Fingerprint],
+) -> AppResult<HashMap<Fingerprint, u64>> {
+    let mut sizes = HashMap::with_capacity(roots.len());
+    for root in roots {
+        if !sizes.contains_key(root) {
+            sizes.insert(*root, searcher.cluster_size(*root)?);
+        }
+    }
+    Ok(sizes)
+}
+
+// ---- query parameters -----------------------------------------------------------------------
+
+/// Query parameters as text, checked one by one so that each error names its parameter.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SearchParams {
+    q: Option<String>,
+    sort: Option<String>,
+    offset: Option<String>,
+    limit: Option<String>,
+    from: Option<String>,
+    to: Option<String>,
+    source: Option<String>,
+}
+
+/// Paging parameters of a detail page.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PageParams {
+    offset: Option<String>,
+    limit: Option<String>,
+}
+
+fn query_params<T>(query: Result<Query<T>, QueryRejection>) -> AppResult<T> {
+    query.map(|Query(params)| params).map_err(|rejection| {
+        ApiError::bad_request(
+            "invalid_parameter",
+            format!(
+                "{}; see the API reference in the README",
+                rejection.body_text()
+            ),
+        )
+    })
+}
+
+/// A whole number parameter in `0..=max`, `default` when absent.
+fn count_param(name: &str, value: Option<&str>, default: usize, max: usize) -> AppResult<usize> {
+    let Some(value) = value else {
+        return Ok(default);
+    };
+    value
+        .trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|count| *count <= max)
+        .ok_or_else(|| {
+            ApiError::bad_request(
+                "invalid_parameter",
+                format!("`{name}` must be a whole number from 0 to {max}, got {value:?}"),
+            )
+        })
+}
+
+/// A time parameter: RFC 3339 or Unix seconds.
+fn time_param(name: &str, value: Option<&str>) -> AppResult<Option<Timestamp>> {
+    let Some(value) = value.filter(|value| !value.trim().is_empty()) else {
+        return Ok(None);
+    };
+    // An unescaped `+` of a time zone arrives as a space.
+    let repaired = value.trim().replace(' ', "+");
+    parse_time(&Value::String(repaired)).map(Some).map_err(|_| {
+        ApiError::bad_request(
+            "invalid_parameter",
+            format!(
+                "`{name}` must be an RFC 3339 time such as 2024-05-01T08:00:00%2B08:00 (`+` escaped) or Unix seconds, got {value:?}"
+            ),
+        )
+    })
+}
+
+impl SearchParams {
+    fn request(self) -> AppResult<SearchRequest> {
+        let sort = match self.sort.as_deref() {
+            None | Some("") => Sort::default(),
+            Some(sort) => sort
+                .parse::<Sort>()
+                .map_err(|error| ApiError::bad_request("invalid_parameter", error.to_string()))?,
+        };
+        let from = time_param("from", self.from.as_deref())?;
+        let to = time_param("to", self.to.as_deref())?;
+        if let (Some(from), Some(to)) = (from, to)
+            && from > to
+        {
+            return Err(ApiError::bad_request(
+                "invalid_parameter",
+                "`from` is after `to`; the time range is empty",
+            ));
+        }
+        let mut request = SearchRequest::new(self.q.unwrap_or_default())
+            .sort(sort)
+            .page(
+                count_param("offset", self.offset.as_deref(), 0, MAX_OFFSET)?,
+                count_param("limit", self.limit.as_deref(), 20, MAX_PAGE_SIZE)?,
+            )
+            .published(from, to);
+        if let Some(source) = self.source.filter(|source| !source.is_empty()) {
+            request = request.source(source);
+        }
+        Ok(request)
+    }
+}
+
+// ---- reads ----------------------------------------------------------------------------------
+
+pub(crate) async fn search(
+    State(state): State<Arc<AppState>>,
+    query: Result<Query<SearchParams>, QueryRejection>,
+) -> AppResult<Json<SearchPage>> {
+    let request = query_params(query)?.request()?;
+    let searcher = state.searcher.clone();
+    blocking(move || Ok(searcher.search(&request)?))
+        .await
+        .map(Json)
+}
+
+/// A document with its cluster and the first of its similar documents.
+#[derive(Debug, Serialize)]
+pub struct DocumentResponse {
+    /// The document.
+    pub document: DocumentView,
+    /// Its cluster.
+    pub cluster: ClusterInfo,
+    /// The first other documents of the cluster, earliest first.
+    pub similar: Vec<DocumentView>,
+}
+
+/// A cluster's id and size.
+#[derive(Debug, Serialize)]
+pub struct ClusterInfo {
+    /// The root hash.
+    pub root: Fingerprint,
+    /// All its documents, this one included.
+    pub size: u64,
+}
+
+/// Similar documents shown with a document.
+const SIMILAR_ON_DOCUMENT: usize = 10;
+
+fn no_document(id: &str) -> ApiError {
+    ApiError::not_found(format!("no document has id {id:?}"))
+}
+
+pub(crate) async fn get_document(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> AppResult<Json<DocumentResponse>> {
+    let searcher = state.searcher.clone();
+    blocking(move || {
+        let page = searcher
+            .similar(&id, 0, SIMILAR_ON_DOCUMENT)?
+            .ok_or_else(|| no_document(&id))?;
+        Ok(Json(DocumentResponse {
+            cluster: ClusterInfo {
+                root: page.document.root,
+                size: page.cluster_size,
+            },
+            document: page.document,
+            similar: page.documents,
+        }))
+    })
+    .await
+}
+
+pub(crate) async fn get_similar(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    query: Result<Query<PageParams>, QueryRejection>,
+) -> AppResult<Json<SimilarPage>> {
+    let params = query_params(query)?;
+    let offset = count_param("offset", params.offset.as_deref(), 0, usize::MAX >> 1)?;
+    let limit = count_param("limit", params.limit.as_deref(), 20, MAX_PAGE_SIZE)?;
+    let searcher = state.searcher.clone();
+    blocking(move || {
+        searcher
+            .similar(&id, offset, limit)?
+            .map(Json)
+            .ok_or_else(|| no_document(&id))
+    })
+    .await
+}
+
+/// The most near-duplicates a check returns by default.
+const NEAR_DUPLICATES_LIMIT: usize = 20;
+
+pub(crate) async fn near_duplicates(
+    State(state): State<Arc<AppState>>,
+    body: Body,
+) -> AppResult<Json<NearDuplicates>> {
+    let limit_bytes = state.config.max_document_kib << 10;
+    let body = axum::body::to_bytes(body, limit_bytes).await.map_err(|_| {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "document_too_large",
+            format!(
+                "the body is larger than {} KiB (server.max_document_kib)",
+                state.config.max_document_kib
+            ),
+        )
+    })?;
+    let invalid = |message: String| ApiError::bad_request("invalid_body", message);
+    let mut value: Value = serde_json::from_slice(&body).map_err(|error| {
+        invalid(format!(
+            "the body must be a JSON object such as {{\"content\": \"...\"}}: {error}"
+        ))
+    })?;
+    let object = value.as_object_mut().ok_or_else(|| {
+        invalid("the body must be a JSON object such as {\"content\": \"...\"}".to_owned())
+    })?;
+    let limit = match object.remove("limit") {
+        None | Some(Value::Null) => NEAR_DUPLICATES_LIMIT,
+        Some(Value::Number(number)) => number
+            .as_u64()
+            .filter(|limit| *limit as usize <= MAX_PAGE_SIZE)
+            .ok_or_else(|| {
+                invalid(format!(
+                    "`limit` must be a whole number from 0 to {MAX_PAGE_SIZE}"
+                ))
+            })? as usize,
+        Some(_) => {
+            return Err(invalid(format!(
+                "`limit` must be a whole number from 0 to {MAX_PAGE_SIZE}"
+            )));
+        }
+    };
+    // A text to check need not have an id.
+    object
+        .entry("id")
+        .or_insert_with(|| Value::String("unindexed".to_owned()));
+    let article = Article::from_json_value(value)
+        .map_err(|error| ApiError::bad_request("invalid_field", error.to_string()))?;
+    let searcher = state.searcher.clone();
+    blocking(move || Ok(Json(searcher.near_duplicates(&article, limit)?))).await
+}
+
+// ---- writes ---------------------------------------------------------------------------------
+
+/// The answer to a DELETE.
+#[derive(Debug, Serialize)]
+pub struct DeleteResponse {
+    /// The id.
+    pub id: String,
+    /// Always true (a missing document is a 404).
+    pub deleted: bool,
+}
+
+pub(crate) async fn delete_document(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> AppResult<Json<DeleteResponse>> {
+    if state.writer.delete(id.clone()).await? {
+        Ok(Json(DeleteResponse { id, deleted: true }))
+    } else {
+        Err(no_document(&id))
+    }
+}
+
+// ---- service --------------------------------------------------------------------------------
+
+/// The answer of `/v1/stats`.
+#[derive(Debug, Serialize)]
+pub struct StatsResponse {
+    /// The index's size.
+    pub index: IndexStats,
+    /// The forest after the last commit.
+    pub forest: ForestSize,
+    /// Documents waiting for the writer.
+    pub queue_documents: u64,
+    /// What opening the index replayed at start.
+    pub recovery: RecoveryReport,
+    /// Seconds since the server started.
+    pub uptime_seconds: u64,
+}
+
+/// The forest's size.
+#[derive(Debug, Serialize)]
+pub struct ForestSize {
+    /// Distinct fingerprints in the window.
+    pub nodes: u64,
+    /// Clusters in the window.
+    pub roots: u64,
+}
+
+pub(crate) async fn stats(State(state): State<Arc<AppState>>) -> AppResult<Json<StatsResponse>> {
+    let searcher = state.searcher.clone();
+    let index = blocking(move || Ok(searcher.stats()?)).await?;
+    let (nodes, roots) = state.metrics.forest();
+    Ok(Json(StatsResponse {
+        index,
+        forest: ForestSize { nodes, roots },
+        queue_documents: state.writer.queued_documents(),
+        recovery: state.recovery.clone(),
+        uptime_seconds: state.started.elapsed().as_secs(),
+    }))
+}
+
+pub(crate) async fn healthz(State(state): State<Arc<AppState>>) -> Response {
+    match state.writer.health() {
+        Ok(()) => Json(serde_json::json!({
+            "status": "ok",
+            "queue_documents": state.writer.queued_documents(),
+        }))
+        .into_response(),
+        Err(error) => {
+            let error = ApiError::from(error);
+            let body =
+                serde_json::json!({"status": "unavailable", "error": error.clone().body().error});
+            (error.status, Json(body)).into_response()
+        }
+    }
+}
+
+pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> AppResult<Response> {
+    let searcher = state.searcher.clone();
+    let index = blocking(move || Ok(searcher.stats()?)).await?;
+    let text = state.metrics.render(&index);
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response())
+}
+
+pub(crate) async fn no_route(request: Request) -> ApiError {
+    ApiError::not_found(format!(
+        "no endpoint {} {}; the endpoints are listed in the README's API reference",
+        request.method(),
+        request.uri().path()
+    ))
+}
+
+pub(crate) async fn wrong_method(request: Request) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!(
+            "{} is not allowed on {}; see the README's API reference",
+            request.method(),
+            request.uri().path()
+        ),
+    )
+}
+
+/// Records every answered request in the metrics and the log.
+pub(crate) async fn observe(
+    State(state): State<Arc<AppState>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let started = Instant::now();
+    let method = request.method().clone();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", |path| path.as_str())
+        .to_owned();
+    let path = request.uri().path().to_owned();
+    let response = next.run(request).await;
+    let elapsed = started.elapsed();
+    let status = response.status().as_u16();
+    state
+        .metrics
+        .observe_request(method.as_str(), &route, status, elapsed);
+    let ms = elapsed.as_secs_f64() * 1e3;
+    if response.status().is_server_error() {
+        tracing::warn!(%method, %path, status, ms, "request failed");
+    } else {
+        tracing::debug!(%method, %path, status, ms, "request");
+    }
+    response
+}

@@ -1,0 +1,108 @@
+//! Errors as the API answers them: a status and `{"error": {"code", "message"}}`.
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use crate::Error;
+
+/// An error answer: the status, a stable code for programs, and a message for people that says
+/// what to fix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// A stable, machine-readable code such as `invalid_parameter`.
+    pub code: &'static str,
+    /// What went wrong and what to do about it.
+    pub message: String,
+    /// Seconds after which a retry may succeed (sent as `Retry-After`).
+    pub retry_after: Option<u64>,
+}
+
+/// The JSON body of an error.
+#[derive(Debug, Serialize)]
+pub struct ErrorBody {
+    /// The error.
+    pub error: ErrorDetail,
+}
+
+/// The `error` object.
+#[derive(Debug, Clone, Serialize)]
+pub struct ErrorDetail {
+    /// See [`ApiError::code`].
+    pub code: &'static str,
+    /// See [`ApiError::message`].
+    pub message: String,
+}
+
+impl ApiError {
+    /// An error with this status, code and message.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    /// 400: the request is wrong in a way the message explains.
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code, message)
+    }
+
+    /// 404.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    /// 503 with `Retry-After`.
+    pub fn unavailable(code: &'static str, message: impl Into<String>, retry_after: u64) -> Self {
+        ApiError {
+            retry_after: Some(retry_after),
+            ..Self::new(StatusCode::SERVICE_UNAVAILABLE, code, message)
+        }
+    }
+
+    /// 500: something on the server's side; logged.
+    pub fn internal(message: impl Into<String>) -> Self {
+        let error = Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message);
+        tracing::error!(message = %error.message, "internal error");
+        error
+    }
+
+    /// The JSON body.
+    pub fn body(self) -> ErrorBody {
+        ErrorBody {
+            error: ErrorDetail {
+                code: self.code,
+                message: self.message,
+            },
+        }
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(error: Error) -> Self {
+        match error {
+            Error::Query(message) => ApiError::bad_request("invalid_query", message),
+            Error::Busy(_) => ApiError::unavailable("busy", error.to_string(), 1),
+            other => ApiError::internal(other.to_string()),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, retry_after) = (self.status, self.retry_after);
+        let mut response = (status, Json(self.body())).into_response();
+        if let Some(seconds) = retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
+    }
+}

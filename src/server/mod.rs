@@ -1,0 +1,131 @@
+//! The HTTP service (`tantivy-dedup serve`): the API of a news platform's backend over a
+//! [`DedupIndex`], built on tokio and axum.
+//!
+//! - Writes (`POST /v1/documents`, `DELETE /v1/documents/{id}`) go through one ordered
+//!   writer thread and a bounded queue ([`writer`]); a write is answered only after the commit
+//!   that makes it durable and searchable, and commits are grouped.
+//! - Reads (search, detail pages, near-duplicate checks, statistics) run on blocking threads
+//!   over the last commit and never wait for the writer.
+//! - Bodies are read by [`parse_batch`]: a bad document is refused alone.
+//!
+//! ```no_run
+//! use tantivy_dedup::config::ServerConfig;
+//! use tantivy_dedup::engine::DedupIndex;
+//! use tantivy_dedup::server::Server;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let index = DedupIndex::open_or_create("news-index".as_ref(), None)?;
+//! let server = Server::start(index, ServerConfig::default())?;
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:7700").await?;
+//! server.serve(listener, async { let _ = tokio::signal::ctrl_c().await; }).await?;
+//! # Ok(())
+//! # }
+//! ```
+
+mod api;
+mod body;
+mod error;
+mod metrics;
+mod writer;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::routing::{get, post};
+
+pub use api::{
+    ClusterInfo, DeleteResponse, DocumentResponse, DocumentResult, ForestSize, IngestResponse,
+    StatsResponse,
+};
+pub use body::{BatchLimits, BodyError, DocumentError, Refused, parse_batch, parse_document};
+pub use error::{ApiError, ErrorBody, ErrorDetail};
+pub use metrics::Metrics;
+pub use writer::WriteError;
+
+use crate::config::ServerConfig;
+use crate::engine::DedupIndex;
+use crate::{Error, Result};
+
+/// A running service: the writer thread and the shared state of the handlers. Serve it with
+/// [`Server::serve`], or mount [`Server::router`] in an application of your own.
+pub struct Server {
+    state: Arc<api::AppState>,
+    writer: writer::WriterThread,
+}
+
+impl Server {
+    /// Starts the writer thread over `index` (which becomes the server's: all writes go
+    /// through it from now on).
+    pub fn start(index: DedupIndex, config: ServerConfig) -> Result<Self> {
+        config.validate()?;
+        let metrics = Arc::new(Metrics::new());
+        metrics.set_forest(index.forest().stats());
+        let searcher = index.searcher();
+        let preparer = index.preparer();
+        let recovery = index.recovery().clone();
+        let path = index.path().to_owned();
+        let (handle, writer) = writer::start(
+            index,
+            config.commit_delay,
+            config.queue_mib << 20,
+            metrics.clone(),
+        )
+        .map_err(|source| Error::Io { path, source })?;
+        let state = Arc::new(api::AppState {
+            searcher,
+            preparer,
+            writer: handle,
+            metrics,
+            config,
+            recovery,
+            started: Instant::now(),
+        });
+        Ok(Server { state, writer })
+    }
+
+    /// The API's routes.
+    pub fn router(&self) -> Router {
+        let state = self.state.clone();
+        Router::new()
+            .route("/v1/documents", post(api::post_documents))
+            .route(
+                "/v1/documents/{id}",
+                get(api::get_document).delete(api::delete_document),
+            )
+            .route("/v1/documents/{id}/similar", get(api::get_similar))
+            .route("/v1/search", get(api::search))
+            .route("/v1/near-duplicates", post(api::near_duplicates))
+            .route("/v1/stats", get(api::stats))
+            .route("/healthz", get(api::healthz))
+            .route("/metrics", get(api::metrics))
+            .route_layer(axum::middleware::from_fn_with_state(
+                state.clone(),
+                api::observe,
+            ))
+            .fallback(api::no_route)
+            .method_not_allowed_fallback(api::wrong_method)
+            .with_state(state)
+    }
+
+    /// Serves the API on `listener` until `shutdown` completes, then lets requests in flight
+    /// finish, commits what is queued and closes the index.
+    pub async fn serve(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<()> {
+        let router = self.router();
+        let served = axum::serve(listener, router)
+            .with_graceful_shutdown(shutdown)
+            .await;
+        tracing::info!("stopping: committing what is queued");
+        let writer = self.writer;
+        let closed = tokio::task::spawn_blocking(move || writer.shutdown())
+            .await
+            .unwrap_or_else(|_| Err("the index writer panicked".to_owned()));
+        served.map_err(|error| Error::Server(format!("serving HTTP: {error}")))?;
+        closed.map_err(|message| Error::Server(format!("closing the index: {message}")))
+    }
+}
