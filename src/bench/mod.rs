@@ -2,6 +2,7 @@
 //! work once, times it, and returns figures; nothing here asserts a speed.
 
 pub mod engine;
+pub mod http;
 
 use std::ops::ControlFlow;
 use std::path::Path;

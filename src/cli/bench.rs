@@ -6,7 +6,7 @@ use std::process::{Command, ExitCode};
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use serde_json::{Value, json};
-use tantivy_dedup::bench::{self, engine};
+use tantivy_dedup::bench::{self, engine, http};
 use tantivy_dedup::engine::DedupSearcher;
 use tantivy_dedup::text::Fingerprinter;
 
@@ -26,6 +26,9 @@ enum Part {
     Collapse,
     /// Detail-page (similar documents) latency.
     Detail,
+    /// The HTTP service on loopback: ingest of --corpus with durable answers, then list pages
+    /// under concurrent clients.
+    Http,
 }
 
 #[derive(Args)]
@@ -77,6 +80,21 @@ pub struct BenchArgs {
     /// Detail pages timed
     #[arg(long, default_value_t = 2000)]
     detail_queries: usize,
+    /// Documents per POST in the HTTP ingest
+    #[arg(long, default_value_t = 500)]
+    http_batch: usize,
+    /// Clients posting at once in the HTTP ingest
+    #[arg(long, default_value_t = 4)]
+    http_clients: usize,
+    /// The server's group-commit delay in the HTTP ingest
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "100ms")]
+    commit_delay: std::time::Duration,
+    /// Clients searching at once in the HTTP search
+    #[arg(long, default_value_t = 32)]
+    search_clients: usize,
+    /// List pages each search client asks for
+    #[arg(long, default_value_t = 200)]
+    search_requests: usize,
     #[command(flatten)]
     config: ConfigArgs,
 }
@@ -177,6 +195,41 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             let figures = engine::detail_latency(&searcher, args.detail_queries)?;
             report.insert("detail".into(), serde_json::to_value(figures)?);
         }
+    }
+    if wants(Part::Http) {
+        let mut config = tantivy_dedup::config::Config::default();
+        config.server.commit_delay = args.commit_delay;
+        let dir = scratch.path().join("http");
+        let server = http::LocalServer::start(&dir, config)?;
+        eprintln!(
+            "bench: HTTP ingest of {} in batches of {} from {} clients",
+            args.corpus.display(),
+            args.http_batch,
+            args.http_clients
+        );
+        let ingest = http::http_ingest(
+            &server.url(),
+            &args.corpus,
+            args.http_batch,
+            args.http_clients,
+            args.commit_delay,
+            args.limit,
+        )?;
+        eprintln!(
+            "bench: HTTP search, {} clients x {} list pages",
+            args.search_clients, args.search_requests
+        );
+        let search = http::http_search(
+            &server.url(),
+            &args.collapse_queries,
+            args.search_clients,
+            args.search_requests,
+        )?;
+        server.stop()?;
+        report.insert(
+            "http".into(),
+            json!({ "ingest": ingest, "search": search }),
+        );
     }
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(ExitCode::SUCCESS)

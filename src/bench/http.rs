@@ -1,0 +1,360 @@
+//! Measurements of the HTTP service: ingest with durable answers, and list pages under many
+//! concurrent clients, against a real server on loopback.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::bench::percentile;
+use crate::config::Config;
+use crate::engine::{DedupIndex, Sort};
+use crate::input::Lines;
+use crate::server::Server;
+use crate::{Error, Result};
+
+/// A server running in this process on a loopback port, for benchmarks and tests.
+pub struct LocalServer {
+    addr: SocketAddr,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<Result<()>>>,
+}
+
+impl LocalServer {
+    /// Opens (or creates) the index in `dir` with `config` and serves it on a free port of
+    /// 127.0.0.1.
+    pub fn start(dir: &Path, config: Config) -> Result<Self> {
+        let index = DedupIndex::open_or_create(dir, Some(config.clone()))?;
+        let server = Server::start(index, config.server)?;
+        let (shutdown, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (ready, bound) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Runtime::new().map_err(|error| {
+                Error::Server(format!("starting the async runtime: {error}"))
+            })?;
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                    .await
+                    .map_err(|error| Error::Server(format!("binding a loopback port: {error}")))?;
+                let _ = ready.send(listener.local_addr().ok());
+                server
+                    .serve(listener, async {
+                        let _ = stopped.await;
+                    })
+                    .await
+            })
+        });
+        match bound.recv().ok().flatten() {
+            Some(addr) => Ok(LocalServer {
+                addr,
+                shutdown: Some(shutdown),
+                thread: Some(thread),
+            }),
+            None => Err(match thread.join() {
+                Ok(Err(error)) => error,
+                _ => Error::Server("the server did not start".to_owned()),
+            }),
+        }
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Stops the server: requests in flight finish, queued writes are committed.
+    pub fn stop(mut self) -> Result<()> {
+        self.stop_inner()
+    }
+
+    fn stop_inner(&mut self) -> Result<()> {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+        match self.thread.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(result)) => result,
+            Some(Err(_)) => Err(Error::Server("the server thread panicked".to_owned())),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for LocalServer {
+    fn drop(&mut self) {
+        let _ = self.stop_inner();
+    }
+}
+
+/// Latency percentiles, milliseconds.
+#[derive(Debug, Clone, Serialize)]
+pub struct Latency {
+    /// Median.
+    pub p50_ms: f64,
+    /// 90th percentile.
+    pub p90_ms: f64,
+    /// 99th percentile.
+    pub p99_ms: f64,
+    /// Slowest.
+    pub max_ms: f64,
+}
+
+impl Latency {
+    fn of(mut millis: Vec<f64>) -> Self {
+        millis.sort_by(f64::total_cmp);
+        Latency {
+            p50_ms: percentile(&millis, 0.5),
+            p90_ms: percentile(&millis, 0.9),
+            p99_ms: percentile(&millis, 0.99),
+            max_ms: millis.last().copied().unwrap_or(0.0),
+        }
+    }
+}
+
+/// Ingest over HTTP: every batch answered after its commit.
+#[derive(Debug, Clone, Serialize)]
+pub struct HttpIngestReport {
+    /// Documents indexed (as the answers count them).
+    pub documents: u64,
+    /// POSTs sent.
+    pub batches: usize,
+    /// Documents per POST.
+    pub batch_size: usize,
+    /// Clients posting at once.
+    pub clients: usize,
+    /// The server's group-commit delay, milliseconds.
+    pub commit_delay_ms: f64,
+    /// From the first POST to the last answer.
+    pub seconds: f64,
+    /// Documents per second, durable (target >= 3,000 with batches of 500).
+    pub documents_per_second: f64,
+    /// Per-POST latency, including the wait for the commit.
+    pub batch_latency: Latency,
+}
+
+/// List pages under concurrent clients.
+#[derive(Debug, Clone, Serialize)]
+pub struct HttpSearchReport {
+    /// Clients searching at once.
+    pub clients: usize,
+    /// Requests answered.
+    pub requests: usize,
+    /// The queries rotated through ("" is every document), with every sort.
+    pub queries: Vec<String>,
+    /// Wall time.
+    pub seconds: f64,
+    /// Requests per second.
+    pub requests_per_second: f64,
+    /// Per-request latency (target p99 <= 50 ms with 32 clients).
+    pub latency: Latency,
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(120)))
+        .build()
+        .into()
+}
+
+fn http_error(error: ureq::Error) -> Error {
+    Error::Server(format!("benchmark request failed: {error}"))
+}
+
+/// Posts `corpus` (JSON Lines; only the first `limit` lines if given) to `url` in NDJSON
+/// batches of `batch_size` from `clients` threads, each waiting for its answer before sending
+/// the next, and times it.
+pub fn http_ingest(
+    url: &str,
+    corpus: &Path,
+    batch_size: usize,
+    clients: usize,
+    commit_delay: Duration,
+    limit: Option<usize>,
+) -> Result<HttpIngestReport> {
+    let mut lines = Lines::new(crate::input::open(corpus)?);
+    let mut batches: Vec<Vec<u8>> = Vec::new();
+    let mut batch = Vec::new();
+    let mut in_batch = 0;
+    let mut read = 0usize;
+    while let Some(line) = lines.next_line().map_err(|source| Error::Io {
+        path: corpus.to_owned(),
+        source,
+    })? {
+        if limit.is_some_and(|limit| read >= limit) {
+            break;
+        }
+        let (_, Ok(line)) = line else { continue };
+        read += 1;
+        batch.extend_from_slice(&line);
+        batch.push(b'\n');
+        in_batch += 1;
+        if in_batch == batch_size {
+            batches.push(std::mem::take(&mut batch));
+            in_batch = 0;
+        }
+    }
+    if in_batch > 0 {
+        batches.push(batch);
+    }
+    let next = AtomicUsize::new(0);
+    let indexed = AtomicUsize::new(0);
+    let latencies = Mutex::new(Vec::with_capacity(batches.len()));
+    let failure = Mutex::new(None);
+    let endpoint = format!("{url}/v1/documents");
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        for _ in 0..clients.max(1) {
+            scope.spawn(|| {
+                let agent = agent();
+                while let Some(body) = batches.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let sent = Instant::now();
+                    let answer = agent
+                        .post(&endpoint)
+                        .header("content-type", "application/x-ndjson")
+                        .send(&body[..])
+                        .and_then(|mut response| {
+                            let status = response.status();
+                            let text = response.body_mut().read_to_string()?;
+                            Ok((status, text))
+                        });
+                    let elapsed = sent.elapsed().as_secs_f64() * 1e3;
+                    match answer {
+                        Ok((status, text)) if status.is_success() => {
+                            let count = serde_json::from_str::<serde_json::Value>(&text)
+                                .ok()
+                                .and_then(|answer| answer["indexed"].as_u64())
+                                .unwrap_or(0);
+                            indexed.fetch_add(count as usize, Ordering::Relaxed);
+                            if let Ok(mut latencies) = latencies.lock() {
+                                latencies.push(elapsed);
+                            }
+                        }
+                        Ok((status, text)) => {
+                            if let Ok(mut failure) = failure.lock() {
+                                failure.get_or_insert(Error::Server(format!(
+                                    "a batch was refused with {status}: {text}"
+                                )));
+                            }
+                            return;
+                        }
+                        Err(error) => {
+                            if let Ok(mut failure) = failure.lock() {
+                                failure.get_or_insert(http_error(error));
+                            }
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let seconds = started.elapsed().as_secs_f64();
+    if let Some(error) = failure.into_inner().ok().flatten() {
+        return Err(error);
+    }
+    let documents = indexed.into_inner() as u64;
+    Ok(HttpIngestReport {
+        documents,
+        batches: batches.len(),
+        batch_size,
+        clients,
+        commit_delay_ms: commit_delay.as_secs_f64() * 1e3,
+        seconds,
+        documents_per_second: documents as f64 / seconds,
+        batch_latency: Latency::of(latencies.into_inner().unwrap_or_default()),
+    })
+}
+
+/// `clients` threads each send `requests` list-page requests to `url`, rotating through
+/// `queries` and every sort (and the first three pages), and time every answer.
+pub fn http_search(
+    url: &str,
+    queries: &[String],
+    clients: usize,
+    requests: usize,
+) -> Result<HttpSearchReport> {
+    let plans: Vec<String> = queries
+        .iter()
+        .flat_map(|query| {
+            Sort::ALL.iter().enumerate().map(move |(page, (sort, _))| {
+                let query: String = url_encode(query);
+                format!(
+                    "{url}/v1/search?q={query}&sort={sort}&limit=20&offset={}",
+                    (page % 3) * 20
+                )
+            })
+        })
+        .collect();
+    let latencies = Mutex::new(Vec::with_capacity(clients * requests));
+    let failure = Mutex::new(None);
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        for client in 0..clients.max(1) {
+            let plans = &plans;
+            let (latencies, failure) = (&latencies, &failure);
+            scope.spawn(move || {
+                let agent = agent();
+                let mut mine = Vec::with_capacity(requests);
+                for request in 0..requests {
+                    let target = &plans[(client * 7 + request) % plans.len()];
+                    let sent = Instant::now();
+                    let answer = agent.get(target).call().and_then(|mut response| {
+                        let status = response.status();
+                        response.body_mut().read_to_vec()?;
+                        Ok(status)
+                    });
+                    match answer {
+                        Ok(status) if status.is_success() => {
+                            mine.push(sent.elapsed().as_secs_f64() * 1e3);
+                        }
+                        Ok(status) => {
+                            if let Ok(mut failure) = failure.lock() {
+                                failure.get_or_insert(Error::Server(format!(
+                                    "{target} answered {status}"
+                                )));
+                            }
+                            return;
+                        }
+                        Err(error) => {
+                            if let Ok(mut failure) = failure.lock() {
+                                failure.get_or_insert(http_error(error));
+                            }
+                            return;
+                        }
+                    }
+                }
+                if let Ok(mut latencies) = latencies.lock() {
+                    latencies.extend(mine);
+                }
+            });
+        }
+    });
+    let seconds = started.elapsed().as_secs_f64();
+    if let Some(error) = failure.into_inner().ok().flatten() {
+        return Err(error);
+    }
+    let latencies = latencies.into_inner().unwrap_or_default();
+    Ok(HttpSearchReport {
+        clients,
+        requests: latencies.len(),
+        queries: queries.to_vec(),
+        seconds,
+        requests_per_second: latencies.len() as f64 / seconds,
+        latency: Latency::of(latencies),
+    })
+}
+
+/// Percent-encodes a query parameter's value.
+fn url_encode(text: &str) -> String {
+    text.bytes()
+        .map(|byte| match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (byte as char).to_string()
+            }
+            _ => format!("%{byte:02X}"),
+        })
+        .collect()
+}
