@@ -235,6 +235,45 @@ fn replacing_and_deleting_leave_one_live_document_per_id() {
 }
 
 #[test]
+fn sending_an_identical_article_again_changes_nothing() {
+    // A client that lost an answer sends its batch again: whether the first send was
+    // committed or is still pending, the identical article keeps its first decision and adds
+    // no insert, so the clusters are those of a single send.
+    let mut seen = std::collections::HashSet::new();
+    let steps: Vec<Step> = workload(4, 220)
+        .into_iter()
+        .filter(|step| matches!(step, Step::Add(article) if seen.insert(article.id.clone())))
+        .take(200)
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let mut once = DedupIndex::create(&dir.path().join("once"), config()).unwrap();
+    let expected = run(&mut once, &steps);
+
+    let path = dir.path().join("twice");
+    let mut index = DedupIndex::create(&path, config()).unwrap();
+    let mut roots = run(&mut index, &steps[..120]);
+    index.commit().unwrap();
+    // Again after its commit, and again before it (the last 20 are pending).
+    assert_eq!(run(&mut index, &steps[..120]), roots);
+    roots.extend(run(&mut index, &steps[120..]));
+    assert_eq!(run(&mut index, &steps[180..]), roots[180..]);
+    assert_eq!(roots, expected);
+    index.commit().unwrap();
+    let stats = index.searcher().stats().unwrap();
+    assert_eq!(stats.tombstones, 0);
+    let Step::Add(first) = &steps[0] else {
+        unreachable!("only adds")
+    };
+    let first = index.searcher().document(&first.id).unwrap().unwrap();
+    assert_eq!(Some(first.root), expected[0]);
+    index.close().unwrap();
+    assert_eq!(
+        DedupIndex::open(&path).unwrap().recovery().replayed,
+        steps.len() as u64
+    );
+}
+
+#[test]
 fn an_existing_index_refuses_settings_that_would_change_its_fingerprints() {
     let dir = tempfile::tempdir().unwrap();
     DedupIndex::create(dir.path(), config())

@@ -3,8 +3,8 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -32,9 +32,8 @@ impl LocalServer {
         let (shutdown, stopped) = tokio::sync::oneshot::channel::<()>();
         let (ready, bound) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Runtime::new().map_err(|error| {
-                Error::Server(format!("starting the async runtime: {error}"))
-            })?;
+            let runtime = tokio::runtime::Runtime::new()
+                .map_err(|error| Error::Server(format!("starting the async runtime: {error}")))?;
             runtime.block_on(async move {
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                     .await

@@ -89,6 +89,13 @@ pub struct BenchArgs {
     /// The server's group-commit delay in the HTTP ingest
     #[arg(long, value_parser = humantime::parse_duration, default_value = "100ms")]
     commit_delay: std::time::Duration,
+    /// Measure a running server at this address (e.g. http://127.0.0.1:7700) instead of a
+    /// fresh one on loopback; --corpus is posted into its index unless --no-http-ingest
+    #[arg(long, value_name = "URL")]
+    http_url: Option<String>,
+    /// Skip the HTTP ingest (search what the server already holds)
+    #[arg(long)]
+    no_http_ingest: bool,
     /// Clients searching at once in the HTTP search
     #[arg(long, default_value_t = 32)]
     search_clients: usize,
@@ -197,39 +204,54 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         }
     }
     if wants(Part::Http) {
-        let mut config = tantivy_dedup::config::Config::default();
-        config.server.commit_delay = args.commit_delay;
-        let dir = scratch.path().join("http");
-        let server = http::LocalServer::start(&dir, config)?;
-        eprintln!(
-            "bench: HTTP ingest of {} in batches of {} from {} clients",
-            args.corpus.display(),
-            args.http_batch,
-            args.http_clients
-        );
-        let ingest = http::http_ingest(
-            &server.url(),
-            &args.corpus,
-            args.http_batch,
-            args.http_clients,
-            args.commit_delay,
-            args.limit,
-        )?;
+        let local = match &args.http_url {
+            Some(_) => None,
+            None => {
+                let mut config = tantivy_dedup::config::Config::default();
+                config.server.commit_delay = args.commit_delay;
+                Some(http::LocalServer::start(
+                    &scratch.path().join("http"),
+                    config,
+                )?)
+            }
+        };
+        let url = match (&local, &args.http_url) {
+            (Some(server), _) => server.url(),
+            (None, url) => url.clone().unwrap_or_default(),
+        };
+        let mut figures = serde_json::Map::new();
+        if !args.no_http_ingest {
+            eprintln!(
+                "bench: HTTP ingest of {} in batches of {} from {} clients",
+                args.corpus.display(),
+                args.http_batch,
+                args.http_clients
+            );
+            let ingest = http::http_ingest(
+                &url,
+                &args.corpus,
+                args.http_batch,
+                args.http_clients,
+                args.commit_delay,
+                args.limit,
+            )?;
+            figures.insert("ingest".into(), serde_json::to_value(ingest)?);
+        }
         eprintln!(
             "bench: HTTP search, {} clients x {} list pages",
             args.search_clients, args.search_requests
         );
         let search = http::http_search(
-            &server.url(),
+            &url,
             &args.collapse_queries,
             args.search_clients,
             args.search_requests,
         )?;
-        server.stop()?;
-        report.insert(
-            "http".into(),
-            json!({ "ingest": ingest, "search": search }),
-        );
+        figures.insert("search".into(), serde_json::to_value(search)?);
+        if let Some(server) = local {
+            server.stop()?;
+        }
+        report.insert("http".into(), Value::Object(figures));
     }
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(ExitCode::SUCCESS)

@@ -11,14 +11,13 @@ use tantivy::collector::{Count, DocSetCollector};
 use tantivy::directory::MmapDirectory;
 use tantivy::query::{
     AllQuery, BooleanQuery, ConstScoreQuery, Occur, Query, QueryParser, RangeQuery, TermQuery,
-    TermSetQuery,
 };
 use tantivy::schema::{IndexRecordOption, Value};
 use tantivy::{DateTime, DocAddress, Index, IndexReader, ReloadPolicy, TantivyDocument, Term};
 
 use crate::article::Article;
 use crate::config::Config;
-use crate::engine::collapse::{ClusterOrdinals, CollapseCollector, CollapsedCluster, Sort};
+use crate::engine::collapse::{ClusterOrdinals, CollapseCollector, Sort};
 use crate::engine::schema::{self, NewsFields, build_schema, fast_value};
 use crate::engine::tokenizer;
 use crate::engine::writer::{index_error, stored_settings};
@@ -397,25 +396,26 @@ impl DedupSearcher {
             request.limit,
         );
         let collapsed = searcher.search(&*query, &collector).map_err(self.error())?;
-        let newest = if request.sort == Sort::Newest {
-            None
-        } else {
-            Some(self.newest_hits(&searcher, &ordinals, &*query, &collapsed.clusters)?)
-        };
         let mut clusters = Vec::with_capacity(collapsed.clusters.len());
+        let mut matcher = Matcher::new(&*query, &searcher, self.error())?;
         for cluster in collapsed.clusters {
-            let sources = self.cluster_sources(&searcher, cluster.root)?;
+            let members = self.members(&searcher, cluster.root)?;
+            // The newest hit: the collector tracked it for the `newest` order; otherwise the
+            // cluster's members are checked against the query, which costs a seek per member
+            // instead of a fast-field read per hit of the whole collapse.
+            let newest = if request.sort == Sort::Newest {
+                cluster.newest
+            } else {
+                matcher.newest_match(&members)?.unwrap_or(cluster.newest)
+            };
             clusters.push(ClusterHit {
                 root: cluster.root,
                 representative: self.view(&searcher, cluster.representative)?,
                 score: cluster.score,
                 hits: cluster.hits,
                 cluster_size: cluster.size,
-                sources,
-                newest: newest
-                    .as_ref()
-                    .and_then(|newest| newest.get(&cluster.root.0).copied())
-                    .unwrap_or(cluster.newest),
+                sources: self.sources(&searcher, &members)?,
+                newest,
             });
         }
         Ok(SearchPage {
@@ -423,38 +423,6 @@ impl DedupSearcher {
             total_clusters: collapsed.total_clusters,
             clusters,
         })
-    }
-
-    /// The newest matching document's time in each of `page`'s clusters: the query again,
-    /// restricted to those clusters, so that the full collapse need not read times.
-    fn newest_hits(
-        &self,
-        searcher: &tantivy::Searcher,
-        ordinals: &Arc<ClusterOrdinals>,
-        query: &dyn Query,
-        page: &[CollapsedCluster],
-    ) -> Result<HashMap<u64, Timestamp>> {
-        if page.is_empty() {
-            return Ok(HashMap::new());
-        }
-        let roots = page
-            .iter()
-            .map(|cluster| Term::from_field_u64(self.shared.fields.root, cluster.root.0));
-        let restricted = BooleanQuery::new(vec![
-            (Occur::Must, query.box_clone()),
-            (Occur::Must, filter(TermSetQuery::new(roots))),
-        ]);
-        let collector =
-            CollapseCollector::new(Arc::clone(ordinals), Sort::Relevance, 0, page.len())
-                .tracking_newest();
-        let collapsed = searcher
-            .search(&restricted, &collector)
-            .map_err(self.error())?;
-        Ok(collapsed
-            .clusters
-            .into_iter()
-            .map(|cluster| (cluster.root.0, cluster.newest))
-            .collect())
     }
 
     /// The cluster numbers of `searcher`'s generation, for a [`CollapseCollector`]: built on
@@ -477,7 +445,7 @@ impl DedupSearcher {
         Ok(ordinals)
     }
 
-    /// All live documents of a cluster.
+    /// All live documents of a cluster, in index order.
     fn members(&self, searcher: &tantivy::Searcher, root: Fingerprint) -> Result<Vec<DocAddress>> {
         let query = TermQuery::new(
             Term::from_field_u64(self.shared.fields.root, root.0),
@@ -486,20 +454,17 @@ impl DedupSearcher {
         let members = searcher
             .search(&query, &DocSetCollector)
             .map_err(self.error())?;
-        Ok(members.into_iter().collect())
+        let mut members: Vec<DocAddress> = members.into_iter().collect();
+        members.sort_unstable();
+        Ok(members)
     }
 
-    /// A cluster's sources (of all its live documents), most frequent first.
-    fn cluster_sources(
-        &self,
-        searcher: &tantivy::Searcher,
-        root: Fingerprint,
-    ) -> Result<Vec<String>> {
-        let members = self.members(searcher, root)?;
+    /// The sources of a cluster's documents, most frequent first.
+    fn sources(&self, searcher: &tantivy::Searcher, members: &[DocAddress]) -> Result<Vec<String>> {
         let mut sources: BTreeMap<String, u64> = BTreeMap::new();
         let mut columns = HashMap::new();
         let mut name = String::new();
-        for address in &members {
+        for address in members {
             let column = match columns.entry(address.segment_ord) {
                 std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
                 std::collections::hash_map::Entry::Vacant(entry) => entry.insert(
@@ -713,6 +678,54 @@ impl DedupSearcher {
             segments: searcher.segment_readers().len(),
             disk_bytes,
         })
+    }
+}
+
+/// Tells which of a cluster's members match a query, and finds the newest of those, by seeking
+/// the query's scorer to each member (members come in index order, and scorers only move
+/// forward, so each segment's scorer is made again when a cluster's members start over).
+struct Matcher<'a, E> {
+    weight: Box<dyn tantivy::query::Weight>,
+    searcher: &'a tantivy::Searcher,
+    error: E,
+}
+
+impl<'a, E: Fn(tantivy::TantivyError) -> Error> Matcher<'a, E> {
+    fn new(query: &dyn Query, searcher: &'a tantivy::Searcher, error: E) -> Result<Self> {
+        let weight = query
+            .weight(tantivy::query::EnableScoring::disabled_from_searcher(
+                searcher,
+            ))
+            .map_err(&error)?;
+        Ok(Matcher {
+            weight,
+            searcher,
+            error,
+        })
+    }
+
+    /// The newest event time among the members (in index order) that match.
+    fn newest_match(&mut self, members: &[DocAddress]) -> Result<Option<Timestamp>> {
+        use tantivy::DocSet;
+        let mut newest = None;
+        for segment in members.chunk_by(|a, b| a.segment_ord == b.segment_ord) {
+            let ord = segment[0].segment_ord;
+            let reader = self.searcher.segment_reader(ord);
+            let mut scorer = self.weight.scorer(reader, 1.0).map_err(&self.error)?;
+            let times = reader
+                .fast_fields()
+                .i64(schema::EVENT_TIME)
+                .map_err(&self.error)?;
+            for member in segment {
+                if scorer.doc() < member.doc_id {
+                    scorer.seek(member.doc_id);
+                }
+                if scorer.doc() == member.doc_id {
+                    newest = newest.max(times.first(member.doc_id));
+                }
+            }
+        }
+        Ok(newest)
     }
 }
 

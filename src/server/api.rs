@@ -38,6 +38,24 @@ pub struct AppState {
     pub(crate) config: ServerConfig,
     pub(crate) recovery: RecoveryReport,
     pub(crate) started: Instant,
+    /// Reads running at once: one per core. More would only share the cores, each read
+    /// slower, and each holding its own collapse buffers.
+    pub(crate) readers: tokio::sync::Semaphore,
+}
+
+impl AppState {
+    /// Runs a read on a blocking thread once a core is free for it.
+    async fn read<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> AppResult<T> + Send + 'static,
+    ) -> AppResult<T> {
+        let _permit = self
+            .readers
+            .acquire()
+            .await
+            .map_err(|_| ApiError::unavailable("shutting_down", "the server is stopping", 1))?;
+        blocking(work).await
+    }
 }
 
 type AppResult<T> = Result<T, ApiError>;
@@ -371,7 +389,8 @@ pub(crate) async fn search(
 ) -> AppResult<Json<SearchPage>> {
     let request = query_params(query)?.request()?;
     let searcher = state.searcher.clone();
-    blocking(move || Ok(searcher.search(&request)?))
+    state
+        .read(move || Ok(searcher.search(&request)?))
         .await
         .map(Json)
 }
@@ -408,7 +427,7 @@ pub(crate) async fn get_document(
     Path(id): Path<String>,
 ) -> AppResult<Json<DocumentResponse>> {
     let searcher = state.searcher.clone();
-    blocking(move || {
+    state.read(move || {
         let page = searcher
             .similar(&id, 0, SIMILAR_ON_DOCUMENT)?
             .ok_or_else(|| no_document(&id))?;
@@ -433,7 +452,7 @@ pub(crate) async fn get_similar(
     let offset = count_param("offset", params.offset.as_deref(), 0, usize::MAX >> 1)?;
     let limit = count_param("limit", params.limit.as_deref(), 20, MAX_PAGE_SIZE)?;
     let searcher = state.searcher.clone();
-    blocking(move || {
+    state.read(move || {
         searcher
             .similar(&id, offset, limit)?
             .map(Json)
@@ -492,7 +511,9 @@ pub(crate) async fn near_duplicates(
     let article = Article::from_json_value(value)
         .map_err(|error| ApiError::bad_request("invalid_field", error.to_string()))?;
     let searcher = state.searcher.clone();
-    blocking(move || Ok(Json(searcher.near_duplicates(&article, limit)?))).await
+    state
+        .read(move || Ok(Json(searcher.near_duplicates(&article, limit)?)))
+        .await
 }
 
 // ---- writes ---------------------------------------------------------------------------------
@@ -545,7 +566,7 @@ pub struct ForestSize {
 
 pub(crate) async fn stats(State(state): State<Arc<AppState>>) -> AppResult<Json<StatsResponse>> {
     let searcher = state.searcher.clone();
-    let index = blocking(move || Ok(searcher.stats()?)).await?;
+    let index = state.read(move || Ok(searcher.stats()?)).await?;
     let (nodes, roots) = state.metrics.forest();
     Ok(Json(StatsResponse {
         index,
@@ -574,7 +595,7 @@ pub(crate) async fn healthz(State(state): State<Arc<AppState>>) -> Response {
 
 pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> AppResult<Response> {
     let searcher = state.searcher.clone();
-    let index = blocking(move || Ok(searcher.stats()?)).await?;
+    let index = state.read(move || Ok(searcher.stats()?)).await?;
     let text = state.metrics.render(&index);
     Ok((
         [(

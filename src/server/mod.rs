@@ -81,6 +81,9 @@ impl Server {
             config,
             recovery,
             started: Instant::now(),
+            readers: tokio::sync::Semaphore::new(
+                std::thread::available_parallelism().map_or(2, |cores| cores.get()),
+            ),
         });
         Ok(Server { state, writer })
     }
