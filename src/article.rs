@@ -128,6 +128,19 @@ fn kind(value: &Value) -> &'static str {
     }
 }
 
+/// The longest id accepted, in bytes (Tantivy cannot index a term much longer than 64 KiB, and
+/// an id is looked up as one term).
+pub const MAX_ID_BYTES: usize = 4096;
+
+/// The error for JSON that is not an object, naming what it starts with.
+fn not_an_object(first: Option<char>) -> ArticleError {
+    ArticleError::Json(match first {
+        Some('[') => "got an array".to_owned(),
+        Some(other) => format!("it starts with {other:?}"),
+        None => "the line is empty".to_owned(),
+    })
+}
+
 /// The event times accepted: 1970-01-01 to 2106-02-07 (what fits in u32 seconds). A number far
 /// beyond is almost always milliseconds, which would otherwise move the clock millennia ahead
 /// and expire every cluster.
@@ -180,6 +193,10 @@ fn parse_any_time(value: &Value) -> Result<Timestamp, ArticleError> {
 impl Article {
     /// Parses and validates one JSON object.
     pub fn from_json(line: &str) -> Result<Self, ArticleError> {
+        // serde would also read a JSON array into the fields by position.
+        if !line.trim_start().starts_with('{') {
+            return Err(not_an_object(line.trim_start().chars().next()));
+        }
         let raw: RawArticle =
             serde_json::from_str(line).map_err(|error| ArticleError::Json(error.to_string()))?;
         Self::from_raw(raw)
@@ -187,14 +204,24 @@ impl Article {
 
     /// Validates a parsed JSON value.
     pub fn from_json_value(value: Value) -> Result<Self, ArticleError> {
+        if !value.is_object() {
+            return Err(ArticleError::Json(format!("got {}", kind(&value))));
+        }
         let raw: RawArticle =
             serde_json::from_value(value).map_err(|error| ArticleError::Json(error.to_string()))?;
         Self::from_raw(raw)
     }
 
     fn from_raw(raw: RawArticle) -> Result<Self, ArticleError> {
+        let id = required_text("id", raw.id, true)?;
+        if id.len() > MAX_ID_BYTES {
+            return Err(invalid(
+                "id",
+                format!("must be at most {MAX_ID_BYTES} bytes, got {}", id.len()),
+            ));
+        }
         Ok(Article {
-            id: required_text("id", raw.id, true)?,
+            id,
             content: required_text("content", raw.content, false)?,
             title: optional_text("title", raw.title)?,
             source: optional_text("source", raw.source)?,
@@ -241,7 +268,7 @@ impl Article {
         field(b'c', Some(&self.content));
         field(b's', self.source.as_deref());
         field(b'u', self.url.as_deref());
-        hasher.update(&[b'p']);
+        hasher.update(b"p");
         if let Some(time) = self.published_at {
             hasher.update(&time.to_le_bytes());
         }

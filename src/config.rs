@@ -424,6 +424,8 @@ impl ServerConfig {
             "server.max_batch_documents must be between 1 and 100000"
         } else if self.queue_mib < self.max_body_mib {
             "server.queue_mib must be at least max_body_mib (one full request must fit)"
+        } else if self.max_future > Duration::from_secs(100 * 365 * 86_400) {
+            "server.max_future must be at most 100 years"
         } else {
             return Ok(());
         };

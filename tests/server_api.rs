@@ -20,6 +20,8 @@
 //! - `oversized_bodies_are_refused_whole`: body limits, with and without a declared length.
 //! - The property tests: `parse_batch`, `Article::from_json_bytes` and the text pipeline on
 //!   arbitrary input never panic, and `parse_batch` returns one result per document, in order.
+//! - Regressions of bugs these tests found: over-long ids, a huge `max_future`, JSON arrays
+//!   read as articles.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io::{Read, Write};
@@ -932,14 +934,29 @@ fn end_to_end_against_a_model() {
             .collect();
         assert_eq!(words, [word], "a query word must be one token");
     }
-    let (stories, docs) = corpus(0x5e4e_a91, 110);
+    let (stories, docs) = corpus(0x05e4_ea91, 110);
     let server = TestServer::start(server_config());
     let mut model = Model::default();
-    let mut rng = SmallRng::seed_from_u64(7);
-    // The POST answers, in arrival order: (doc, simhash, root, duplicate).
-    let mut answers: Vec<(Doc, u64, u64, bool)> = Vec::new();
+    let answers = ingest(&server, &mut model, &docs);
+    check_decisions(&stories, &answers);
+    let stats = server.stats();
+    let simhashes: HashSet<u64> = answers.iter().map(|answer| answer.1).collect();
+    assert_eq!(stats["forest"]["nodes"], json!(simhashes.len()));
+    assert_eq!(stats["forest"]["roots"], json!(model.roots().len()));
+    check_documents(&server, &model);
+    check_list_pages(&server, &model, &docs);
+    check_detail_pages(&server, &model);
+    check_near_duplicates(&server, &model);
+    resend_replace_and_delete(&server, &mut model, &stories, &answers);
+    check_service_endpoints(&server, &model);
+    server.stop();
+}
 
-    // Ingest in batches of every format and size.
+/// Posts the corpus in batches of every format and size; checks each answer, and returns
+/// them in arrival order: (document, simhash, root, duplicate).
+fn ingest(server: &TestServer, model: &mut Model, docs: &[Doc]) -> Vec<(Doc, u64, u64, bool)> {
+    let mut rng = SmallRng::seed_from_u64(7);
+    let mut answers = Vec::new();
     let mut position = 0;
     let mut format = 0;
     while position < docs.len() {
@@ -950,7 +967,7 @@ fn end_to_end_against_a_model() {
             .enumerate()
             .map(|(i, doc)| doc.json(position + i))
             .collect();
-        let results = post_batch(&server, &batch_body(&documents, format), size);
+        let results = post_batch(server, &batch_body(&documents, format), size);
         format += 1;
         for (doc, result) in batch.iter().zip(&results) {
             assert_eq!(result["id"], json!(doc.id));
@@ -979,14 +996,11 @@ fn end_to_end_against_a_model() {
         position += size;
     }
 
-    check_decisions(&stories, &answers);
-    let stats = server.stats();
-    let simhashes: HashSet<u64> = answers.iter().map(|answer| answer.1).collect();
-    assert_eq!(stats["forest"]["nodes"], json!(simhashes.len()));
-    assert_eq!(stats["forest"]["roots"], json!(model.roots().len()));
-    check_documents(&server, &model);
+    answers
+}
 
-    // List pages: every sort, keyword queries, filters, pagination.
+/// List pages: every sort, keyword queries, filters, pagination, pages past the end.
+fn check_list_pages(server: &TestServer, model: &Model, docs: &[Doc]) {
     let times: Vec<i64> = docs.iter().map(|doc| doc.published_at).collect();
     let (earliest, latest) = (*times.iter().min().unwrap(), *times.iter().max().unwrap());
     let third = (latest - earliest) / 3;
@@ -1051,14 +1065,14 @@ fn end_to_end_against_a_model() {
             );
         }
         for sort in SORTS {
-            let full = check_search(&server, &model, filter, sort);
+            let full = check_search(server, model, filter, sort);
             if i == 0 || i == 3 {
-                check_pagination(&server, filter, sort, &full, 7);
+                check_pagination(server, filter, sort, &full, 7);
             }
         }
     }
     // An empty query scores every document alike, so relevance orders by root alone.
-    let all = check_search(&server, &model, &Filter::default(), "relevance");
+    let all = check_search(server, model, &Filter::default(), "relevance");
     let roots: Vec<u64> = all.iter().map(|cluster| hash(&cluster["root"])).collect();
     assert!(roots.windows(2).all(|pair| pair[0] < pair[1]));
     // Past the end, and an empty page: no clusters, the same totals.
@@ -1074,8 +1088,10 @@ fn end_to_end_against_a_model() {
     let unescaped = server.get(&format!("/v1/search?limit=1000&from={from}"));
     assert_eq!(escaped.status, 200, "{}", escaped.text);
     assert_eq!(unescaped.json, escaped.json);
+}
 
-    // Detail pages, paginated, for the largest clusters.
+/// Detail pages, paginated, for the largest clusters.
+fn check_detail_pages(server: &TestServer, model: &Model) {
     let mut by_size: Vec<(u64, u64)> = model
         .roots()
         .into_iter()
@@ -1112,9 +1128,12 @@ fn end_to_end_against_a_model() {
             check_view(view, other);
         }
     }
+}
 
-    // Check before publishing: the text of an indexed document finds it at distance 0, and
-    // the matches are exactly the live documents within k (nearest, then earliest, first).
+/// Check before publishing: the text of an indexed document finds it at distance 0, and the
+/// matches are exactly the live documents within k (nearest, then earliest, first); a check
+/// indexes nothing.
+fn check_near_duplicates(server: &TestServer, model: &Model) {
     let before = server.stats()["index"].clone();
     let sample: Vec<String> = model.live.keys().step_by(29).cloned().collect();
     for id in &sample {
@@ -1170,7 +1189,16 @@ fn end_to_end_against_a_model() {
         .count();
     assert_eq!(reply.json["matches"].as_array().map(Vec::len), Some(near));
     assert_eq!(server.stats()["index"], before, "a check indexes nothing");
+}
 
+/// Re-sending unchanged (a no-op), re-sending with other text (a replacement), one id twice in
+/// a batch, deleting, and ids that need escaping in a path.
+fn resend_replace_and_delete(
+    server: &TestServer,
+    model: &mut Model,
+    stories: &[Story],
+    answers: &[(Doc, u64, u64, bool)],
+) {
     // Re-sending a document unchanged (even with its time written another way) is a no-op.
     let (resent_id, resent) = model
         .live
@@ -1179,7 +1207,7 @@ fn end_to_end_against_a_model() {
         .map(|(id, live)| (id.clone(), live.clone()))
         .expect("a reposted story");
     for form in 0..3 {
-        let results = post_batch(&server, resent.doc.json(form).to_string().as_bytes(), 1);
+        let results = post_batch(server, resent.doc.json(form).to_string().as_bytes(), 1);
         assert_eq!(hash(&results[0]["simhash"]), resent.simhash);
         assert_eq!(hash(&results[0]["root"]), resent.root);
         let duplicate = answers.iter().find(|a| a.0.id == resent_id).unwrap().3;
@@ -1189,7 +1217,7 @@ fn end_to_end_against_a_model() {
             json!(model.cluster_size(resent.root))
         );
     }
-    check_documents(&server, &model);
+    check_documents(server, model);
 
     // Re-sending an id with other text replaces the document: it moves to the other story's
     // cluster, and the old cluster shrinks.
@@ -1205,14 +1233,14 @@ fn end_to_end_against_a_model() {
     replaced.title = "改写后的标题".to_owned();
     replaced.content = target_content;
     replaced.published_at = BASE_TIME - 1_000;
-    let results = post_batch(&server, replaced.json(2).to_string().as_bytes(), 1);
+    let results = post_batch(server, replaced.json(2).to_string().as_bytes(), 1);
     assert_eq!(hash(&results[0]["simhash"]), target_simhash);
     assert_eq!(hash(&results[0]["root"]), target_root);
     assert_eq!(results[0]["duplicate"], json!(true));
     assert_eq!(results[0]["cluster_size"], json!(target_size + 1));
     model.record(replaced, target_simhash, target_root);
     assert_eq!(model.cluster_size(resent.root), old_size - 1);
-    check_documents(&server, &model);
+    check_documents(server, model);
 
     // The same id twice in one batch: the second replaces the first.
     let twice_a = Doc {
@@ -1233,7 +1261,7 @@ fn end_to_end_against_a_model() {
         ..twice_a.clone()
     };
     let body = batch_body(&[twice_a.json(0), twice_b.json(1)], 1);
-    let results = post_batch(&server, &body, 2);
+    let results = post_batch(server, &body, 2);
     let (simhash, root) = (hash(&results[1]["simhash"]), hash(&results[1]["root"]));
     model.record(
         twice_a,
@@ -1241,7 +1269,7 @@ fn end_to_end_against_a_model() {
         hash(&results[0]["root"]),
     );
     model.record(twice_b, simhash, root);
-    check_documents(&server, &model);
+    check_documents(server, model);
 
     // Deleting: a 404 afterwards, the cluster shrinks, a second delete is a 404.
     let victim = model
@@ -1282,12 +1310,12 @@ fn end_to_end_against_a_model() {
     let reply = server.delete(&format!("/v1/documents/{}", pct(&single)));
     assert_eq!(reply.status, 200, "{}", reply.text);
     model.remove(&single);
-    check_documents(&server, &model);
+    check_documents(server, model);
     for sort in SORTS {
-        check_search(&server, &model, &Filter::default(), sort);
+        check_search(server, model, &Filter::default(), sort);
         check_search(
-            &server,
-            &model,
+            server,
+            model,
             &Filter {
                 words: vec![QUERY_WORDS[0]],
                 ..Filter::default()
@@ -1307,22 +1335,24 @@ fn end_to_end_against_a_model() {
         story: 5,
         kind: Kind::Exact,
     };
-    let results = post_batch(&server, odd.json(0).to_string().as_bytes(), 1);
+    let results = post_batch(server, odd.json(0).to_string().as_bytes(), 1);
     model.record(
         odd.clone(),
         hash(&results[0]["simhash"]),
         hash(&results[0]["root"]),
     );
-    check_documents(&server, &model);
+    check_documents(server, model);
     let reply = server.get(&format!("/v1/documents/{}/similar", pct(&odd.id)));
     assert_eq!(reply.status, 200, "{}", reply.text);
     let reply = server.delete(&format!("/v1/documents/{}", pct(&odd.id)));
     assert_eq!(reply.status, 200, "{}", reply.text);
     assert_eq!(reply.json["id"], json!(odd.id));
     model.remove(&odd.id);
-    check_documents(&server, &model);
+    check_documents(server, model);
+}
 
-    // Service endpoints.
+/// `/healthz` and `/metrics`.
+fn check_service_endpoints(server: &TestServer, model: &Model) {
     let health = server.get("/healthz");
     assert_eq!(health.status, 200);
     assert_eq!(health.json["status"], json!("ok"));
@@ -1352,7 +1382,6 @@ fn end_to_end_against_a_model() {
             metrics.text
         );
     }
-    server.stop();
 }
 
 /// The clusters the answers describe keep the forest's rules (SPEC §1).
@@ -3246,4 +3275,70 @@ fn nasty_text() -> impl Strategy<Value = String> {
             .prop_map(|(s, n)| s.repeat(n)),
     ];
     prop::collection::vec(piece, 0..8).prop_map(|pieces| pieces.concat())
+}
+
+// ---- 5. regressions: bugs found by these tests ------------------------------------------------
+
+/// An id longer than Tantivy's longest term (65,530 bytes) used to be accepted while Tantivy
+/// dropped its term, so the document could never be found, replaced or deleted by id. Such ids
+/// are refused (`invalid_field` on `id`), or re-sending replaces.
+#[test]
+fn ids_longer_than_a_term_are_refused_or_replaced() {
+    let server = TestServer::start(server_config());
+    let id = "k".repeat(65_531);
+    let body = article_with(&id, json!({}));
+    let first = server.post_json("/v1/documents", &body);
+    if first.status == 400 {
+        assert_eq!(first.error().0, "invalid_field");
+        assert!(first.error().1.contains("`id`"), "{}", first.text);
+        return;
+    }
+    assert_eq!(first.status, 200, "{}", first.text);
+    let again = server.post_json("/v1/documents", &body);
+    assert_eq!(again.status, 200, "{}", again.text);
+    assert_eq!(
+        server.stats()["index"]["documents"],
+        json!(1),
+        "re-ingesting an existing id replaces that document (SPEC §2)"
+    );
+    server.stop();
+}
+
+/// `max_future` used to be cast to seconds with `as i64`, so 2^63 s or more wrapped negative
+/// and every dated document was refused; `parse_batch` itself overflowed computing the
+/// allowance for such limits. Now such a setting is refused, and no limits make it panic.
+#[test]
+fn a_huge_max_future_is_refused_and_never_panics() {
+    let limits = BatchLimits {
+        max_documents: 1,
+        max_document_bytes: 1 << 10,
+        latest_time: i64::MIN,
+    };
+    let body = br#"{"id": "a", "content": "x", "published_at": 5}"#;
+    let parsed =
+        std::panic::catch_unwind(|| parse_batch(body, &limits).map(|documents| documents.len()));
+    assert!(parsed.is_ok(), "parse_batch must not panic on any limits");
+
+    let huge = ServerConfig {
+        max_future: Duration::from_secs(1 << 63),
+        ..server_config()
+    };
+    let refused = huge.validate().expect_err("a max_future past 100 years is refused");
+    assert!(refused.to_string().contains("max_future"), "{refused}");
+}
+
+/// serde reads a JSON array into a struct by position, so
+/// `["id", title, content, source, url, published_at]` used to be indexed as an article,
+/// although the API (and the error `not a JSON object`) speaks of objects only.
+#[test]
+fn a_json_array_is_not_an_article() {
+    assert!(Article::from_json(r#"["arr", null, "正文", null, null, null]"#).is_err());
+    let server = TestServer::start(server_config());
+    let reply = server.post(
+        "/v1/documents",
+        "[[\"arr\", null, \"数组形式的正文\", null, null, null]]".as_bytes(),
+    );
+    assert_eq!(reply.status, 400, "{}", reply.text);
+    assert_eq!(reply.error().0, "invalid_json");
+    server.stop();
 }

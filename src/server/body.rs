@@ -209,8 +209,8 @@ fn check_document(json: &[u8], limits: &BatchLimits) -> Result<Article, Document
                 .to_string()
         };
         return Err(DocumentError::InFuture {
-            ahead: seconds(time - now),
-            allowed: seconds(limits.latest_time - now),
+            ahead: seconds(time.saturating_sub(now)),
+            allowed: seconds(limits.latest_time.saturating_sub(now)),
         });
     }
     Ok(article)
