@@ -3323,7 +3323,9 @@ fn a_huge_max_future_is_refused_and_never_panics() {
         max_future: Duration::from_secs(1 << 63),
         ..server_config()
     };
-    let refused = huge.validate().expect_err("a max_future past 100 years is refused");
+    let refused = huge
+        .validate()
+        .expect_err("a max_future past 100 years is refused");
     assert!(refused.to_string().contains("max_future"), "{refused}");
 }
 

@@ -210,7 +210,7 @@ fn stream(seed: u64, documents: usize) -> Vec<Batch> {
         let mut batch: Batch = Vec::with_capacity(size);
         let mut in_batch = HashSet::new();
         for position in 0..size {
-            time += rng.random_range(1..900);
+            time += rng.random_range(1..1500);
             let roll = rng.random_range(0..100);
             let old = (!earlier.is_empty() && position > 0)
                 .then(|| earlier[rng.random_range(0..earlier.len())].clone())
@@ -297,6 +297,20 @@ struct Baseline {
     roots: HashMap<String, Fingerprint>,
     documents: u64,
     clusters: u64,
+    tombstones: u64,
+}
+
+impl Baseline {
+    /// Checks that the stream exercises what the tests are about: clusters, re-sends and
+    /// replacements.
+    fn assert_varied(&self, batches: &[Batch]) {
+        let decisions = self.decisions.iter().flatten();
+        let duplicates = decisions.filter(|decision| decision.duplicate).count() as u64;
+        assert!(duplicates * 4 > self.documents, "too few duplicates");
+        assert!(self.clusters * 10 < self.documents * 8, "too few clusters");
+        assert!(self.tombstones > 0, "no replacement");
+        assert!(batches.iter().flatten().any(|doc| doc.resend), "no re-send");
+    }
 }
 
 fn uninterrupted(batches: &[Batch]) -> Baseline {
@@ -331,6 +345,7 @@ fn uninterrupted(batches: &[Batch]) -> Baseline {
         roots,
         documents: stats.documents,
         clusters: stats.clusters,
+        tombstones: stats.tombstones,
     }
 }
 
@@ -739,6 +754,7 @@ fn assert_final(client: &Client, baseline: &Baseline) {
 fn kill_twice_during_ingest(seed: u64, documents: usize) {
     let batches = stream(seed, documents);
     let baseline = uninterrupted(&batches);
+    baseline.assert_varied(&batches);
     let dir = tempfile::tempdir().unwrap();
     let mut rng = SmallRng::seed_from_u64(seed ^ 0x6b696c6c);
     let n = batches.len();
@@ -828,11 +844,17 @@ fn sigterm_commits_the_batch_waiting_for_its_commit() {
         Posted::Lost(error) => panic!("the POST in flight at SIGTERM was not answered: {error}"),
     }
     let status = server.wait();
+    let stopped_after = terminated.elapsed();
     eprintln!(
         "answered and stopped {:.2} s after SIGTERM",
-        terminated.elapsed().as_secs_f64()
+        stopped_after.as_secs_f64()
     );
     assert!(status.success(), "exit status after SIGTERM: {status}");
+    // The stopping server commits at once instead of waiting out the 5 s delay.
+    assert!(
+        stopped_after < Duration::from_secs(4),
+        "the commit waited for the delay: stopped {stopped_after:?} after SIGTERM"
+    );
     drop(server);
 
     let server = Server::start(dir.path(), &[]);
@@ -844,6 +866,7 @@ fn sigterm_commits_the_batch_waiting_for_its_commit() {
 fn restart_midway_changes_no_later_decision() {
     let batches = stream(3, 1200);
     let baseline = uninterrupted(&batches);
+    baseline.assert_varied(&batches);
     let dir = tempfile::tempdir().unwrap();
     let half = batches.len() / 2;
 

@@ -427,20 +427,21 @@ pub(crate) async fn get_document(
     Path(id): Path<String>,
 ) -> AppResult<Json<DocumentResponse>> {
     let searcher = state.searcher.clone();
-    state.read(move || {
-        let page = searcher
-            .similar(&id, 0, SIMILAR_ON_DOCUMENT)?
-            .ok_or_else(|| no_document(&id))?;
-        Ok(Json(DocumentResponse {
-            cluster: ClusterInfo {
-                root: page.document.root,
-                size: page.cluster_size,
-            },
-            document: page.document,
-            similar: page.documents,
-        }))
-    })
-    .await
+    state
+        .read(move || {
+            let page = searcher
+                .similar(&id, 0, SIMILAR_ON_DOCUMENT)?
+                .ok_or_else(|| no_document(&id))?;
+            Ok(Json(DocumentResponse {
+                cluster: ClusterInfo {
+                    root: page.document.root,
+                    size: page.cluster_size,
+                },
+                document: page.document,
+                similar: page.documents,
+            }))
+        })
+        .await
 }
 
 pub(crate) async fn get_similar(
@@ -452,13 +453,14 @@ pub(crate) async fn get_similar(
     let offset = count_param("offset", params.offset.as_deref(), 0, usize::MAX >> 1)?;
     let limit = count_param("limit", params.limit.as_deref(), 20, MAX_PAGE_SIZE)?;
     let searcher = state.searcher.clone();
-    state.read(move || {
-        searcher
-            .similar(&id, offset, limit)?
-            .map(Json)
-            .ok_or_else(|| no_document(&id))
-    })
-    .await
+    state
+        .read(move || {
+            searcher
+                .similar(&id, offset, limit)?
+                .map(Json)
+                .ok_or_else(|| no_document(&id))
+        })
+        .await
 }
 
 /// The most near-duplicates a check returns by default.

@@ -120,8 +120,15 @@ impl Server {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<()> {
         let router = self.router();
+        let writer = self.state.writer.clone();
+        let stopping = async move {
+            shutdown.await;
+            // Requests in flight wait for their commit; it should come now, not after the
+            // commit delay.
+            writer.drain();
+        };
         let served = axum::serve(listener, router)
-            .with_graceful_shutdown(shutdown)
+            .with_graceful_shutdown(stopping)
             .await;
         tracing::info!("stopping: committing what is queued");
         let writer = self.writer;

@@ -34,6 +34,9 @@ enum Job {
         id: String,
         reply: oneshot::Sender<Result<bool, WriteError>>,
     },
+    /// Commit at once from now on (the server is stopping: requests in flight should not
+    /// wait out the commit delay).
+    Drain,
     /// Commit what is queued and stop.
     Shutdown,
 }
@@ -181,6 +184,11 @@ impl WriterHandle {
             .unwrap_or_else(|_| Err(self.shared.stopped_error()))
     }
 
+    /// From now on, commits without waiting for more work (for a server that is stopping).
+    pub fn drain(&self) {
+        let _ = self.sender.send(Job::Drain);
+    }
+
     /// Whether the writer takes work, and if not, why.
     pub fn health(&self) -> Result<(), WriteError> {
         self.shared.stopped().map_or(Ok(()), Err)
@@ -277,6 +285,7 @@ impl Writer {
                     reply,
                 }) => self.add(articles, bytes, reply),
                 Some(Job::Delete { id, reply }) => self.delete(id, reply),
+                Some(Job::Drain) => self.commit_delay = Duration::ZERO,
                 Some(Job::Shutdown) | None => break,
             }
             if self
@@ -296,7 +305,7 @@ impl Writer {
                     reply,
                 } => self.add(articles, bytes, reply),
                 Job::Delete { id, reply } => self.delete(id, reply),
-                Job::Shutdown => {}
+                Job::Drain | Job::Shutdown => {}
             }
         }
         self.commit();
