@@ -377,9 +377,11 @@ impl IndexConfig {
 pub struct ServerConfig {
     /// Address and port to listen on.
     pub addr: std::net::SocketAddr,
-    /// How long the writer gathers documents after the first uncommitted one before it
-    /// commits them all at once (group commit). A POST is answered after its commit, so this
-    /// bounds the wait it adds; longer gathers fewer, larger commits.
+    /// The shortest time between two commits (group commit). A change made when the last
+    /// commit is older is committed at once; otherwise it waits for the rest of this delay,
+    /// gathering everything that arrives meanwhile into one commit. A POST is answered after
+    /// its commit, so this bounds the wait it adds; longer makes fewer, larger commits (and
+    /// fewer segments).
     #[serde(with = "humantime_serde_compat")]
     pub commit_delay: Duration,
     /// Largest request body, in MiB.

@@ -23,9 +23,9 @@ pub struct ServeArgs {
     /// 127.0.0.1:7700]
     #[arg(long, value_name = "HOST:PORT")]
     addr: Option<SocketAddr>,
-    /// Group commit: how long the writer gathers documents after the first uncommitted one
-    /// before committing them together; a POST is answered after its commit ("100ms", "1s")
-    /// [default: 100ms]
+    /// Group commit: the shortest time between two commits; documents arriving sooner wait
+    /// for the rest of it and are committed together. A POST is answered after its commit
+    /// ("100ms", "1s") [default: 100ms]
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     commit_delay: Option<Duration>,
     /// Largest request body, MiB [default: 32]

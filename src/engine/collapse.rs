@@ -57,9 +57,8 @@ pub struct ClusterOrdinals {
     spare: Mutex<Vec<ClusterHits>>,
 }
 
-/// How many emptied buffers of cluster slots are kept between queries: enough for the
-/// segments of a few concurrent queries, while bounding memory (a buffer takes 24 bytes per
-/// cluster).
+/// How many emptied buffers of cluster slots are kept between queries (one per query running
+/// at once), while bounding memory (a buffer takes 24 bytes per cluster).
 const MAX_SPARE_BUFFERS: usize = 4;
 
 /// The number of a document without a cluster (a tombstone, or a deleted document).
@@ -241,9 +240,9 @@ struct Slot {
     newest: Timestamp,
 }
 
-/// Per cluster number, what one segment's hits (or, after merging, all hits) say: a slot per
-/// cluster of the generation, and the list of slots in use, so that a buffer is emptied in the
-/// time it took to fill and can serve the next query.
+/// Per cluster number, what a query's hits say: a slot per cluster of the generation, and the
+/// list of slots in use, so that a buffer is emptied in the time it took to fill and can
+/// serve the next query.
 #[derive(Debug)]
 pub struct ClusterHits {
     /// The numbers of the clusters hit, in the order first hit.
@@ -306,13 +305,16 @@ impl Collector for CollapseCollector {
         }
         Ok(CollapseSegmentCollector {
             ordinals: Arc::clone(&self.ordinals),
-            segment_ord,
             times: if self.track_newest {
                 Some(segment.fast_fields().i64(EVENT_TIME)?)
             } else {
                 None
             },
-            clusters: self.ordinals.buffer(),
+            collected: SegmentHits {
+                segment_ord,
+                hits: Vec::new(),
+                times: Vec::new(),
+            },
         })
     }
 
@@ -322,15 +324,22 @@ impl Collector for CollapseCollector {
 
     fn merge_fruits(&self, segments: Vec<ClusterHitsFruit>) -> tantivy::Result<Collapsed> {
         let ordinals = &self.ordinals;
-        let mut segments = segments.into_iter();
-        let Some(ClusterHitsFruit(mut merged)) = segments.next() else {
-            return Ok(Collapsed::default());
-        };
-        for ClusterHitsFruit(other) in segments {
-            for &number in &other.touched {
-                merged.add(number as usize, other.slots[number as usize]);
+        // One buffer of slots per query, whatever the number of segments: segments only
+        // list their hits, so a small segment costs in proportion to its hits.
+        let mut merged = ordinals.buffer();
+        for ClusterHitsFruit(segment) in segments {
+            let address = u64::from(segment.segment_ord) << 32;
+            for (index, hit) in segment.hits.iter().enumerate() {
+                merged.add(
+                    hit.number as usize,
+                    Slot {
+                        hits: 1,
+                        score: hit.score,
+                        best: address | u64::from(hit.doc),
+                        newest: segment.times.get(index).copied().unwrap_or(0),
+                    },
+                );
             }
-            ordinals.recycle(other);
         }
         let cluster = |number: u32| {
             let slot = merged.slots[number as usize];
@@ -416,16 +425,30 @@ fn top(
         .collect()
 }
 
-/// One segment's hits, by cluster number (opaque outside this module).
-pub struct ClusterHitsFruit(ClusterHits);
+/// One segment's hits (opaque outside this module).
+pub struct ClusterHitsFruit(SegmentHits);
+
+/// A hit: its cluster's number, the document and its score.
+#[derive(Debug, Clone, Copy)]
+struct Hit {
+    number: u32,
+    doc: DocId,
+    score: Score,
+}
+
+/// A segment's hits in the order collected, with their event times when tracked.
+struct SegmentHits {
+    segment_ord: SegmentOrdinal,
+    hits: Vec<Hit>,
+    times: Vec<Timestamp>,
+}
 
 /// [`CollapseCollector`]'s work on one segment.
 pub struct CollapseSegmentCollector {
     ordinals: Arc<ClusterOrdinals>,
-    segment_ord: SegmentOrdinal,
     /// The event times, when the newest hit is tracked.
     times: Option<Column<i64>>,
-    clusters: ClusterHits,
+    collected: SegmentHits,
 }
 
 impl SegmentCollector for CollapseSegmentCollector {
@@ -433,24 +456,21 @@ impl SegmentCollector for CollapseSegmentCollector {
 
     #[inline]
     fn collect(&mut self, doc: DocId, score: Score) {
-        let number = self.ordinals.documents[self.segment_ord as usize][doc as usize];
+        let collected = &mut self.collected;
+        let number = self.ordinals.documents[collected.segment_ord as usize][doc as usize];
         if number == NO_CLUSTER {
             return;
         }
-        let slot = Slot {
-            hits: 1,
-            score,
-            best: (u64::from(self.segment_ord) << 32) | u64::from(doc),
-            newest: self
+        collected.hits.push(Hit { number, doc, score });
+        if let Some(times) = &self.times {
+            collected
                 .times
-                .as_ref()
-                .map_or(0, |times| times.first(doc).unwrap_or(Timestamp::MIN)),
-        };
-        self.clusters.add(number as usize, slot);
+                .push(times.first(doc).unwrap_or(Timestamp::MIN));
+        }
     }
 
     fn harvest(self) -> ClusterHitsFruit {
-        ClusterHitsFruit(self.clusters)
+        ClusterHitsFruit(self.collected)
     }
 }
 

@@ -1,10 +1,13 @@
 //! The one ordered writer: a thread that owns the [`DedupIndex`], takes inserts and deletes
 //! from a queue in arrival order, and commits them in groups.
 //!
-//! Group commit: after the first change that is not committed yet, the writer keeps taking
-//! work for `commit_delay`, then commits everything at once and only then answers every
-//! request of the group. An answer therefore always means "durable and searchable", and many
-//! concurrent requests share one commit's cost.
+//! Group commit: commits are at least `commit_delay` apart. A change made when the last commit
+//! is older than that is committed at once; otherwise the writer keeps taking work until the
+//! delay since the last commit has passed, then commits everything at once. Only then does it
+//! answer the requests of the group. An answer therefore always means "durable and
+//! searchable"; a lone client waits for no timer, and under load many concurrent requests
+//! share one commit's cost while the commit rate (and so the number of new segments) stays
+//! bounded.
 //!
 //! Back-pressure: the queue is bounded by the bytes of the requests in it. A request that
 //! would go past the bound is turned away at once (the caller answers 503 with Retry-After)
@@ -133,7 +136,8 @@ pub fn start(
         commit_delay,
         shared: shared.clone(),
         waiting: Vec::new(),
-        first_uncommitted: None,
+        uncommitted: false,
+        last_commit: Instant::now(),
         failed: false,
     };
     let thread = std::thread::Builder::new()
@@ -254,8 +258,10 @@ struct Writer {
     commit_delay: Duration,
     shared: Arc<Shared>,
     waiting: Vec<Waiting>,
-    /// When the oldest change not yet committed was made.
-    first_uncommitted: Option<Instant>,
+    /// Whether changes wait for a commit.
+    uncommitted: bool,
+    /// When the last commit was made.
+    last_commit: Instant,
     /// Whether a write or commit failed (the writer then refuses all work).
     failed: bool,
 }
@@ -263,20 +269,19 @@ struct Writer {
 impl Writer {
     fn run(mut self, jobs: mpsc::Receiver<Job>) -> Result<(), String> {
         loop {
-            let job = match self.first_uncommitted {
-                None => jobs.recv().ok(),
-                Some(first) => {
-                    let wait =
-                        (first + self.commit_delay).saturating_duration_since(Instant::now());
-                    match jobs.recv_timeout(wait) {
-                        Ok(job) => Some(job),
-                        Err(RecvTimeoutError::Timeout) => {
-                            self.commit();
-                            continue;
-                        }
-                        Err(RecvTimeoutError::Disconnected) => None,
+            let job = if self.uncommitted {
+                match jobs
+                    .recv_timeout(self.next_commit().saturating_duration_since(Instant::now()))
+                {
+                    Ok(job) => Some(job),
+                    Err(RecvTimeoutError::Timeout) => {
+                        self.commit();
+                        continue;
                     }
+                    Err(RecvTimeoutError::Disconnected) => None,
                 }
+            } else {
+                jobs.recv().ok()
             };
             match job {
                 Some(Job::Add {
@@ -288,10 +293,7 @@ impl Writer {
                 Some(Job::Drain) => self.commit_delay = Duration::ZERO,
                 Some(Job::Shutdown) | None => break,
             }
-            if self
-                .first_uncommitted
-                .is_some_and(|first| first.elapsed() >= self.commit_delay)
-            {
+            if self.uncommitted && Instant::now() >= self.next_commit() {
                 self.commit();
             }
         }
@@ -359,7 +361,7 @@ impl Writer {
 
     fn wait_for_commit(&mut self, waiting: Waiting) {
         self.waiting.push(waiting);
-        self.first_uncommitted.get_or_insert_with(Instant::now);
+        self.uncommitted = true;
     }
 
     /// Stops taking writes after an index failure: the forest may no longer match the index,
@@ -374,14 +376,20 @@ impl Writer {
     }
 
     /// Commits, then answers everything that waited for it.
+    /// When the next commit may be made.
+    fn next_commit(&self) -> Instant {
+        self.last_commit + self.commit_delay
+    }
+
     fn commit(&mut self) {
-        self.first_uncommitted = None;
+        self.uncommitted = false;
         if self.waiting.is_empty() {
             return;
         }
         let started = Instant::now();
         let result = self.index.commit();
         let elapsed = started.elapsed();
+        self.last_commit = Instant::now();
         let waiting = std::mem::take(&mut self.waiting);
         match result {
             Ok(expired) => {
