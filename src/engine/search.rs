@@ -1,7 +1,7 @@
 //! [`DedupSearcher`]: list pages (collapsed search), detail pages (the rest of a cluster),
 //! near-duplicate checks and statistics, over what the writer committed.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -17,7 +17,7 @@ use tantivy::{DateTime, DocAddress, Index, IndexReader, ReloadPolicy, TantivyDoc
 
 use crate::article::Article;
 use crate::config::Config;
-use crate::engine::collapse::{ClusterOrdinals, CollapseCollector, Sort};
+use crate::engine::collapse::{ClusterOrdinals, CollapseCollector, CollapsedCluster, Sort};
 use crate::engine::schema::{self, NewsFields, build_schema, fast_value};
 use crate::engine::tokenizer;
 use crate::engine::writer::{index_error, stored_settings};
@@ -396,26 +396,22 @@ impl DedupSearcher {
             request.limit,
         );
         let collapsed = searcher.search(&*query, &collector).map_err(self.error())?;
-        let mut clusters = Vec::with_capacity(collapsed.clusters.len());
-        let mut matcher = Matcher::new(&*query, &searcher, self.error())?;
-        for cluster in collapsed.clusters {
-            let members = self.members(&searcher, cluster.root)?;
-            // The newest hit: the collector tracked it for the `newest` order; otherwise the
-            // cluster's members are checked against the query, which costs a seek per member
-            // instead of a fast-field read per hit of the whole collapse.
-            let newest = if request.sort == Sort::Newest {
-                cluster.newest
-            } else {
-                matcher.newest_match(&members)?.unwrap_or(cluster.newest)
-            };
+        let page = &collapsed.clusters;
+        // The newest hit: the collector tracked it for the `newest` order; otherwise the
+        // members are checked against the query, a seek per member instead of a fast-field
+        // read per hit of the whole collapse.
+        let check = (request.sort != Sort::Newest).then_some(&*query);
+        let details = self.page_details(&searcher, page, check)?;
+        let mut clusters = Vec::with_capacity(page.len());
+        for (cluster, (sources, newest)) in collapsed.clusters.iter().zip(details) {
             clusters.push(ClusterHit {
                 root: cluster.root,
                 representative: self.view(&searcher, cluster.representative)?,
                 score: cluster.score,
                 hits: cluster.hits,
                 cluster_size: cluster.size,
-                sources: self.sources(&searcher, &members)?,
-                newest,
+                sources,
+                newest: newest.unwrap_or(cluster.newest),
             });
         }
         Ok(SearchPage {
@@ -459,33 +455,95 @@ impl DedupSearcher {
         Ok(members)
     }
 
-    /// The sources of a cluster's documents, most frequent first.
-    fn sources(&self, searcher: &tantivy::Searcher, members: &[DocAddress]) -> Result<Vec<String>> {
-        let mut sources: BTreeMap<String, u64> = BTreeMap::new();
-        let mut columns = HashMap::new();
-        let mut name = String::new();
-        for address in members {
-            let column = match columns.entry(address.segment_ord) {
-                std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
-                std::collections::hash_map::Entry::Vacant(entry) => entry.insert(
-                    searcher
-                        .segment_reader(address.segment_ord)
-                        .fast_fields()
-                        .str("source")
-                        .map_err(self.error())?,
-                ),
-            };
-            let Some(column) = column else { continue };
-            for ordinal in column.term_ords(address.doc_id) {
-                name.clear();
-                if column.ord_to_str(ordinal, &mut name).unwrap_or(false) {
-                    *sources.entry(name.clone()).or_insert(0) += 1;
+    /// For each cluster of a page: its sources (of all its documents, most frequent first)
+    /// and, when `check` is given, the newest event time of its documents that match that
+    /// query. The members of all the page's clusters are found in one pass per segment (a
+    /// union of term queries on `root`), so each segment's columns and scorers are opened once
+    /// for the whole page.
+    fn page_details(
+        &self,
+        searcher: &tantivy::Searcher,
+        page: &[CollapsedCluster],
+        check: Option<&dyn Query>,
+    ) -> Result<Vec<(Vec<String>, Option<Timestamp>)>> {
+        use tantivy::{DocSet, TERMINATED};
+        let mut counts: Vec<HashMap<String, u64>> = vec![HashMap::new(); page.len()];
+        let mut newest: Vec<Option<Timestamp>> = vec![None; page.len()];
+        if !page.is_empty() {
+            let positions: HashMap<u64, usize> = page
+                .iter()
+                .enumerate()
+                .map(|(position, cluster)| (cluster.root.0, position))
+                .collect();
+            let roots = BooleanQuery::new(
+                page.iter()
+                    .map(|cluster| {
+                        let term = Term::from_field_u64(self.shared.fields.root, cluster.root.0);
+                        let query: Box<dyn Query> =
+                            Box::new(TermQuery::new(term, IndexRecordOption::Basic));
+                        (Occur::Should, query)
+                    })
+                    .collect(),
+            );
+            let unscored = || tantivy::query::EnableScoring::disabled_from_searcher(searcher);
+            let members = roots.weight(unscored()).map_err(self.error())?;
+            let check = check
+                .map(|query| query.weight(unscored()))
+                .transpose()
+                .map_err(self.error())?;
+            let mut name = String::new();
+            for reader in searcher.segment_readers() {
+                let mut scorer = members.scorer(reader, 1.0).map_err(self.error())?;
+                if scorer.doc() == TERMINATED {
+                    continue;
+                }
+                let fast = reader.fast_fields();
+                let root_column = fast.u64(schema::ROOT).map_err(self.error())?;
+                let sources = fast.str("source").map_err(self.error())?;
+                let times = fast.i64(schema::EVENT_TIME).map_err(self.error())?;
+                let mut matching = match &check {
+                    Some(weight) => Some(weight.scorer(reader, 1.0).map_err(self.error())?),
+                    None => None,
+                };
+                let alive = reader.alive_bitset();
+                while scorer.doc() != TERMINATED {
+                    let doc = scorer.doc();
+                    scorer.advance();
+                    let position = root_column
+                        .first(doc)
+                        .and_then(|root| positions.get(&root).copied());
+                    let Some(position) = position else { continue };
+                    if alive.is_some_and(|alive| !alive.is_alive(doc)) {
+                        continue;
+                    }
+                    if let Some(column) = &sources {
+                        for ordinal in column.term_ords(doc) {
+                            name.clear();
+                            if column.ord_to_str(ordinal, &mut name).unwrap_or(false) {
+                                *counts[position].entry(name.clone()).or_insert(0) += 1;
+                            }
+                        }
+                    }
+                    if let Some(matching) = &mut matching {
+                        if matching.doc() < doc {
+                            matching.seek(doc);
+                        }
+                        if matching.doc() == doc {
+                            newest[position] = newest[position].max(times.first(doc));
+                        }
+                    }
                 }
             }
         }
-        let mut sources: Vec<(String, u64)> = sources.into_iter().collect();
-        sources.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        Ok(sources.into_iter().map(|(name, _)| name).collect())
+        Ok(counts
+            .into_iter()
+            .map(|counts| {
+                let mut sources: Vec<(String, u64)> = counts.into_iter().collect();
+                sources.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+                sources.into_iter().map(|(name, _)| name).collect()
+            })
+            .zip(newest)
+            .collect())
     }
 
     /// How many live documents a cluster has.
@@ -678,54 +736,6 @@ impl DedupSearcher {
             segments: searcher.segment_readers().len(),
             disk_bytes,
         })
-    }
-}
-
-/// Tells which of a cluster's members match a query, and finds the newest of those, by seeking
-/// the query's scorer to each member (members come in index order, and scorers only move
-/// forward, so each segment's scorer is made again when a cluster's members start over).
-struct Matcher<'a, E> {
-    weight: Box<dyn tantivy::query::Weight>,
-    searcher: &'a tantivy::Searcher,
-    error: E,
-}
-
-impl<'a, E: Fn(tantivy::TantivyError) -> Error> Matcher<'a, E> {
-    fn new(query: &dyn Query, searcher: &'a tantivy::Searcher, error: E) -> Result<Self> {
-        let weight = query
-            .weight(tantivy::query::EnableScoring::disabled_from_searcher(
-                searcher,
-            ))
-            .map_err(&error)?;
-        Ok(Matcher {
-            weight,
-            searcher,
-            error,
-        })
-    }
-
-    /// The newest event time among the members (in index order) that match.
-    fn newest_match(&mut self, members: &[DocAddress]) -> Result<Option<Timestamp>> {
-        use tantivy::DocSet;
-        let mut newest = None;
-        for segment in members.chunk_by(|a, b| a.segment_ord == b.segment_ord) {
-            let ord = segment[0].segment_ord;
-            let reader = self.searcher.segment_reader(ord);
-            let mut scorer = self.weight.scorer(reader, 1.0).map_err(&self.error)?;
-            let times = reader
-                .fast_fields()
-                .i64(schema::EVENT_TIME)
-                .map_err(&self.error)?;
-            for member in segment {
-                if scorer.doc() < member.doc_id {
-                    scorer.seek(member.doc_id);
-                }
-                if scorer.doc() == member.doc_id {
-                    newest = newest.max(times.first(member.doc_id));
-                }
-            }
-        }
-        Ok(newest)
     }
 }
 
