@@ -324,12 +324,22 @@ impl Collector for CollapseCollector {
 
     fn merge_fruits(&self, segments: Vec<ClusterHitsFruit>) -> tantivy::Result<Collapsed> {
         let ordinals = &self.ordinals;
-        // One buffer of slots per query, whatever the number of segments: segments only
-        // list their hits, so a small segment costs in proportion to its hits.
+        let single = |hit: &Hit| ordinals.sizes[hit.number as usize] == 1;
+        // A hit of a one-document cluster is that cluster, whole: it goes straight to the
+        // ranking. The others gather in one buffer of slots per query, whatever the number
+        // of segments (segments only list their hits, so a small segment costs in proportion
+        // to its hits).
         let mut merged = ordinals.buffer();
-        for ClusterHitsFruit(segment) in segments {
+        let mut total_hits = 0u64;
+        let mut singles = 0u64;
+        for ClusterHitsFruit(segment) in &segments {
+            total_hits += segment.hits.len() as u64;
             let address = u64::from(segment.segment_ord) << 32;
             for (index, hit) in segment.hits.iter().enumerate() {
+                if single(hit) {
+                    singles += 1;
+                    continue;
+                }
                 merged.add(
                     hit.number as usize,
                     Slot {
@@ -341,7 +351,7 @@ impl Collector for CollapseCollector {
                 );
             }
         }
-        let cluster = |number: u32| {
+        let gathered = merged.touched.iter().map(|&number| {
             let slot = merged.slots[number as usize];
             CollapsedCluster {
                 root: Fingerprint(ordinals.roots[number as usize]),
@@ -354,19 +364,24 @@ impl Collector for CollapseCollector {
                 size: u64::from(ordinals.sizes[number as usize]),
                 newest: slot.newest,
             }
-        };
-        let total_hits = merged
-            .touched
-            .iter()
-            .map(|&number| u64::from(merged.slots[number as usize].hits))
-            .sum();
-        let total_clusters = merged.touched.len() as u64;
-        let clusters = top(
-            merged.touched.iter().map(|&number| cluster(number)),
-            self.sort,
-            self.offset,
-            self.limit,
-        );
+        });
+        let alone = segments.iter().flat_map(|ClusterHitsFruit(segment)| {
+            segment
+                .hits
+                .iter()
+                .enumerate()
+                .filter(|(_, hit)| single(hit))
+                .map(|(index, hit)| CollapsedCluster {
+                    root: Fingerprint(ordinals.roots[hit.number as usize]),
+                    score: hit.score,
+                    representative: DocAddress::new(segment.segment_ord, hit.doc),
+                    hits: 1,
+                    size: 1,
+                    newest: segment.times.get(index).copied().unwrap_or(0),
+                })
+        });
+        let total_clusters = merged.touched.len() as u64 + singles;
+        let clusters = top(gathered.chain(alone), self.sort, self.offset, self.limit);
         ordinals.recycle(merged);
         Ok(Collapsed {
             clusters,
