@@ -158,8 +158,39 @@ fn agent() -> ureq::Agent {
         .into()
 }
 
-fn http_error(error: ureq::Error) -> Error {
-    Error::Server(format!("benchmark request failed: {error}"))
+/// The first error any load client met; the client that meets one stops.
+#[derive(Default)]
+struct FirstFailure(Mutex<Option<Error>>);
+
+impl FirstFailure {
+    fn record(&self, error: Error) {
+        if let Ok(mut first) = self.0.lock() {
+            first.get_or_insert(error);
+        }
+    }
+
+    fn into_result(self) -> Result<()> {
+        match self.0.into_inner().ok().flatten() {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A request's answer body when its status is a success; otherwise an error that names the
+/// request (`what`) and the status.
+fn successful<T>(
+    answer: std::result::Result<(ureq::http::StatusCode, T), ureq::Error>,
+    what: &str,
+) -> Result<T>
+where
+    T: std::fmt::Debug,
+{
+    match answer {
+        Ok((status, body)) if status.is_success() => Ok(body),
+        Ok((status, body)) => Err(Error::Server(format!("{what} answered {status}: {body:?}"))),
+        Err(error) => Err(Error::Server(format!("{what} failed: {error}"))),
+    }
 }
 
 /// Posts `corpus` (JSON Lines; only the first `limit` lines if given) to `url` in NDJSON
@@ -201,7 +232,7 @@ pub fn http_ingest(
     let next = AtomicUsize::new(0);
     let indexed = AtomicUsize::new(0);
     let latencies = Mutex::new(Vec::with_capacity(batches.len()));
-    let failure = Mutex::new(None);
+    let failure = FirstFailure::default();
     let endpoint = format!("{url}/v1/documents");
     let started = Instant::now();
     std::thread::scope(|scope| {
@@ -216,12 +247,11 @@ pub fn http_ingest(
                         .send(&body[..])
                         .and_then(|mut response| {
                             let status = response.status();
-                            let text = response.body_mut().read_to_string()?;
-                            Ok((status, text))
+                            Ok((status, response.body_mut().read_to_string()?))
                         });
                     let elapsed = sent.elapsed().as_secs_f64() * 1e3;
-                    match answer {
-                        Ok((status, text)) if status.is_success() => {
+                    match successful(answer, "a POST of a batch") {
+                        Ok(text) => {
                             let count = serde_json::from_str::<serde_json::Value>(&text)
                                 .ok()
                                 .and_then(|answer| answer["indexed"].as_u64())
@@ -231,29 +261,14 @@ pub fn http_ingest(
                                 latencies.push(elapsed);
                             }
                         }
-                        Ok((status, text)) => {
-                            if let Ok(mut failure) = failure.lock() {
-                                failure.get_or_insert(Error::Server(format!(
-                                    "a batch was refused with {status}: {text}"
-                                )));
-                            }
-                            return;
-                        }
-                        Err(error) => {
-                            if let Ok(mut failure) = failure.lock() {
-                                failure.get_or_insert(http_error(error));
-                            }
-                            return;
-                        }
+                        Err(error) => return failure.record(error),
                     }
                 }
             });
         }
     });
     let seconds = started.elapsed().as_secs_f64();
-    if let Some(error) = failure.into_inner().ok().flatten() {
-        return Err(error);
-    }
+    failure.into_result()?;
     let documents = indexed.into_inner() as u64;
     Ok(HttpIngestReport {
         documents,
@@ -288,7 +303,7 @@ pub fn http_search(
         })
         .collect();
     let latencies = Mutex::new(Vec::with_capacity(clients * requests));
-    let failure = Mutex::new(None);
+    let failure = FirstFailure::default();
     let started = Instant::now();
     std::thread::scope(|scope| {
         for client in 0..clients.max(1) {
@@ -302,27 +317,11 @@ pub fn http_search(
                     let sent = Instant::now();
                     let answer = agent.get(target).call().and_then(|mut response| {
                         let status = response.status();
-                        response.body_mut().read_to_vec()?;
-                        Ok(status)
+                        Ok((status, response.body_mut().read_to_string()?))
                     });
-                    match answer {
-                        Ok(status) if status.is_success() => {
-                            mine.push(sent.elapsed().as_secs_f64() * 1e3);
-                        }
-                        Ok(status) => {
-                            if let Ok(mut failure) = failure.lock() {
-                                failure.get_or_insert(Error::Server(format!(
-                                    "{target} answered {status}"
-                                )));
-                            }
-                            return;
-                        }
-                        Err(error) => {
-                            if let Ok(mut failure) = failure.lock() {
-                                failure.get_or_insert(http_error(error));
-                            }
-                            return;
-                        }
+                    match successful(answer, target) {
+                        Ok(_) => mine.push(sent.elapsed().as_secs_f64() * 1e3),
+                        Err(error) => return failure.record(error),
                     }
                 }
                 if let Ok(mut latencies) = latencies.lock() {
@@ -332,9 +331,7 @@ pub fn http_search(
         }
     });
     let seconds = started.elapsed().as_secs_f64();
-    if let Some(error) = failure.into_inner().ok().flatten() {
-        return Err(error);
-    }
+    failure.into_result()?;
     let latencies = latencies.into_inner().unwrap_or_default();
     Ok(HttpSearchReport {
         clients,
