@@ -2296,12 +2296,21 @@ fn bad_cases() -> Vec<Case> {
         ),
         // Checks before publishing.
         case(
+            "an id that is not UTF-8 once decoded",
+            "GET",
+            "/v1/documents/%FF",
+            "",
+            400,
+            "invalid_path",
+            "UTF-8",
+        ),
+        case(
             "check without content",
             "POST",
             "/v1/near-duplicates",
             "{}",
             400,
-            "invalid_field",
+            "missing_field",
             "`content`",
         ),
         case(
@@ -2310,7 +2319,7 @@ fn bad_cases() -> Vec<Case> {
             "/v1/near-duplicates",
             "{\"title\": \"标题\"}",
             400,
-            "invalid_field",
+            "missing_field",
             "`content`",
         ),
         case(

@@ -176,8 +176,10 @@ pub struct Collapsed {
 /// clusters by a [`Sort`], and returns one page of them with the totals.
 ///
 /// Clusters are told apart by the dense numbers of a [`ClusterOrdinals`] built for the same
-/// searcher, so collecting a hit is a few array accesses; only the page's clusters are ever
-/// materialised. Documents without a root (tombstones) are skipped.
+/// searcher: collecting a hit appends (cluster number, document, score) to its segment's list,
+/// and merging gathers the lists in one slot buffer per query (hits of one-document clusters
+/// skip it); only the page's clusters are ever materialised. Documents without a root
+/// (tombstones) are skipped.
 ///
 /// ```
 /// use std::sync::Arc;

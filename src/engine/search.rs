@@ -441,7 +441,7 @@ impl DedupSearcher {
         Ok(ordinals)
     }
 
-    /// All live documents of a cluster, in index order.
+    /// All live documents of a cluster.
     fn members(&self, searcher: &tantivy::Searcher, root: Fingerprint) -> Result<Vec<DocAddress>> {
         let query = TermQuery::new(
             Term::from_field_u64(self.shared.fields.root, root.0),
@@ -450,9 +450,7 @@ impl DedupSearcher {
         let members = searcher
             .search(&query, &DocSetCollector)
             .map_err(self.error())?;
-        let mut members: Vec<DocAddress> = members.into_iter().collect();
-        members.sort_unstable();
-        Ok(members)
+        Ok(members.into_iter().collect())
     }
 
     /// For each cluster of a page: its sources (of all its documents, most frequent first)

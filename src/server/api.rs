@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::rejection::QueryRejection;
+use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{MatchedPath, Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
@@ -23,7 +23,7 @@ use crate::engine::{
     RecoveryReport, SearchPage, SearchRequest, SimilarPage, Sort,
 };
 use crate::forest::Timestamp;
-use crate::server::body::{BatchLimits, BodyError, Refused, parse_batch};
+use crate::server::body::{BatchLimits, DocumentError, Refused, parse_batch};
 use crate::server::error::{ApiError, ErrorDetail};
 use crate::server::metrics::Metrics;
 use crate::server::writer::{WriteError, WriterHandle};
@@ -76,10 +76,54 @@ impl From<WriteError> for ApiError {
             WriteError::QueueFull { .. } => {
                 ApiError::unavailable("queue_full", error.to_string(), 1)
             }
-            WriteError::Stopped(_) => ApiError::unavailable("writer_stopped", error.to_string(), 5),
-            WriteError::Index(_) => ApiError::internal(error.to_string()),
+            WriteError::Stopping => ApiError::unavailable("stopping", error.to_string(), 5),
+            // Not worth retrying: the server needs a restart.
+            WriteError::Failed(_) => {
+                ApiError::internal(error.to_string()).with_code("writer_failed")
+            }
         }
     }
+}
+
+/// The body of a request, read up to `limit` bytes: a longer one is a 413 (`code`) that names
+/// the setting to change; a body that cannot be read is a 400.
+async fn read_body(
+    body: Body,
+    limit: usize,
+    setting: &str,
+    code: &'static str,
+) -> AppResult<axum::body::Bytes> {
+    axum::body::to_bytes(body, limit).await.map_err(|error| {
+        let error = error.into_inner();
+        if error.is::<http_body_util::LengthLimitError>() {
+            body_too_large(limit, setting).with_code(code)
+        } else {
+            ApiError::bad_request(
+                "body_unreadable",
+                format!("the body could not be read: {error}"),
+            )
+        }
+    })
+}
+
+fn body_too_large(limit: usize, setting: &str) -> ApiError {
+    // The limits are set in whole MiB or KiB.
+    let limit = if limit.is_multiple_of(1 << 20) {
+        format!("{} MiB", limit >> 20)
+    } else {
+        format!("{} KiB", limit >> 10)
+    };
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "body_too_large",
+        format!("the body is larger than {limit}; send less per request ({setting})"),
+    )
+}
+
+/// The `{id}` of a path, or a JSON error (a bad percent-encoding, say).
+fn path_id(path: Result<Path<String>, PathRejection>) -> AppResult<String> {
+    path.map(|Path(id)| id)
+        .map_err(|rejection| ApiError::bad_request("invalid_path", rejection.body_text()))
 }
 
 // ---- POST /v1/documents -------------------------------------------------------------------
@@ -135,26 +179,17 @@ pub(crate) async fn post_documents(
     body: Body,
 ) -> AppResult<Response> {
     let limit = state.config.max_body_mib << 20;
-    let too_large = || {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "body_too_large",
-            format!(
-                "the body is larger than {} MiB; split the batch (server.max_body_mib)",
-                state.config.max_body_mib
-            ),
-        )
-    };
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|value| value.to_str().ok()?.parse::<usize>().ok());
     if declared.is_some_and(|length| length > limit) {
-        return Err(too_large());
+        return Err(body_too_large(limit, "server.max_body_mib"));
     }
-    let body = axum::body::to_bytes(body, limit)
-        .await
-        .map_err(|_| too_large())?;
-    let bytes = body.len();
+    // Room in the writer's queue is held before the body is read, so that a full queue costs
+    // neither the memory nor the analysis of another body.
+    let mut reservation = state.writer.reserve(declared.unwrap_or(limit))?;
+    let body = read_body(body, limit, "server.max_body_mib", "body_too_large").await?;
+    reservation.set_bytes(body.len());
     let limits = BatchLimits {
         max_documents: state.config.max_batch_documents,
         max_document_bytes: state.config.max_document_kib << 10,
@@ -166,16 +201,8 @@ pub(crate) async fn post_documents(
     let prepare_state = state.clone();
     let (prepared, mut results) = blocking(move || {
         let parsed = parse_batch(&body, &limits).map_err(|error| {
-            let status = match error {
-                BodyError::TooManyDocuments { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-                _ => StatusCode::BAD_REQUEST,
-            };
-            let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
-                "batch_too_large"
-            } else {
-                "invalid_body"
-            };
-            ApiError::new(status, code, error.to_string())
+            let status = StatusCode::from_u16(error.status()).unwrap_or(StatusCode::BAD_REQUEST);
+            ApiError::new(status, error.code(), error.to_string())
         })?;
         let mut failed = Vec::new();
         let mut articles = Vec::with_capacity(parsed.len());
@@ -199,7 +226,7 @@ pub(crate) async fn post_documents(
     let decisions = if prepared.is_empty() {
         Vec::new()
     } else {
-        state.writer.add(prepared, bytes).await?
+        state.writer.add(prepared, reservation).await?
     };
     let sizes = {
         let searcher = state.searcher.clone();
@@ -424,8 +451,9 @@ fn no_document(id: &str) -> ApiError {
 
 pub(crate) async fn get_document(
     State(state): State<Arc<AppState>>,
-    Path(id): Path<String>,
+    path: Result<Path<String>, PathRejection>,
 ) -> AppResult<Json<DocumentResponse>> {
+    let id = path_id(path)?;
     let searcher = state.searcher.clone();
     state
         .read(move || {
@@ -446,9 +474,10 @@ pub(crate) async fn get_document(
 
 pub(crate) async fn get_similar(
     State(state): State<Arc<AppState>>,
-    Path(id): Path<String>,
+    path: Result<Path<String>, PathRejection>,
     query: Result<Query<PageParams>, QueryRejection>,
 ) -> AppResult<Json<SimilarPage>> {
+    let id = path_id(path)?;
     let params = query_params(query)?;
     let offset = count_param("offset", params.offset.as_deref(), 0, usize::MAX >> 1)?;
     let limit = count_param("limit", params.limit.as_deref(), 20, MAX_PAGE_SIZE)?;
@@ -470,17 +499,8 @@ pub(crate) async fn near_duplicates(
     State(state): State<Arc<AppState>>,
     body: Body,
 ) -> AppResult<Json<NearDuplicates>> {
-    let limit_bytes = state.config.max_document_kib << 10;
-    let body = axum::body::to_bytes(body, limit_bytes).await.map_err(|_| {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "document_too_large",
-            format!(
-                "the body is larger than {} KiB (server.max_document_kib)",
-                state.config.max_document_kib
-            ),
-        )
-    })?;
+    let limit = state.config.max_document_kib << 10;
+    let body = read_body(body, limit, "server.max_document_kib", "document_too_large").await?;
     let invalid = |message: String| ApiError::bad_request("invalid_body", message);
     let mut value: Value = serde_json::from_slice(&body).map_err(|error| {
         invalid(format!(
@@ -510,8 +530,10 @@ pub(crate) async fn near_duplicates(
     object
         .entry("id")
         .or_insert_with(|| Value::String("unindexed".to_owned()));
-    let article = Article::from_json_value(value)
-        .map_err(|error| ApiError::bad_request("invalid_field", error.to_string()))?;
+    let article = Article::from_json_value(value).map_err(|error| {
+        let error = DocumentError::from(error);
+        ApiError::bad_request(error.code(), error.to_string())
+    })?;
     let searcher = state.searcher.clone();
     state
         .read(move || Ok(Json(searcher.near_duplicates(&article, limit)?)))
@@ -531,8 +553,9 @@ pub struct DeleteResponse {
 
 pub(crate) async fn delete_document(
     State(state): State<Arc<AppState>>,
-    Path(id): Path<String>,
+    path: Result<Path<String>, PathRejection>,
 ) -> AppResult<Json<DeleteResponse>> {
+    let id = path_id(path)?;
     if state.writer.delete(id.clone()).await? {
         Ok(Json(DeleteResponse { id, deleted: true }))
     } else {

@@ -47,6 +47,24 @@ pub enum BodyError {
     NoDocuments,
 }
 
+impl BodyError {
+    /// The HTTP status that fits the error: 413 for too many documents, 400 otherwise.
+    pub fn status(&self) -> u16 {
+        match self {
+            BodyError::TooManyDocuments { .. } => 413,
+            _ => 400,
+        }
+    }
+
+    /// A stable, machine-readable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            BodyError::TooManyDocuments { .. } => "batch_too_large",
+            _ => "invalid_body",
+        }
+    }
+}
+
 /// Why one document of a batch was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DocumentError {

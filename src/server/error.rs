@@ -73,6 +73,12 @@ impl ApiError {
         error
     }
 
+    /// The same error under another code.
+    pub fn with_code(mut self, code: &'static str) -> Self {
+        self.code = code;
+        self
+    }
+
     /// The JSON body.
     pub fn body(self) -> ErrorBody {
         ErrorBody {

@@ -2,7 +2,7 @@
 //! [`DedupIndex`], built on tokio and axum.
 //!
 //! - Writes (`POST /v1/documents`, `DELETE /v1/documents/{id}`) go through one ordered
-//!   writer thread and a bounded queue ([`writer`]); a write is answered only after the commit
+//!   writer thread and a bounded queue; a write is answered only after the commit
 //!   that makes it durable and searchable, and commits are grouped.
 //! - Reads (search, detail pages, near-duplicate checks, statistics) run on blocking threads
 //!   over the last commit and never wait for the writer.
@@ -48,8 +48,8 @@ use crate::config::ServerConfig;
 use crate::engine::DedupIndex;
 use crate::{Error, Result};
 
-/// A running service: the writer thread and the shared state of the handlers. Serve it with
-/// [`Server::serve`], or mount [`Server::router`] in an application of your own.
+/// A running service: the writer thread and the shared state of the handlers, served by
+/// [`Server::serve`] (which also stops the writer cleanly, so it is the one way to run it).
 pub struct Server {
     state: Arc<api::AppState>,
     writer: writer::WriterThread,
@@ -89,7 +89,7 @@ impl Server {
     }
 
     /// The API's routes.
-    pub fn router(&self) -> Router {
+    fn router(&self) -> Router {
         let state = self.state.clone();
         Router::new()
             .route("/v1/documents", post(api::post_documents))

@@ -5,14 +5,16 @@
 //! is older than that is committed at once; otherwise the writer keeps taking work until the
 //! delay since the last commit has passed, then commits everything at once. Only then does it
 //! answer the requests of the group. An answer therefore always means "durable and
-//! searchable"; a lone client waits for no timer, and under load many concurrent requests
-//! share one commit's cost while the commit rate (and so the number of new segments) stays
-//! bounded.
+//! searchable". A batch sent after a quiet moment waits for no timer; under load, many
+//! requests share one commit's cost while the commit rate (and so the number of new segments)
+//! stays bounded. A client that sends one small request at a time waits for the delay on each.
 //!
-//! Back-pressure: the queue is bounded by the bytes of the requests in it. A request that
-//! would go past the bound is turned away at once (the caller answers 503 with Retry-After)
-//! instead of waiting in memory.
+//! Back-pressure: the queue is bounded by the bytes of the requests in it. Room is reserved
+//! ([`WriterHandle::reserve`]) before a request's body is even read, so a request that would
+//! go past the bound is turned away at once (503 with Retry-After) instead of being held in
+//! memory; the reservation is given back when the writer has taken the work.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
@@ -24,17 +26,19 @@ use crate::Decision;
 use crate::engine::{DedupIndex, PreparedArticle};
 use crate::server::metrics::Metrics;
 
-/// What the writer is asked to do.
+/// What the writer is asked to do. Each write carries its queue reservation, given back when
+/// the job is dropped (done, refused, or never taken).
 enum Job {
     /// Add prepared articles in order; the reply carries each one's decision.
     Add {
         articles: Vec<PreparedArticle>,
-        bytes: usize,
+        reservation: Reservation,
         reply: oneshot::Sender<Result<Vec<Decision>, WriteError>>,
     },
     /// Delete by id; the reply says whether there was such a document.
     Delete {
         id: String,
+        reservation: Reservation,
         reply: oneshot::Sender<Result<bool, WriteError>>,
     },
     /// Commit at once from now on (the server is stopping: requests in flight should not
@@ -45,22 +49,31 @@ enum Job {
 }
 
 /// Why a write was not done.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum WriteError {
     /// The queue is full; try again shortly.
     #[error(
-        "the ingest queue is full ({queued_mib} MiB waiting for the writer); retry after a moment or send smaller batches"
+        "the ingest queue is full ({queued_mib:.1} MiB waiting for the writer); retry after a moment or send smaller batches"
     )]
     QueueFull {
         /// What is queued, MiB.
-        queued_mib: usize,
+        queued_mib: f64,
     },
-    /// The writer stopped (shutting down, or after a failure it cannot recover from).
-    #[error("the index writer is not accepting writes: {0}")]
-    Stopped(String),
-    /// The index refused the write or the commit.
-    #[error("the index could not be written: {0}")]
-    Index(String),
+    /// The server is stopping.
+    #[error("the server is stopping and takes no more writes")]
+    Stopping,
+    /// A write or commit failed; the writer takes no more work until the server restarts
+    /// (which reopens the index at its last commit).
+    #[error("the index writer failed and takes no writes until the server restarts: {0}")]
+    Failed(String),
+}
+
+/// The writer's state as handlers see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum State {
+    Running,
+    Stopping,
+    Failed(String),
 }
 
 /// State shared between the writer thread and the request handlers.
@@ -68,34 +81,37 @@ struct Shared {
     queued_bytes: AtomicUsize,
     queued_documents: AtomicU64,
     max_queued_bytes: usize,
-    /// Why the writer stopped taking work, once it has.
-    stopped: Mutex<Option<String>>,
+    state: Mutex<State>,
     metrics: Arc<Metrics>,
 }
 
 impl Shared {
-    fn stop(&self, reason: String) {
-        if let Ok(mut stopped) = self.stopped.lock() {
-            stopped.get_or_insert(reason);
+    fn set(&self, state: State) {
+        if let Ok(mut current) = self.state.lock() {
+            // A failure is final; stopping does not hide it.
+            if !matches!(*current, State::Failed(_)) {
+                *current = state;
+            }
         }
     }
 
     /// Why the writer takes no work, if it doesn't.
-    fn stopped(&self) -> Option<WriteError> {
-        match self.stopped.lock() {
-            Ok(stopped) => stopped.clone().map(WriteError::Stopped),
-            Err(_) => Some(WriteError::Stopped("the writer failed".to_owned())),
+    fn refusal(&self) -> Option<WriteError> {
+        match self.state.lock().as_deref() {
+            Ok(State::Running) => None,
+            Ok(State::Stopping) => Some(WriteError::Stopping),
+            Ok(State::Failed(message)) => Some(WriteError::Failed(message.clone())),
+            Err(_) => Some(WriteError::Failed("the writer's state is lost".to_owned())),
         }
     }
 
-    fn stopped_error(&self) -> WriteError {
-        self.stopped()
-            .unwrap_or_else(|| WriteError::Stopped("the writer stopped".to_owned()))
+    /// The error for a request whose job was dropped unanswered.
+    fn lost(&self) -> WriteError {
+        self.refusal()
+            .unwrap_or_else(|| WriteError::Failed("the index writer stopped".to_owned()))
     }
 
-    fn dequeued(&self, bytes: usize, documents: u64) {
-        self.queued_bytes.fetch_sub(bytes, Ordering::SeqCst);
-        self.queued_documents.fetch_sub(documents, Ordering::SeqCst);
+    fn publish_queue(&self) {
         self.metrics.set_queue(
             self.queued_documents.load(Ordering::Relaxed),
             self.queued_bytes.load(Ordering::Relaxed),
@@ -103,7 +119,47 @@ impl Shared {
     }
 }
 
-/// The handlers' side of the writer: submits work and waits for its commit.
+/// Room held in the writer's queue: bytes of a request, and once known its documents. Given
+/// back when dropped.
+pub struct Reservation {
+    shared: Arc<Shared>,
+    bytes: usize,
+    documents: u64,
+}
+
+impl Reservation {
+    /// Lowers the reservation to the request's actual size, once its body is read.
+    pub fn set_bytes(&mut self, bytes: usize) {
+        let released = self.bytes.saturating_sub(bytes);
+        self.shared
+            .queued_bytes
+            .fetch_sub(released, Ordering::SeqCst);
+        self.bytes -= released;
+        self.shared.publish_queue();
+    }
+
+    /// Counts the request's documents in the queue.
+    pub fn set_documents(&mut self, documents: u64) {
+        self.shared
+            .queued_documents
+            .fetch_add(documents, Ordering::SeqCst);
+        self.documents += documents;
+        self.shared.publish_queue();
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        let shared = &self.shared;
+        shared.queued_bytes.fetch_sub(self.bytes, Ordering::SeqCst);
+        shared
+            .queued_documents
+            .fetch_sub(self.documents, Ordering::SeqCst);
+        shared.publish_queue();
+    }
+}
+
+/// The handlers' side of the writer: reserves room, submits work and waits for its commit.
 #[derive(Clone)]
 pub struct WriterHandle {
     sender: mpsc::Sender<Job>,
@@ -128,7 +184,7 @@ pub fn start(
         queued_bytes: AtomicUsize::new(0),
         queued_documents: AtomicU64::new(0),
         max_queued_bytes,
-        stopped: Mutex::new(None),
+        state: Mutex::new(State::Running),
         metrics,
     });
     let writer = Writer {
@@ -136,13 +192,23 @@ pub fn start(
         commit_delay,
         shared: shared.clone(),
         waiting: Vec::new(),
-        uncommitted: false,
         last_commit: Instant::now(),
         failed: false,
     };
+    let thread_shared = shared.clone();
     let thread = std::thread::Builder::new()
         .name("index-writer".into())
-        .spawn(move || writer.run(receiver))?;
+        .spawn(move || {
+            // A panic must not leave a server that looks healthy with no writer behind it.
+            std::panic::catch_unwind(AssertUnwindSafe(|| writer.run(receiver))).unwrap_or_else(
+                |_| {
+                    let message = "the index writer panicked".to_owned();
+                    tracing::error!("{message}; refusing writes until restart");
+                    thread_shared.set(State::Failed(message.clone()));
+                    Err(message)
+                },
+            )
+        })?;
     Ok((
         WriterHandle {
             sender: sender.clone(),
@@ -153,49 +219,58 @@ pub fn start(
 }
 
 impl WriterHandle {
-    /// Queues articles (whose request body was `bytes` long) and waits until they are
-    /// committed; their decisions in order.
+    /// Reserves `bytes` in the queue for a request about to be read, or refuses at once when
+    /// the writer takes no work or the queue is full. A single request larger than the whole
+    /// queue is let in when the queue is empty.
+    pub fn reserve(&self, bytes: usize) -> Result<Reservation, WriteError> {
+        self.health()?;
+        let shared = &self.shared;
+        let before = shared.queued_bytes.fetch_add(bytes, Ordering::SeqCst);
+        let reservation = Reservation {
+            shared: shared.clone(),
+            bytes,
+            documents: 0,
+        };
+        if before > 0 && before + bytes > shared.max_queued_bytes {
+            return Err(WriteError::QueueFull {
+                queued_mib: before as f64 / f64::from(1 << 20),
+            });
+        }
+        shared.publish_queue();
+        Ok(reservation)
+    }
+
+    /// Queues articles and waits until they are committed; their decisions in order.
     pub async fn add(
         &self,
         articles: Vec<PreparedArticle>,
-        bytes: usize,
+        mut reservation: Reservation,
     ) -> Result<Vec<Decision>, WriteError> {
-        let documents = articles.len() as u64;
-        self.admit(bytes, documents)?;
+        reservation.set_documents(articles.len() as u64);
         let (reply, answer) = oneshot::channel();
-        self.send(
-            Job::Add {
-                articles,
-                bytes,
-                reply,
-            },
-            bytes,
-            documents,
-        )?;
-        answer
-            .await
-            .unwrap_or_else(|_| Err(self.shared.stopped_error()))
+        self.send(Job::Add {
+            articles,
+            reservation,
+            reply,
+        })?;
+        answer.await.unwrap_or_else(|_| Err(self.shared.lost()))
     }
 
     /// Queues a delete and waits until it is committed; whether the document existed.
     pub async fn delete(&self, id: String) -> Result<bool, WriteError> {
-        let bytes = id.len();
-        self.admit(bytes, 0)?;
+        let reservation = self.reserve(id.len())?;
         let (reply, answer) = oneshot::channel();
-        self.send(Job::Delete { id, reply }, bytes, 0)?;
-        answer
-            .await
-            .unwrap_or_else(|_| Err(self.shared.stopped_error()))
-    }
-
-    /// From now on, commits without waiting for more work (for a server that is stopping).
-    pub fn drain(&self) {
-        let _ = self.sender.send(Job::Drain);
+        self.send(Job::Delete {
+            id,
+            reservation,
+            reply,
+        })?;
+        answer.await.unwrap_or_else(|_| Err(self.shared.lost()))
     }
 
     /// Whether the writer takes work, and if not, why.
     pub fn health(&self) -> Result<(), WriteError> {
-        self.shared.stopped().map_or(Ok(()), Err)
+        self.shared.refusal().map_or(Ok(()), Err)
     }
 
     /// Documents queued for the writer.
@@ -203,32 +278,15 @@ impl WriterHandle {
         self.shared.queued_documents.load(Ordering::Relaxed)
     }
 
-    /// Reserves room in the queue, or refuses.
-    fn admit(&self, bytes: usize, documents: u64) -> Result<(), WriteError> {
-        self.health()?;
-        let shared = &self.shared;
-        let before = shared.queued_bytes.fetch_add(bytes, Ordering::SeqCst);
-        if before > 0 && before + bytes > shared.max_queued_bytes {
-            shared.queued_bytes.fetch_sub(bytes, Ordering::SeqCst);
-            return Err(WriteError::QueueFull {
-                queued_mib: before >> 20,
-            });
-        }
-        shared
-            .queued_documents
-            .fetch_add(documents, Ordering::SeqCst);
-        shared.metrics.set_queue(
-            shared.queued_documents.load(Ordering::Relaxed),
-            shared.queued_bytes.load(Ordering::Relaxed),
-        );
-        Ok(())
+    /// From now on, commits without waiting for more work (for a server that is stopping).
+    pub fn drain(&self) {
+        let _ = self.sender.send(Job::Drain);
     }
 
-    fn send(&self, job: Job, bytes: usize, documents: u64) -> Result<(), WriteError> {
-        self.sender.send(job).map_err(|_| {
-            self.shared.dequeued(bytes, documents);
-            self.shared.stopped_error()
-        })
+    fn send(&self, job: Job) -> Result<(), WriteError> {
+        // A job that cannot be sent comes back in the error and is dropped here, which gives
+        // its reservation back.
+        self.sender.send(job).map_err(|_| self.shared.lost())
     }
 }
 
@@ -253,13 +311,32 @@ enum Waiting {
     Delete(oneshot::Sender<Result<bool, WriteError>>, bool),
 }
 
+impl Waiting {
+    /// Answers the request: its result, or `error` for all of it.
+    fn answer(self, error: Option<&WriteError>) {
+        match (self, error) {
+            (Waiting::Add(reply, decisions), None) => {
+                let _ = reply.send(Ok(decisions));
+            }
+            (Waiting::Delete(reply, deleted), None) => {
+                let _ = reply.send(Ok(deleted));
+            }
+            (Waiting::Add(reply, _), Some(error)) => {
+                let _ = reply.send(Err(error.clone()));
+            }
+            (Waiting::Delete(reply, _), Some(error)) => {
+                let _ = reply.send(Err(error.clone()));
+            }
+        }
+    }
+}
+
 struct Writer {
     index: DedupIndex,
     commit_delay: Duration,
     shared: Arc<Shared>,
+    /// Requests whose changes wait for the next commit.
     waiting: Vec<Waiting>,
-    /// Whether changes wait for a commit.
-    uncommitted: bool,
     /// When the last commit was made.
     last_commit: Instant,
     /// Whether a write or commit failed (the writer then refuses all work).
@@ -269,99 +346,91 @@ struct Writer {
 impl Writer {
     fn run(mut self, jobs: mpsc::Receiver<Job>) -> Result<(), String> {
         loop {
-            let job = if self.uncommitted {
-                match jobs
-                    .recv_timeout(self.next_commit().saturating_duration_since(Instant::now()))
-                {
+            let job = if self.waiting.is_empty() {
+                jobs.recv().ok()
+            } else {
+                let wait = self.next_commit().saturating_duration_since(Instant::now());
+                match jobs.recv_timeout(wait) {
                     Ok(job) => Some(job),
                     Err(RecvTimeoutError::Timeout) => {
-                        self.commit();
+                        // A failed commit answers its requests and stops the writer itself.
+                        let _ = self.commit();
                         continue;
                     }
                     Err(RecvTimeoutError::Disconnected) => None,
                 }
-            } else {
-                jobs.recv().ok()
             };
             match job {
-                Some(Job::Add {
-                    articles,
-                    bytes,
-                    reply,
-                }) => self.add(articles, bytes, reply),
-                Some(Job::Delete { id, reply }) => self.delete(id, reply),
                 Some(Job::Drain) => self.commit_delay = Duration::ZERO,
                 Some(Job::Shutdown) | None => break,
+                Some(job) => self.take(job),
             }
-            if self.uncommitted && Instant::now() >= self.next_commit() {
-                self.commit();
+            if !self.waiting.is_empty() && Instant::now() >= self.next_commit() {
+                let _ = self.commit();
             }
         }
-        self.shared.stop("the server is shutting down".to_owned());
+        self.shared.set(State::Stopping);
         // Work that arrived before the shutdown is still done and committed.
         while let Ok(job) = jobs.try_recv() {
-            match job {
-                Job::Add {
-                    articles,
-                    bytes,
-                    reply,
-                } => self.add(articles, bytes, reply),
-                Job::Delete { id, reply } => self.delete(id, reply),
-                Job::Drain | Job::Shutdown => {}
-            }
+            self.take(job);
         }
-        self.commit();
-        self.index.close().map_err(|error| error.to_string())
+        let committed = self.commit();
+        let closed = self.index.close().map_err(|error| error.to_string());
+        committed.and(closed)
     }
 
-    fn add(
-        &mut self,
-        articles: Vec<PreparedArticle>,
-        bytes: usize,
-        reply: oneshot::Sender<Result<Vec<Decision>, WriteError>>,
-    ) {
-        let documents = articles.len() as u64;
-        let result = if self.failed {
-            Err(self.shared.stopped_error())
-        } else {
-            let added = articles
-                .into_iter()
-                .map(|article| {
-                    let arrival = self.index.arrival_time();
-                    self.index.add(article, arrival)
-                })
-                .collect::<crate::Result<Vec<_>>>();
-            added.map_err(|error| self.fail(error.to_string()))
-        };
-        self.shared.dequeued(bytes, documents);
-        match result {
-            Ok(decisions) => {
-                self.shared.metrics.count_decisions(&decisions);
-                self.wait_for_commit(Waiting::Add(reply, decisions));
+    /// Does an add or a delete; its reservation is given back once the job is done here.
+    fn take(&mut self, job: Job) {
+        match job {
+            Job::Add {
+                articles,
+                reservation,
+                reply,
+            } => {
+                let _queued = reservation;
+                if self.failed {
+                    let _ = reply.send(Err(self.shared.lost()));
+                    return;
+                }
+                let added = articles
+                    .into_iter()
+                    .map(|article| {
+                        let arrival = self.index.arrival_time();
+                        self.index.add(article, arrival)
+                    })
+                    .collect::<crate::Result<Vec<_>>>();
+                match added {
+                    Ok(decisions) => {
+                        self.shared.metrics.count_decisions(&decisions);
+                        self.waiting.push(Waiting::Add(reply, decisions));
+                    }
+                    // Articles of the batch added before the failure may reach the index with
+                    // the commit of other requests: the batch is answered as failed, and a
+                    // retry of it is then a no-op for them.
+                    Err(error) => {
+                        let _ = reply.send(Err(self.fail(error.to_string())));
+                    }
+                }
             }
-            Err(error) => {
-                let _ = reply.send(Err(error));
+            Job::Delete {
+                id,
+                reservation,
+                reply,
+            } => {
+                let _queued = reservation;
+                if self.failed {
+                    let _ = reply.send(Err(self.shared.lost()));
+                    return;
+                }
+                match self.index.delete(&id) {
+                    Ok(deleted) => self.waiting.push(Waiting::Delete(reply, deleted)),
+                    Err(error) => {
+                        let _ = reply.send(Err(self.fail(error.to_string())));
+                    }
+                }
             }
+            Job::Drain | Job::Shutdown => {}
         }
-    }
-
-    fn delete(&mut self, id: String, reply: oneshot::Sender<Result<bool, WriteError>>) {
-        self.shared.dequeued(id.len(), 0);
-        if self.failed {
-            let _ = reply.send(Err(self.shared.stopped_error()));
-            return;
-        }
-        match self.index.delete(&id) {
-            Ok(deleted) => self.wait_for_commit(Waiting::Delete(reply, deleted)),
-            Err(error) => {
-                let _ = reply.send(Err(self.fail(error.to_string())));
-            }
-        }
-    }
-
-    fn wait_for_commit(&mut self, waiting: Waiting) {
-        self.waiting.push(waiting);
-        self.uncommitted = true;
     }
 
     /// Stops taking writes after an index failure: the forest may no longer match the index,
@@ -369,22 +438,21 @@ impl Writer {
     fn fail(&mut self, message: String) -> WriteError {
         tracing::error!(%message, "index write failed; refusing writes until restart");
         self.failed = true;
-        self.shared.stop(format!(
-            "{message}; restart the server to reopen the index at its last commit"
-        ));
-        WriteError::Index(message)
+        let message =
+            format!("{message}; restart the server to reopen the index at its last commit");
+        self.shared.set(State::Failed(message.clone()));
+        WriteError::Failed(message)
     }
 
-    /// Commits, then answers everything that waited for it.
     /// When the next commit may be made.
     fn next_commit(&self) -> Instant {
         self.last_commit + self.commit_delay
     }
 
-    fn commit(&mut self) {
-        self.uncommitted = false;
+    /// Commits, then answers everything that waited for it.
+    fn commit(&mut self) -> Result<(), String> {
         if self.waiting.is_empty() {
-            return;
+            return Ok(());
         }
         let started = Instant::now();
         let result = self.index.commit();
@@ -402,29 +470,15 @@ impl Writer {
                     ms = elapsed.as_secs_f64() * 1e3,
                     "committed"
                 );
-                for waiting in waiting {
-                    match waiting {
-                        Waiting::Add(reply, decisions) => {
-                            let _ = reply.send(Ok(decisions));
-                        }
-                        Waiting::Delete(reply, deleted) => {
-                            let _ = reply.send(Ok(deleted));
-                        }
-                    }
-                }
+                waiting.into_iter().for_each(|waiting| waiting.answer(None));
+                Ok(())
             }
             Err(error) => {
                 let error = self.fail(error.to_string());
                 for waiting in waiting {
-                    match waiting {
-                        Waiting::Add(reply, _) => {
-                            let _ = reply.send(Err(error.clone()));
-                        }
-                        Waiting::Delete(reply, _) => {
-                            let _ = reply.send(Err(error.clone()));
-                        }
-                    }
+                    waiting.answer(Some(&error));
                 }
+                Err(error.to_string())
             }
         }
     }
