@@ -247,24 +247,32 @@ impl WriterHandle {
         mut reservation: Reservation,
     ) -> Result<Vec<Decision>, WriteError> {
         reservation.set_documents(articles.len() as u64);
-        let (reply, answer) = oneshot::channel();
-        self.send(Job::Add {
+        self.request(|reply| Job::Add {
             articles,
             reservation,
             reply,
-        })?;
-        answer.await.unwrap_or_else(|_| Err(self.shared.lost()))
+        })
+        .await
     }
 
     /// Queues a delete and waits until it is committed; whether the document existed.
     pub async fn delete(&self, id: String) -> Result<bool, WriteError> {
         let reservation = self.reserve(id.len())?;
-        let (reply, answer) = oneshot::channel();
-        self.send(Job::Delete {
+        self.request(|reply| Job::Delete {
             id,
             reservation,
             reply,
-        })?;
+        })
+        .await
+    }
+
+    /// Sends the job `make` builds around a reply channel, and waits for the reply.
+    async fn request<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, WriteError>>) -> Job,
+    ) -> Result<T, WriteError> {
+        let (reply, answer) = oneshot::channel();
+        self.send(make(reply))?;
         answer.await.unwrap_or_else(|_| Err(self.shared.lost()))
     }
 
