@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::index::MAX_DISTANCE;
 use crate::text::Weighting;
+use crate::verify::Verifier;
 use crate::{Error, Result};
 
 /// Which algorithm decides near-duplicates.
@@ -85,8 +86,16 @@ pub struct DedupConfig {
     pub fields: Vec<String>,
     /// Fingerprint only the longest sentence.
     pub longest_sentence: bool,
-    /// Texts shorter than this many characters (after normalisation) are short texts.
+    /// Default mode: texts with fewer shingles than this (texts shorter than about this many
+    /// characters) are verified on every shingle; longer texts on a consistent sample of this
+    /// many. Also the long/short split of `eval`.
     pub short_text_chars: usize,
+    /// Default mode: the share of the shorter text's shingles the longer must contain for a
+    /// candidate to verify.
+    pub min_containment: f64,
+    /// Default mode: the share of both texts' shingles they must share (Jaccard) for a candidate
+    /// to verify.
+    pub min_jaccard: f64,
 }
 
 impl Default for DedupConfig {
@@ -99,6 +108,8 @@ impl Default for DedupConfig {
             fields: vec!["content".to_owned()],
             longest_sentence: false,
             short_text_chars: DEFAULT_SHORT_TEXT_CHARS,
+            min_containment: crate::verify::DEFAULT_MIN_CONTAINMENT,
+            min_jaccard: crate::verify::DEFAULT_MIN_JACCARD,
         }
     }
 }
@@ -452,8 +463,37 @@ impl DedupConfig {
         self.window.as_secs()
     }
 
+    /// The verification rule of default mode; `None` in seed mode.
+    pub fn verifier(&self) -> Option<Verifier> {
+        (self.mode == Mode::Default).then_some(Verifier {
+            min_containment: self.min_containment,
+            min_jaccard: self.min_jaccard,
+        })
+    }
+
+    /// Hashes a sketch keeps at most in default mode; `None` in seed mode, which keeps none.
+    pub fn sketch_capacity(&self) -> Option<usize> {
+        (self.mode == Mode::Default).then_some(self.short_text_chars)
+    }
+
     /// Checks that every setting is in range.
     pub fn validate(&self) -> Result<()> {
+        for (name, value) in [
+            ("min_containment", self.min_containment),
+            ("min_jaccard", self.min_jaccard),
+        ] {
+            if !(value > 0.0 && value <= 1.0) {
+                return Err(Error::Config(format!(
+                    "{name} must be above 0 and at most 1, got {value}"
+                )));
+            }
+        }
+        if !(1..=100_000).contains(&self.short_text_chars) {
+            return Err(Error::Config(format!(
+                "short_text_chars must be between 1 and 100000, got {}",
+                self.short_text_chars
+            )));
+        }
         if self.max_distance > MAX_DISTANCE {
             return Err(Error::Config(format!(
                 "max_distance must be between 0 and {MAX_DISTANCE}, got {}",

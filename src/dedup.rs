@@ -9,9 +9,10 @@ use serde::Serialize;
 
 use crate::article::{Article, ArticleError};
 use crate::config::DedupConfig;
-use crate::forest::{Forest, Placement, Timestamp};
+use crate::forest::{Forest, Placement, Signature, Timestamp};
 use crate::input;
-use crate::text::Fingerprinter;
+use crate::text::{AnalyzedText, Fingerprinter, normalize};
+use crate::verify::Sketch;
 use crate::{Fingerprint, Result};
 
 /// The verdict on one document: its fingerprint, its cluster, and whether an earlier document
@@ -51,7 +52,7 @@ pub struct Decision {
 /// ```
 pub struct Deduplicator {
     config: DedupConfig,
-    fingerprinter: Fingerprinter,
+    signer: Signer,
     forest: Forest,
 }
 
@@ -59,11 +60,15 @@ impl Deduplicator {
     /// A deduplicator with an empty forest.
     pub fn new(config: DedupConfig) -> Result<Self> {
         config.validate()?;
-        let fingerprinter = Fingerprinter::new(config.weighting, config.longest_sentence);
-        let forest = Forest::new(config.max_distance, config.window_seconds())?;
+        let forest = match config.verifier() {
+            None => Forest::new(config.max_distance, config.window_seconds())?,
+            Some(verifier) => {
+                Forest::with_verifier(config.max_distance, config.window_seconds(), verifier)?
+            }
+        };
         Ok(Deduplicator {
+            signer: Signer::new(&config),
             config,
-            fingerprinter,
             forest,
         })
     }
@@ -85,32 +90,28 @@ impl Deduplicator {
 
     /// The fingerprint of an article's configured fields, taken together.
     pub fn fingerprint(&self, article: &Article) -> Fingerprint {
-        article_fingerprint(&self.fingerprinter, &self.config.fields, article)
+        self.signer.sign(article).fingerprint
     }
 
-    /// The fingerprinter the configuration asks for.
-    pub fn fingerprinter(&self) -> &Fingerprinter {
-        &self.fingerprinter
+    /// What the configuration makes of an article for the forest.
+    pub fn signer(&self) -> &Signer {
+        &self.signer
     }
 
-    /// Places a fingerprint with event time `time` in the forest.
-    pub fn place(&mut self, fingerprint: Fingerprint, time: Timestamp) -> Placement {
-        self.forest.insert(fingerprint, time)
+    /// Places a signature (a bare fingerprint in seed mode) with event time `time` in the forest.
+    pub fn place(&mut self, signature: impl Into<Signature>, time: Timestamp) -> Placement {
+        self.forest.insert(signature, time)
     }
 
-    /// Fingerprints and places one article; `arrival` is its time when it has no `published_at`.
+    /// Signs and places one article; `arrival` is its time when it has no `published_at`.
     pub fn insert(&mut self, article: &Article, arrival: Timestamp) -> Decision {
-        let fingerprint = self.fingerprint(article);
-        self.decide(article, fingerprint, arrival)
+        let signature = self.signer.sign(article);
+        self.decide(article, signature, arrival)
     }
 
-    fn decide(
-        &mut self,
-        article: &Article,
-        fingerprint: Fingerprint,
-        arrival: Timestamp,
-    ) -> Decision {
-        let placement = self.place(fingerprint, article.published_at.unwrap_or(arrival));
+    fn decide(&mut self, article: &Article, signature: Signature, arrival: Timestamp) -> Decision {
+        let fingerprint = signature.fingerprint;
+        let placement = self.place(signature, article.published_at.unwrap_or(arrival));
         Decision {
             id: article.id.clone(),
             simhash: fingerprint,
@@ -132,20 +133,19 @@ impl Deduplicator {
         reader: impl BufRead + Send,
         mut report: impl FnMut(u64, std::result::Result<Decision, ArticleError>) -> ControlFlow<()>,
     ) -> io::Result<()> {
-        let fingerprinter = self.fingerprinter;
-        let fields = self.config.fields.clone();
+        let signer = self.signer.clone();
         input::for_each_batch(
             reader,
             BATCH_SIZE,
             |article| {
-                let fingerprint = article_fingerprint(&fingerprinter, &fields, &article);
-                (article, fingerprint)
+                let signature = signer.sign(&article);
+                (article, signature)
             },
             |batch| {
                 for (number, parsed) in batch {
-                    let outcome = parsed.map(|(article, fingerprint)| {
+                    let outcome = parsed.map(|(article, signature)| {
                         let arrival = self.forest.newest_time().unwrap_or_else(now);
-                        self.decide(&article, fingerprint, arrival)
+                        self.decide(&article, signature, arrival)
                     });
                     report(number, outcome)?;
                 }
@@ -158,18 +158,73 @@ impl Deduplicator {
 /// Articles parsed and fingerprinted together, in parallel, before they are placed in order.
 pub const BATCH_SIZE: usize = 2048;
 
-/// The fingerprint of the named `fields` of an article, taken together (the configured
-/// `fields` of [`DedupConfig`]).
-pub fn article_fingerprint(
-    fingerprinter: &Fingerprinter,
-    fields: &[String],
-    article: &Article,
-) -> Fingerprint {
-    let parts: Vec<&str> = fields
-        .iter()
-        .filter_map(|field| article.field_text(field))
-        .collect();
-    fingerprinter.fingerprint_parts(&parts)
+/// Makes an article's [`Signature`]: the fingerprint of its configured fields, taken
+/// together, and in default mode the [`Sketch`] of the same text. Cheap to clone; signing is a
+/// pure function of the article, so it runs on any thread.
+///
+/// ```
+/// use tantivy_dedup::{Article, DedupConfig, Mode};
+/// use tantivy_dedup::dedup::Signer;
+///
+/// let article = Article { id: "1".into(), content: "国务院常务会议今天召开。".into(), ..Default::default() };
+/// let default = Signer::new(&DedupConfig::default()).sign(&article);
+/// let seed = Signer::new(&DedupConfig { mode: Mode::Seed, ..Default::default() }).sign(&article);
+/// assert_eq!(default.fingerprint, seed.fingerprint);
+/// assert!(default.sketch.is_some() && seed.sketch.is_none());
+/// ```
+#[derive(Debug, Clone)]
+pub struct Signer {
+    fingerprinter: Fingerprinter,
+    fields: Vec<String>,
+    sketch_capacity: Option<usize>,
+}
+
+impl Signer {
+    /// The signer a configuration asks for.
+    pub fn new(config: &DedupConfig) -> Self {
+        Signer {
+            fingerprinter: Fingerprinter::new(config.weighting, config.longest_sentence),
+            fields: config.fields.clone(),
+            sketch_capacity: config.sketch_capacity(),
+        }
+    }
+
+    /// The fingerprinter in use.
+    pub fn fingerprinter(&self) -> &Fingerprinter {
+        &self.fingerprinter
+    }
+
+    /// The fingerprinted fields' texts of an article, in the configured order.
+    pub fn parts<'a>(&self, article: &'a Article) -> Vec<&'a str> {
+        self.fields
+            .iter()
+            .filter_map(|field| article.field_text(field))
+            .collect()
+    }
+
+    /// Signs an article.
+    pub fn sign(&self, article: &Article) -> Signature {
+        let raw = self.parts(article);
+        let normalized: Vec<String> = raw.iter().map(|part| normalize(part)).collect();
+        Signature {
+            fingerprint: self.fingerprinter.fingerprint_normalized(&raw, &normalized),
+            sketch: self.sketch(normalized.iter().map(String::as_str)),
+        }
+    }
+
+    /// Signs the fingerprinted fields of an article, already analysed (the index's insert path).
+    pub fn sign_analyzed(&self, parts: &[&AnalyzedText]) -> Signature {
+        Signature {
+            fingerprint: self.fingerprinter.fingerprint_analyzed(parts),
+            sketch: self.sketch(parts.iter().map(|part| part.normalized())),
+        }
+    }
+
+    fn sketch<'a>(&self, normalized: impl Iterator<Item = &'a str>) -> Option<Sketch> {
+        let capacity = self.sketch_capacity?;
+        let texts: Vec<&str> = normalized.collect();
+        Some(Sketch::of(&texts, capacity))
+    }
 }
 
 /// The wall-clock time in Unix seconds: the arrival time of a document without `published_at`.

@@ -27,10 +27,17 @@
 //!
 //! A document dated before the window (a late arrival) is placed as if seen at the window's
 //! start: it can still join and be joined until the window moves past it.
+//!
+//! **Edges.** In seed mode two nodes are joined by an edge when their fingerprints are within
+//! `k`. A forest made [`with_verifier`](Forest::with_verifier) (default mode) keeps a
+//! [`Sketch`] per node and replaces that rule: the candidates are the nodes within `k` and the
+//! nodes posted under one of the new sketch's keys, and an edge is a candidate whose sketch the
+//! [`Verifier`] accepts. Every rule above then reads "edge" for "within `k`".
 
 use std::collections::BTreeMap;
 
 use crate::index::{PigeonholeIndex, push_compact};
+use crate::verify::{Sketch, SketchStore, Verifier};
 use crate::{Error, Fingerprint};
 
 /// Seconds since the Unix epoch, the forest's clock (event time).
@@ -114,6 +121,27 @@ fn clamp_time(time: Timestamp) -> u32 {
     time.clamp(0, Timestamp::from(u32::MAX)) as u32
 }
 
+/// What a document brings to the forest: its fingerprint, and in a verifying forest its
+/// sketch. A bare [`Fingerprint`] converts into a signature without a sketch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Signature {
+    /// The simhash: the node's identity, and a source of candidates.
+    pub fingerprint: Fingerprint,
+    /// The shingle sketch that verifies candidates; `None` in seed mode. In a verifying forest
+    /// a signature without one verifies against nothing, so it joins only its own fingerprint's
+    /// node.
+    pub sketch: Option<Sketch>,
+}
+
+impl From<Fingerprint> for Signature {
+    fn from(fingerprint: Fingerprint) -> Self {
+        Signature {
+            fingerprint,
+            sketch: None,
+        }
+    }
+}
+
 /// How a document was placed by [`Forest::insert`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PlacementKind {
@@ -176,7 +204,10 @@ pub struct ForestStats {
 ///
 /// Invariants (checked by [`Forest::check_invariants`]): roots are pairwise more than `k` apart;
 /// every leaf is within `k` of the node it was attached through, which is its root or a sibling
-/// and was seen no earlier than the leaf; each fingerprint is one node; each root's child count
+/// and was seen no earlier than the leaf. In a verifying forest: no two roots that a lookup
+/// reaches from one another (within `k`, or posted under a shared key) verify, every leaf
+/// verifies against the node it was attached through, and every node has a sketch. Always:
+/// each fingerprint is one node; each root's child count
 /// equals the leaves under it; no stored node is older than the window; each node has one entry
 /// in the expiry queue, no later than its last-seen time. The outcome of a sequence of inserts depends
 /// only on their order and their fingerprints and times.
@@ -210,6 +241,14 @@ pub struct Forest {
     expired: u64,
     next_sequence: u32,
     roots: usize,
+    /// Default mode's sketches and rule; `None` in seed mode.
+    verification: Option<Verification>,
+}
+
+/// A verifying forest's own state.
+struct Verification {
+    verifier: Verifier,
+    sketches: SketchStore,
 }
 
 impl Forest {
@@ -228,7 +267,48 @@ impl Forest {
             expired: 0,
             next_sequence: 0,
             roots: 0,
+            verification: None,
         })
+    }
+
+    /// An empty verifying forest (default mode): edges are candidates that `verifier` accepts.
+    ///
+    /// ```
+    /// use tantivy_dedup::forest::{Forest, Signature};
+    /// use tantivy_dedup::verify::{Sketch, Verifier};
+    /// use tantivy_dedup::Fingerprint;
+    ///
+    /// let mut forest = Forest::with_verifier(3, 7 * 86_400, Verifier::default()).unwrap();
+    /// let story = "国家统计局今天发布数据。前三季度国内生产总值同比增长百分之五点二。\
+    ///              就业形势总体稳定，居民消费价格温和上涨。经济运行持续恢复向好。";
+    /// let signature = |fingerprint, text: &str| Signature {
+    ///     fingerprint: Fingerprint(fingerprint),
+    ///     sketch: Some(Sketch::of(&[text], 200)),
+    /// };
+    /// let first = forest.insert(signature(0, story), 0);
+    /// // 40 bits away, but the sketch verifies: the same cluster.
+    /// let copy = forest.insert(signature(u64::from(u32::MAX) << 8, &format!("【转载】{story}")), 60);
+    /// assert_eq!(copy.root, first.root);
+    /// // 1 bit away, but another text: a cluster of its own.
+    /// let other = forest.insert(signature(1, "气象台发布暴雨预警。南方地区将有强降雨。"), 120);
+    /// assert_ne!(other.root, first.root);
+    /// ```
+    pub fn with_verifier(
+        max_distance: u32,
+        window_seconds: u64,
+        verifier: Verifier,
+    ) -> Result<Self, Error> {
+        let mut forest = Forest::new(max_distance, window_seconds)?;
+        forest.verification = Some(Verification {
+            verifier,
+            sketches: SketchStore::default(),
+        });
+        Ok(forest)
+    }
+
+    /// Whether edges are verified by sketches (default mode).
+    pub fn is_verifying(&self) -> bool {
+        self.verification.is_some()
     }
 
     /// The radius `k`.
@@ -289,6 +369,9 @@ impl Forest {
             .collect();
         for (fingerprint, is_root) in &expired {
             self.index.remove(*fingerprint);
+            if let Some(verification) = &mut self.verification {
+                verification.sketches.remove(*fingerprint);
+            }
             self.roots -= usize::from(*is_root);
         }
         // A live root loses its expired leaves from its count; an expired root went with them.
@@ -305,8 +388,13 @@ impl Forest {
         push_compact(self.expiry.entry(seen).or_default(), fingerprint.0);
     }
 
-    /// Places a document with fingerprint `fingerprint` and event time `time`.
-    pub fn insert(&mut self, fingerprint: Fingerprint, time: Timestamp) -> Placement {
+    /// Places a document with event time `time` by its signature (a bare [`Fingerprint`] in seed
+    /// mode).
+    pub fn insert(&mut self, signature: impl Into<Signature>, time: Timestamp) -> Placement {
+        let Signature {
+            fingerprint,
+            sketch,
+        } = signature.into();
         self.advance_to(time);
         // A late document counts as seen at the window's start, so that it is live.
         let seen = clamp_time(time.max(self.cutoff()));
@@ -318,11 +406,16 @@ impl Forest {
                 kind: PlacementKind::ExistingNode,
             };
         }
-        let Some(best) = self
-            .neighbour_trees(fingerprint)
+        let best = self
+            .neighbour_trees(fingerprint, sketch.as_ref())
             .into_iter()
-            .min_by_key(|tree| tree.rank())
-        else {
+            .min_by_key(|tree| tree.rank());
+        if let Some(verification) = &mut self.verification {
+            verification
+                .sketches
+                .insert(fingerprint, sketch.unwrap_or_default());
+        }
+        let Some(best) = best else {
             return self.add_root(fingerprint, seen);
         };
         self.index
@@ -353,42 +446,82 @@ impl Forest {
         }
     }
 
-    /// The trees that have a node within `k` of `fingerprint`, each with its nearest such
-    /// node (the root itself when it is among the nearest, else the smallest fingerprint).
-    fn neighbour_trees(&self, fingerprint: Fingerprint) -> Vec<Tree> {
+    /// The trees that have an edge to a new node, each with its nearest such node (the root
+    /// itself when it is among the nearest, else the smallest fingerprint).
+    fn neighbour_trees(&self, fingerprint: Fingerprint, sketch: Option<&Sketch>) -> Vec<Tree> {
         let mut trees: Vec<Tree> = Vec::new();
+        self.for_each_edge(fingerprint, sketch, |neighbour, distance| {
+            self.add_contact(&mut trees, neighbour, distance);
+        });
+        trees
+    }
+
+    /// Calls `visit(node, distance)` for every stored node that has an edge to a node
+    /// `fingerprint` with sketch `sketch` (which need not be stored), each once.
+    fn for_each_edge(
+        &self,
+        fingerprint: Fingerprint,
+        sketch: Option<&Sketch>,
+        mut visit: impl FnMut(Fingerprint, u32),
+    ) {
+        let Some(verification) = &self.verification else {
+            self.index.for_each_within(fingerprint, visit);
+            return;
+        };
+        let empty = Sketch::default();
+        let sketch = sketch.unwrap_or(&empty);
+        let mut candidates = Vec::new();
         self.index
-            .for_each_within(fingerprint, |neighbour, distance| {
-                let Some(root) = self.root_of_node(neighbour) else {
-                    debug_assert!(false, "broken attachment chain at {neighbour}");
+            .for_each_within(fingerprint, |node, _| candidates.push(node));
+        verification
+            .sketches
+            .for_each_candidate(sketch, |node| candidates.push(node));
+        candidates.sort_unstable();
+        candidates.dedup();
+        for node in candidates {
+            if node == fingerprint {
+                continue;
+            }
+            let verified = verification
+                .sketches
+                .get(node)
+                .is_some_and(|stored| verification.verifier.matches(sketch, stored));
+            if verified {
+                visit(node, fingerprint.distance(node));
+            }
+        }
+    }
+
+    /// Adds a node with an edge to the new one to its tree's entry in `trees`.
+    fn add_contact(&self, trees: &mut Vec<Tree>, neighbour: Fingerprint, distance: u32) {
+        let Some(root) = self.root_of_node(neighbour) else {
+            debug_assert!(false, "broken attachment chain at {neighbour}");
+            return;
+        };
+        let contact = Contact {
+            distance,
+            is_root: neighbour == root,
+            fingerprint: neighbour,
+        };
+        match trees.iter_mut().find(|tree| tree.root == root) {
+            Some(tree) if contact.better_than(&tree.contact) => {
+                tree.nearest = neighbour;
+                tree.contact = contact;
+            }
+            Some(_) => {}
+            None => {
+                let Some(&root_node) = self.index.get(root) else {
                     return;
                 };
-                let contact = Contact {
-                    distance,
-                    is_root: neighbour == root,
-                    fingerprint: neighbour,
-                };
-                match trees.iter_mut().find(|tree| tree.root == root) {
-                    Some(tree) if contact.better_than(&tree.contact) => {
-                        tree.nearest = neighbour;
-                        tree.contact = contact;
-                    }
-                    Some(_) => {}
-                    None => {
-                        let Some(&root_node) = self.index.get(root) else {
-                            return;
-                        };
-                        trees.push(Tree {
-                            root,
-                            nearest: neighbour,
-                            contact,
-                            children: root_node.children(),
-                            sequence: root_node.sequence(),
-                        });
-                    }
-                }
-            });
-        trees
+                trees.push(Tree {
+                    root,
+                    nearest: neighbour,
+                    contact,
+                    children: root_node.children(),
+                    sequence: root_node.sequence(),
+                });
+            }
+        }
     }
 
     /// Follows attachments from a stored node to its root.
@@ -497,6 +630,10 @@ impl Forest {
                     .values()
                     .map(|entries| entries.capacity() * 8 + EXPIRY_SLOT_OVERHEAD)
                     .sum::<usize>()
+                + self
+                    .verification
+                    .as_ref()
+                    .map_or(0, |verification| verification.sketches.heap_bytes())
                 + std::mem::size_of::<Self>(),
             expired: self.expired,
         }
@@ -523,9 +660,9 @@ impl Forest {
                     let parent = self.index.get(attached).ok_or_else(|| {
                         format!("leaf {} attached to missing {attached}", info.fingerprint)
                     })?;
-                    if info.fingerprint.distance(attached) > k {
+                    if !self.stored_edge(info.fingerprint, attached) {
                         return Err(format!(
-                            "leaf {} is {} bits from {attached}, more than k = {k}",
+                            "leaf {} has no edge to {attached} ({} bits apart, k = {k})",
                             info.fingerprint,
                             info.fingerprint.distance(attached)
                         ));
@@ -542,17 +679,22 @@ impl Forest {
                 return Err(format!("{} is expired but still stored", info.fingerprint));
             }
             if info.attached_to.is_none() {
-                let mut close_root = None;
-                self.index.for_each_within(info.fingerprint, |other, _| {
-                    if other != info.fingerprint
+                let mut reachable = Vec::new();
+                self.index
+                    .for_each_within(info.fingerprint, |other, _| reachable.push(other));
+                if let Some(verification) = &self.verification {
+                    verification
+                        .sketches
+                        .for_each_co_posted(info.fingerprint, |other| reachable.push(other));
+                }
+                let joined_root = reachable.into_iter().find(|&other| {
+                    other != info.fingerprint
                         && self.index.get(other).is_some_and(|n| n.is_root())
-                    {
-                        close_root = Some(other);
-                    }
+                        && self.stored_edge(info.fingerprint, other)
                 });
-                if let Some(other) = close_root {
+                if let Some(other) = joined_root {
                     return Err(format!(
-                        "roots {} and {other} are within k = {k}",
+                        "roots {} and {other} reach each other and have an edge",
                         info.fingerprint
                     ));
                 }
@@ -594,7 +736,30 @@ impl Forest {
         if roots != self.roots {
             return Err(format!("{roots} roots stored, {} counted", self.roots));
         }
+        if let Some(verification) = &self.verification {
+            verification.sketches.check_invariants()?;
+            if verification.sketches.len() != self.index.len() {
+                return Err(format!(
+                    "{} sketches for {} nodes",
+                    verification.sketches.len(),
+                    self.index.len()
+                ));
+            }
+        }
         Ok(())
+    }
+
+    /// Whether two stored nodes are joined by an edge (within `k`, or verified).
+    fn stored_edge(&self, a: Fingerprint, b: Fingerprint) -> bool {
+        match &self.verification {
+            None => a.distance(b) <= self.max_distance(),
+            Some(verification) => {
+                match (verification.sketches.get(a), verification.sketches.get(b)) {
+                    (Some(x), Some(y)) => verification.verifier.matches(x, y),
+                    _ => false,
+                }
+            }
+        }
     }
 }
 

@@ -47,6 +47,7 @@ pub mod input;
 pub mod server;
 pub mod simhash;
 pub mod text;
+pub mod verify;
 
 pub use article::Article;
 pub use config::{DedupConfig, Mode};

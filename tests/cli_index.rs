@@ -41,9 +41,13 @@ fn ingest_then_list_detail_and_stats() {
     assert!(ingested.status.success(), "{}", stderr(&ingested));
     let summary = json(&ingested);
     assert_eq!(summary["documents"], 6);
-    assert_eq!(summary["duplicates"], 1, "run-3 joins run-1");
+    assert_eq!(
+        summary["duplicates"],
+        3,
+        "run-2 and run-3 join run-1, grain-2 joins grain-1"
+    );
 
-    // The list page: run-1's story (two articles) first when sorted by size.
+    // The list page: run-1's story (three articles) first when sorted by size.
     let listed = run(&[
         "search",
         "--index",
@@ -55,26 +59,28 @@ fn ingest_then_list_detail_and_stats() {
     ]);
     assert!(listed.status.success(), "{}", stderr(&listed));
     let page = json(&listed);
-    assert_eq!(page["total_clusters"], 2);
-    assert_eq!(page["clusters"][0]["cluster_size"], 2);
+    assert_eq!(page["total_clusters"], 1);
+    assert_eq!(page["clusters"][0]["cluster_size"], 3);
     let top = page["clusters"][0]["representative"]["id"]
         .as_str()
         .unwrap();
-    assert!(["run-1", "run-3"].contains(&top), "{top}");
+    assert!(["run-1", "run-2", "run-3"].contains(&top), "{top}");
 
-    // The detail page of run-1 lists run-3, and the text output says so.
+    // The detail page of run-1 lists run-2 and run-3 (oldest first), and the text output
+    // says so.
     let detail = run(&["similar", "--index", index, "run-1", "--json"]);
     assert!(detail.status.success(), "{}", stderr(&detail));
     let detail = json(&detail);
-    assert_eq!(detail["total"], 1);
-    assert_eq!(detail["documents"][0]["id"], "run-3");
+    assert_eq!(detail["total"], 2);
+    assert_eq!(detail["documents"][0]["id"], "run-2");
+    assert_eq!(detail["documents"][1]["id"], "run-3");
     let text = run(&["similar", "--index", index, "run-1"]);
     assert!(stdout(&text).contains("id run-3"), "{}", stdout(&text));
 
     let stats = json(&run(&["stats", "--index", index, "--json"]));
     assert_eq!(
         (stats["documents"].as_u64(), stats["clusters"].as_u64()),
-        (Some(6), Some(5))
+        (Some(6), Some(3))
     );
 
     // Ingesting the same file again changes nothing: every article is identical to the
@@ -83,7 +89,7 @@ fn ingest_then_list_detail_and_stats() {
     assert!(again.status.success(), "{}", stderr(&again));
     let stats = json(&run(&["stats", "--index", index, "--json"]));
     assert_eq!(stats["documents"], 6);
-    assert_eq!(stats["clusters"], 5);
+    assert_eq!(stats["clusters"], 3);
     assert_eq!(stats["tombstones"], 0);
 
     // A page past the end is empty, and the text output says so.

@@ -37,7 +37,8 @@ use serde_json::{Value, json};
 use tantivy_dedup::config::{Config, IndexConfig, ServerConfig};
 use tantivy_dedup::engine::DedupIndex;
 use tantivy_dedup::server::{BatchLimits, BodyError, Server, parse_batch};
-use tantivy_dedup::text::{AnalyzedText, Fingerprinter, Weighting};
+use tantivy_dedup::text::{AnalyzedText, Fingerprinter, Weighting, normalize};
+use tantivy_dedup::verify::Sketch;
 use tantivy_dedup::{Article, DedupConfig, Deduplicator};
 use tempfile::TempDir;
 
@@ -1384,8 +1385,18 @@ fn check_service_endpoints(server: &TestServer, model: &Model) {
     }
 }
 
-/// The clusters the answers describe keep the forest's rules (SPEC §1).
+/// The clusters the answers describe keep the forest's rules (SPEC §1), with default mode's
+/// edges: two nodes are joined when the sketches of the texts that made them verify.
 fn check_decisions(stories: &[Story], answers: &[(Doc, u64, u64, bool)]) {
+    let config = DedupConfig::default();
+    let verifier = config.verifier().unwrap();
+    let mut node_sketch: HashMap<u64, Sketch> = HashMap::new();
+    for (doc, simhash, _, _) in answers {
+        node_sketch
+            .entry(*simhash)
+            .or_insert_with(|| Sketch::of(&[&normalize(&doc.content)], config.short_text_chars));
+    }
+    let edge = |a: u64, b: u64| verifier.matches(&node_sketch[&a], &node_sketch[&b]);
     let mut root_of_simhash: HashMap<u64, u64> = HashMap::new();
     let mut first_of_root: HashMap<u64, usize> = HashMap::new();
     for (position, (doc, simhash, root, _)) in answers.iter().enumerate() {
@@ -1412,14 +1423,14 @@ fn check_decisions(stories: &[Story], answers: &[(Doc, u64, u64, bool)]) {
             );
         }
     }
-    // Roots are pairwise more than k apart; a leaf is within k of its root or of another
-    // node of its tree.
+    // No two roots have an edge; a leaf has an edge to its root or to another node of its
+    // tree.
     let roots: Vec<u64> = first_of_root.keys().copied().collect();
     for (i, a) in roots.iter().enumerate() {
         for b in &roots[i + 1..] {
             assert!(
-                distance(*a, *b) > K,
-                "roots {} and {} are within k",
+                !edge(*a, *b),
+                "roots {} and {} verify",
                 hex(*a),
                 hex(*b)
             );
@@ -1428,11 +1439,11 @@ fn check_decisions(stories: &[Story], answers: &[(Doc, u64, u64, bool)]) {
     for (&node, &root) in &root_of_simhash {
         if node != root {
             let attached = root_of_simhash.iter().any(|(&other, &other_root)| {
-                other_root == root && other != node && distance(node, other) <= K
+                other_root == root && other != node && edge(node, other)
             });
             assert!(
                 attached,
-                "leaf {} is within k of nothing in its tree",
+                "leaf {} verifies against nothing in its tree",
                 hex(node)
             );
         }

@@ -3,7 +3,7 @@
 //! The forest's decisions depend on every insert and its order, including inserts whose
 //! documents were later deleted or replaced (a deleted document may be where a live cluster's
 //! root came from). Every live document and every tombstone keeps its insert's sequence
-//! number, simhash and event time in fast fields, so replaying them in sequence order rebuilds
+//! number, simhash, event time and (default mode) sketch in fast fields, so replaying them in sequence order rebuilds
 //! the very forest the writer had at its last commit, and later inserts decide exactly as they
 //! would have without the restart.
 
@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 use tantivy::Searcher;
 
 use crate::Fingerprint;
-use crate::engine::schema::{EVENT_TIME, ROOT, SEQUENCE, SIMHASH};
-use crate::forest::{Forest, Timestamp};
+use crate::engine::schema::{EVENT_TIME, ROOT, SEQUENCE, SIMHASH, SKETCH, sketch_in};
+use crate::forest::{Forest, Signature, Timestamp};
+use crate::verify::Sketch;
 
 /// What opening an index replayed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -38,11 +39,12 @@ fn serialize_millis<S: serde::Serializer>(
 }
 
 /// One insert as the index remembers it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct InsertEvent {
     sequence: u64,
     simhash: Fingerprint,
     time: Timestamp,
+    sketch: Option<Sketch>,
     /// The stored root; `None` for a tombstone.
     root: Option<Fingerprint>,
 }
@@ -58,24 +60,42 @@ pub fn replay(searcher: &Searcher, forest: &mut Forest) -> tantivy::Result<(Reco
         let simhashes = fast.u64(SIMHASH)?;
         let times = fast.i64(EVENT_TIME)?;
         let roots = fast.u64(ROOT)?;
+        let sketches = fast.bytes(SKETCH)?;
         for doc in segment.doc_ids_alive() {
             let (Some(sequence), Some(simhash), Some(time)) =
                 (sequences.first(doc), simhashes.first(doc), times.first(doc))
             else {
                 continue;
             };
+            let sketch = match &sketches {
+                Some(column) => sketch_in(column, doc)?
+                    .map(|bytes| {
+                        Sketch::from_bytes(&bytes).ok_or_else(|| {
+                            tantivy::TantivyError::InternalError(format!(
+                                "document {doc} of a segment has a damaged {SKETCH}"
+                            ))
+                        })
+                    })
+                    .transpose()?,
+                None => None,
+            };
             events.push(InsertEvent {
                 sequence,
                 simhash: Fingerprint(simhash),
                 time,
+                sketch,
                 root: roots.first(doc).map(Fingerprint),
             });
         }
     }
     events.sort_unstable_by_key(|event| event.sequence);
     let mut report = RecoveryReport::default();
-    for event in &events {
-        let placement = forest.insert(event.simhash, event.time);
+    for event in &mut events {
+        let signature = Signature {
+            fingerprint: event.simhash,
+            sketch: event.sketch.take(),
+        };
+        let placement = forest.insert(signature, event.time);
         report.replayed += 1;
         match event.root {
             Some(root) if root != placement.root => report.mismatched_roots += 1,

@@ -26,6 +26,10 @@ pub const EVENT_TIME: &str = "_time";
 pub const DIGEST: &str = "_digest";
 /// Whether the document joined an existing cluster when it was added (bool, fast).
 pub const DUPLICATE: &str = "_duplicate";
+/// Default mode: the shingle sketch the forest verified the insert with
+/// ([`crate::verify::Sketch::to_bytes`]; bytes, fast), on live documents and tombstones, so
+/// that recovery replays the same decisions.
+pub const SKETCH: &str = "_sketch";
 
 /// The value of a document's fast field (the first, if several), by field name: `None` when
 /// the document has none (tombstones have no `root`, for instance).
@@ -45,6 +49,30 @@ where
         .and_then(|column| column.first(address.doc_id)))
 }
 
+/// The `_sketch` bytes of one document of a segment's sketch column, if it has any.
+pub fn sketch_in(
+    column: &tantivy::columnar::BytesColumn,
+    doc: tantivy::DocId,
+) -> std::io::Result<Option<Vec<u8>>> {
+    let Some(ordinal) = column.term_ords(doc).next() else {
+        return Ok(None);
+    };
+    let mut bytes = Vec::new();
+    Ok(column.ord_to_bytes(ordinal, &mut bytes)?.then_some(bytes))
+}
+
+/// The `_sketch` bytes of a document, if it has any (seed mode stores none).
+pub fn stored_sketch(
+    searcher: &tantivy::Searcher,
+    address: tantivy::DocAddress,
+) -> tantivy::Result<Option<Vec<u8>>> {
+    let fast = searcher.segment_reader(address.segment_ord).fast_fields();
+    match fast.bytes(SKETCH)? {
+        Some(column) => Ok(sketch_in(&column, address.doc_id)?),
+        None => Ok(None),
+    }
+}
+
 /// The name of the field holding block `i` of the simhash (`seg0`, `seg1`, ...).
 pub fn segment_field_name(block: usize) -> String {
     format!("seg{block}")
@@ -54,7 +82,7 @@ pub fn segment_field_name(block: usize) -> String {
 ///
 /// Documents are of two sorts. A *live* document has the article's fields and every dedup
 /// field. A *tombstone* stands for a document that was deleted or replaced: it keeps only the
-/// insert's `_seq`, `simhash` and `_time`, so that the forest can be rebuilt exactly as it was
+/// insert's `_seq`, `simhash`, `_time` and `_sketch`, so that the forest can be rebuilt exactly as it was
 /// (a deleted document may still be what a cluster's root came from). Tombstones have no
 /// `root` and no terms, so no query or collector ever sees them.
 #[derive(Debug, Clone)]
@@ -84,6 +112,8 @@ pub struct NewsFields {
     pub event_time: Field,
     /// See [`DIGEST`].
     pub digest: Field,
+    /// See [`SKETCH`].
+    pub sketch: Field,
     /// See [`DUPLICATE`].
     pub duplicate: Field,
     /// Which text fields are indexed (searchable by keyword).
@@ -178,6 +208,7 @@ pub fn build_schema(declared: &FieldsConfig, layout: &BlockLayout) -> (Schema, N
     let event_time = builder.add_i64_field(EVENT_TIME, NumericOptions::default().set_fast());
     let digest = builder.add_u64_field(DIGEST, NumericOptions::default().set_fast());
     let duplicate = builder.add_bool_field(DUPLICATE, NumericOptions::default().set_fast());
+    let sketch = builder.add_bytes_field(SKETCH, FAST);
     let schema = builder.build();
     let fields = NewsFields {
         id: handles[0],
@@ -193,6 +224,7 @@ pub fn build_schema(declared: &FieldsConfig, layout: &BlockLayout) -> (Schema, N
         event_time,
         digest,
         duplicate,
+        sketch,
         searchable,
         source_indexed,
         published_at_indexed,

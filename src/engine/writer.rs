@@ -17,16 +17,16 @@ use tantivy::{
 
 use crate::article::{Article, ArticleError};
 use crate::config::Config;
-use crate::dedup::{BATCH_SIZE, Decision, Deduplicator, now};
+use crate::dedup::{BATCH_SIZE, Decision, Deduplicator, Signer, now};
 use crate::engine::document::{NewsDocument, NewsValue};
 use crate::engine::recovery::{self, RecoveryReport};
-use crate::engine::schema::{self, NewsFields, build_schema, fast_value};
+use crate::engine::schema::{self, NewsFields, build_schema, fast_value, stored_sketch};
 use crate::engine::search::DedupSearcher;
 use crate::engine::tokenizer;
-use crate::forest::{Forest, Timestamp};
+use crate::forest::{Forest, Signature, Timestamp};
 use crate::index::BlockLayout;
 use crate::input;
-use crate::text::{AnalyzedText, Fingerprinter};
+use crate::text::AnalyzedText;
 use crate::{Error, Fingerprint, Result};
 
 /// The file in an index directory that records the settings the index was created with.
@@ -41,7 +41,9 @@ pub const SETTINGS_FILE: &str = "tantivy-dedup.toml";
 pub struct PreparedArticle {
     id: String,
     published_at: Option<Timestamp>,
-    simhash: Fingerprint,
+    signature: Signature,
+    /// The sketch as stored in `_sketch` (default mode).
+    sketch_bytes: Option<Arc<[u8]>>,
     /// [`Article::digest`].
     digest: u64,
     /// Every field but those the forest decides (root) or the writer numbers.
@@ -56,7 +58,7 @@ impl PreparedArticle {
 
     /// Its fingerprint.
     pub fn simhash(&self) -> Fingerprint {
-        self.simhash
+        self.signature.fingerprint
     }
 }
 
@@ -64,7 +66,7 @@ impl PreparedArticle {
 /// prepared on any thread while the index itself is busy adding (see [`DedupIndex::preparer`]).
 #[derive(Clone)]
 pub struct Preparer {
-    fingerprinter: Fingerprinter,
+    signer: Signer,
     fingerprinted: Vec<String>,
     fields: NewsFields,
     layout: BlockLayout,
@@ -97,7 +99,12 @@ impl Preparer {
                 _ => analyzed_content.as_ref(),
             })
             .collect();
-        let simhash = self.fingerprinter.fingerprint_analyzed(&parts);
+        let signature = self.signer.sign_analyzed(&parts);
+        let simhash = signature.fingerprint;
+        let sketch_bytes = signature
+            .sketch
+            .as_ref()
+            .map(|sketch| Arc::from(sketch.to_bytes()));
 
         let fields = &self.fields;
         let mut document = NewsDocument::default();
@@ -118,7 +125,8 @@ impl Preparer {
         PreparedArticle {
             id,
             published_at,
-            simhash,
+            signature,
+            sketch_bytes,
             digest,
             document,
         }
@@ -136,15 +144,17 @@ fn text_value(analyzed: Option<AnalyzedText>, raw: String) -> NewsValue {
 }
 
 /// The insert that a live document or a tombstone records.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Insert {
     sequence: u64,
     simhash: Fingerprint,
     time: Timestamp,
+    /// The stored sketch (default mode).
+    sketch: Option<Arc<[u8]>>,
 }
 
 /// A live document: its insert, and what it was decided and made from.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Live {
     insert: Insert,
     root: Fingerprint,
@@ -338,7 +348,7 @@ impl DedupIndex {
         let schema = self.index.schema();
         let fingerprinted = |name: &str| self.config.dedup.fields.iter().any(|f| f == name);
         Preparer {
-            fingerprinter: *self.dedup.fingerprinter(),
+            signer: self.dedup.signer().clone(),
             fingerprinted: self.config.dedup.fields.clone(),
             fields: self.fields.clone(),
             layout: self.layout.clone(),
@@ -360,10 +370,12 @@ impl DedupIndex {
         let PreparedArticle {
             id,
             published_at,
-            simhash,
+            signature,
+            sketch_bytes,
             digest,
             mut document,
         } = prepared;
+        let simhash = signature.fingerprint;
         if let Some(live) = self.live(&id)? {
             if live.digest == digest {
                 return Ok(Decision {
@@ -373,15 +385,16 @@ impl DedupIndex {
                     duplicate: live.duplicate,
                 });
             }
-            self.remove(&id, live.insert)?;
+            self.remove(&id, &live.insert)?;
         }
         let time = published_at.unwrap_or(arrival);
-        let placement = self.dedup.place(simhash, time);
+        let placement = self.dedup.place(signature, time);
         let live = Live {
             insert: Insert {
                 sequence: self.next_sequence,
                 simhash,
                 time,
+                sketch: sketch_bytes,
             },
             root: placement.root,
             duplicate: placement.is_duplicate(),
@@ -396,17 +409,18 @@ impl DedupIndex {
         document.add(fields.root, NewsValue::U64(live.root.0));
         document.add(fields.digest, NewsValue::U64(digest));
         document.add(fields.duplicate, NewsValue::Bool(live.duplicate));
-        add_insert_fields(&mut document, fields, live.insert);
+        add_insert_fields(&mut document, fields, &live.insert);
         self.writer
             .add_document(document)
             .map_err(|source| index_error(&self.path, source))?;
-        self.uncommitted.insert(id.clone(), Some(live));
-        Ok(Decision {
-            id,
+        let decision = Decision {
+            id: id.clone(),
             simhash,
             root: live.root,
             duplicate: live.duplicate,
-        })
+        };
+        self.uncommitted.insert(id, Some(live));
+        Ok(decision)
     }
 
     /// [`prepare`](Self::prepare) then [`add`](Self::add), with the arrival time of
@@ -484,7 +498,7 @@ impl DedupIndex {
         let Some(live) = self.live(id)? else {
             return Ok(false);
         };
-        self.remove(id, live.insert)?;
+        self.remove(id, &live.insert)?;
         self.uncommitted.insert(id.to_owned(), None);
         Ok(true)
     }
@@ -492,13 +506,13 @@ impl DedupIndex {
     /// The live document with this id, committed or not.
     fn live(&self, id: &str) -> Result<Option<Live>> {
         match self.uncommitted.get(id) {
-            Some(pending) => Ok(*pending),
+            Some(pending) => Ok(pending.clone()),
             None => self.committed_live(id),
         }
     }
 
     /// Deletes the live document `id` and leaves a tombstone of its insert in its place.
-    fn remove(&mut self, id: &str, insert: Insert) -> Result<()> {
+    fn remove(&mut self, id: &str, insert: &Insert) -> Result<()> {
         self.writer
             .delete_term(Term::from_field_text(self.fields.id, id));
         self.add_tombstone(insert)?;
@@ -522,7 +536,7 @@ impl DedupIndex {
         read_live(&searcher, address).map_err(|source| index_error(&self.path, source))
     }
 
-    fn add_tombstone(&mut self, insert: Insert) -> Result<()> {
+    fn add_tombstone(&mut self, insert: &Insert) -> Result<()> {
         let mut tombstone = NewsDocument::default();
         add_insert_fields(&mut tombstone, &self.fields, insert);
         self.writer
@@ -582,7 +596,7 @@ impl DedupIndex {
             }
         }
         for insert in &inserts {
-            self.add_tombstone(*insert)?;
+            self.add_tombstone(insert)?;
             self.dedup.forest_mut().remove_document(insert.simhash);
         }
         self.writer
@@ -613,6 +627,7 @@ fn read_insert(searcher: &Searcher, address: DocAddress) -> tantivy::Result<Opti
                 sequence,
                 simhash: Fingerprint(simhash),
                 time,
+                sketch: stored_sketch(searcher, address)?.map(Arc::from),
             }),
             _ => None,
         },
@@ -636,10 +651,13 @@ fn read_live(searcher: &Searcher, address: DocAddress) -> tantivy::Result<Option
 }
 
 /// The fields that let the forest be rebuilt: on live documents and tombstones alike.
-fn add_insert_fields(document: &mut NewsDocument, fields: &NewsFields, insert: Insert) {
+fn add_insert_fields(document: &mut NewsDocument, fields: &NewsFields, insert: &Insert) {
     document.add(fields.sequence, NewsValue::U64(insert.sequence));
     document.add(fields.simhash, NewsValue::U64(insert.simhash.0));
     document.add(fields.event_time, NewsValue::I64(insert.time));
+    if let Some(sketch) = &insert.sketch {
+        document.add(fields.sketch, NewsValue::Bytes(Arc::clone(sketch)));
+    }
 }
 
 fn open_directory(dir: &Path) -> Result<MmapDirectory> {

@@ -255,7 +255,7 @@ impl IdfTable {
 }
 
 /// Characters that end a sentence, for the longest-sentence option. Line breaks end one too.
-const SENTENCE_ENDS: &[char] = &['。', '!', '?', ';', '\n', '！', '？', '；'];
+pub(crate) const SENTENCE_ENDS: &[char] = &['。', '!', '?', ';', '\n', '！', '？', '；'];
 
 /// The longest sentence of a normalised text (by characters; the first of equals).
 ///

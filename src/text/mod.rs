@@ -11,6 +11,7 @@ mod segment;
 pub use features::{
     IdfTable, Weighting, has_letter_or_digit, is_feature, is_stop_word, longest_sentence,
 };
+pub(crate) use features::SENTENCE_ENDS;
 pub use normalize::normalize;
 pub use segment::{TokenSpan, USE_HMM, jieba, search_tokens, segment};
 
@@ -135,11 +136,17 @@ impl Fingerprinter {
     /// [`fingerprint_analyzed`](Self::fingerprint_analyzed) of the same parts.
     pub fn fingerprint_parts(&self, parts: &[&str]) -> Fingerprint {
         let normalized: Vec<String> = parts.iter().map(|part| normalize(part)).collect();
+        self.fingerprint_normalized(parts, &normalized)
+    }
+
+    /// [`fingerprint_parts`](Self::fingerprint_parts) of raw texts already normalised
+    /// (`normalized[i]` is [`normalize`]`(raw[i])`).
+    pub fn fingerprint_normalized(&self, raw: &[&str], normalized: &[String]) -> Fingerprint {
         let regions: Vec<&str> = normalized
             .iter()
             .map(|text| &text[self.region(text)])
             .collect();
-        let raw_hashes: Vec<u64> = parts.iter().map(|part| xxh3_64(part.as_bytes())).collect();
+        let raw_hashes: Vec<u64> = raw.iter().map(|part| xxh3_64(part.as_bytes())).collect();
         self.weigh(&regions, &raw_hashes, |region, add| segment(region, add))
     }
 

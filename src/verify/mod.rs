@@ -1,0 +1,66 @@
+//! Verification of near-duplicate candidates (default mode): shingle sketches, the match rule,
+//! and the extra candidate keys that reach pairs the simhash misses.
+//!
+//! Simhash alone misses what reposts do to news in the wild: a truncated copy, a deleted or
+//! inserted paragraph and a short post with a prefix move the fingerprint well past `k`; and
+//! on long texts plain term weights drift toward the most frequent words, so unrelated long
+//! articles can land within `k`. Default mode therefore lets the simhash only *propose*
+//! candidates, adds candidates that share one of a sketch's smallest shingle hashes, and
+//! accepts an edge only when the texts' shingles verify ([`Verifier`]).
+
+mod candidates;
+mod sketch;
+
+pub use candidates::{POSTING_CAPACITY, SketchStore};
+pub use sketch::{KEYS, SHINGLE_CHARS, Similarity, Sketch};
+
+/// The share of the shorter text's shingles that must appear in the longer one, by default.
+///
+/// Copies keep nearly all of their source: on our own labeled streams typo'd, re-punctuated,
+/// truncated and re-framed copies keep 0.9 or more, while templated bulletins with different
+/// figures (the same sentences around other numbers and names) keep 0.6 to 0.75.
+pub const DEFAULT_MIN_CONTAINMENT: f64 = 0.8;
+
+/// The share of both texts' shingles that must be shared (Jaccard), by default: a copy keeps at
+/// least a fifth of its source's length, so a one-line text that happens to occur inside a long
+/// article does not tie that article to everything else that quotes the line.
+pub const DEFAULT_MIN_JACCARD: f64 = 0.2;
+
+/// The rule that turns a candidate pair into an edge of the forest.
+///
+/// ```
+/// use tantivy_dedup::verify::{Sketch, Verifier};
+///
+/// let verifier = Verifier::default();
+/// let story = "国家统计局今天发布数据。前三季度国内生产总值同比增长百分之五点二。\
+///              就业形势总体稳定，居民消费价格温和上涨。经济运行持续恢复向好。";
+/// let repost = format!("转发：{story}（来源：新华网 责任编辑：王明）");
+/// let other = "气象台今天发布暴雨预警。预计未来三天南方地区将有强降雨过程。";
+/// let sketch = |text: &str| Sketch::of(&[text], 200);
+/// assert!(verifier.matches(&sketch(story), &sketch(&repost)));
+/// assert!(!verifier.matches(&sketch(story), &sketch(other)));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Verifier {
+    /// See [`DEFAULT_MIN_CONTAINMENT`].
+    pub min_containment: f64,
+    /// See [`DEFAULT_MIN_JACCARD`].
+    pub min_jaccard: f64,
+}
+
+impl Default for Verifier {
+    fn default() -> Self {
+        Verifier {
+            min_containment: DEFAULT_MIN_CONTAINMENT,
+            min_jaccard: DEFAULT_MIN_JACCARD,
+        }
+    }
+}
+
+impl Verifier {
+    /// Whether two sketched texts are near-duplicates. Symmetric.
+    pub fn matches(&self, a: &Sketch, b: &Sketch) -> bool {
+        let similarity = a.similarity(b);
+        similarity.containment >= self.min_containment && similarity.jaccard >= self.min_jaccard
+    }
+}

@@ -1,0 +1,273 @@
+//! A compact, consistent sample of a text's character shingles.
+
+use xxhash_rust::xxh3::xxh3_64;
+
+use crate::text::SENTENCE_ENDS;
+
+/// Characters per shingle. Four Chinese characters are about two words: long enough that
+/// unrelated texts share few shingles, short enough that a typo costs only four.
+pub const SHINGLE_CHARS: usize = 4;
+
+/// How many of a sketch's smallest hashes are its candidate keys (see [`Sketch::keys`]).
+pub const KEYS: usize = 8;
+
+/// The character shingles of a text, hashed to 32 bits, and a consistent sample of them.
+///
+/// A text's shingles are the runs of [`SHINGLE_CHARS`] letters and digits inside each sentence
+/// of its normalised text (punctuation, spaces and symbols are skipped; a sentence shorter than
+/// a shingle is one shingle). Shingles never span a sentence boundary, so moving sentences or
+/// paragraphs around keeps every shingle.
+///
+/// The sketch keeps the hashes below a threshold `2^32 >> shift`, with the smallest `shift`
+/// that keeps at most `capacity` of them: a text with at most `capacity` distinct shingles is
+/// kept whole, a longer one is sampled. The sample is *consistent*: a shingle that two texts
+/// share is kept by both whenever it is under both thresholds, so two sketches compared at the
+/// larger of their shifts are exact samples of the same hash range, and their overlap estimates
+/// the overlap of the whole texts without bias.
+///
+/// Invariants: `hashes` is strictly increasing and every hash is below `2^32 >> shift`.
+///
+/// ```
+/// use tantivy_dedup::verify::Sketch;
+///
+/// let story = "国务院常务会议今天召开。会议部署推进新型城镇化建设工作。";
+/// let moved = "会议部署推进新型城镇化建设工作。国务院常务会议今天召开。";
+/// let a = Sketch::of(&[story], 200);
+/// let b = Sketch::of(&[moved], 200);
+/// assert_eq!(a, b); // the same shingles: sentences moved, nothing changed
+/// assert_eq!(a.similarity(&b).containment, 1.0);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Sketch {
+    shift: u8,
+    hashes: Box<[u32]>,
+}
+
+/// How much two sketched texts have in common.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Similarity {
+    /// Shared shingles over the shingles of the text with fewer: 1 when one text is contained
+    /// in the other (a truncated copy, or a copy with lines added).
+    pub containment: f64,
+    /// Shared shingles over the shingles of either text (Jaccard).
+    pub jaccard: f64,
+}
+
+impl Sketch {
+    /// The sketch of normalised texts taken together (an article's fingerprinted fields),
+    /// keeping at most `capacity` hashes (at least one).
+    pub fn of(normalized: &[&str], capacity: usize) -> Sketch {
+        let mut hashes = Vec::new();
+        let mut sentence = String::new();
+        for text in normalized {
+            for part in text.split(SENTENCE_ENDS) {
+                sentence.clear();
+                sentence.extend(part.chars().filter(|c| c.is_alphanumeric()));
+                shingle_hashes(&sentence, &mut hashes);
+            }
+        }
+        hashes.sort_unstable();
+        hashes.dedup();
+        let capacity = capacity.max(1);
+        let mut shift = 0u8;
+        let mut kept = hashes.len();
+        while kept > capacity {
+            shift += 1;
+            kept = hashes.partition_point(|&hash| u64::from(hash) < threshold(shift));
+        }
+        hashes.truncate(kept);
+        Sketch {
+            shift,
+            hashes: hashes.into_boxed_slice(),
+        }
+    }
+
+    /// The kept hashes, smallest first.
+    pub fn hashes(&self) -> &[u32] {
+        &self.hashes
+    }
+
+    /// Whether the text had no shingle at all (nothing but punctuation, symbols or markup).
+    pub fn is_empty(&self) -> bool {
+        self.hashes.is_empty()
+    }
+
+    /// The sketch's candidate keys: its [`KEYS`] smallest hashes (all of them if it has fewer).
+    /// They are the smallest shingle hashes of the whole text, so a text and a copy that keeps
+    /// most of it share some of them (a min-hash argument: each of the copy's smallest hashes is
+    /// also among the original's smallest with a probability that grows with their overlap).
+    pub fn keys(&self) -> &[u32] {
+        &self.hashes[..self.hashes.len().min(KEYS)]
+    }
+
+    /// How much the texts of two sketches have in common, estimated on the hash range both
+    /// sketches keep whole. Two empty sketches have nothing in common.
+    pub fn similarity(&self, other: &Sketch) -> Similarity {
+        let limit = threshold(self.shift.max(other.shift));
+        let below = |hashes: &[u32]| hashes.partition_point(|&hash| u64::from(hash) < limit);
+        let (a, b) = (
+            &self.hashes[..below(&self.hashes)],
+            &other.hashes[..below(&other.hashes)],
+        );
+        if a.is_empty() || b.is_empty() {
+            return Similarity {
+                containment: 0.0,
+                jaccard: 0.0,
+            };
+        }
+        let shared = count_shared(a, b);
+        Similarity {
+            containment: shared as f64 / a.len().min(b.len()) as f64,
+            jaccard: shared as f64 / (a.len() + b.len() - shared) as f64,
+        }
+    }
+
+    /// Heap bytes the sketch holds.
+    pub fn heap_bytes(&self) -> usize {
+        self.hashes.len() * std::mem::size_of::<u32>()
+    }
+
+    /// The sketch as bytes, for storing beside a document: the shift, then each hash in
+    /// little-endian order.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(1 + self.heap_bytes());
+        bytes.push(self.shift);
+        for hash in self.hashes.iter() {
+            bytes.extend_from_slice(&hash.to_le_bytes());
+        }
+        bytes
+    }
+
+    /// Reads [`to_bytes`](Self::to_bytes) back; `None` when the bytes are not a sketch.
+    pub fn from_bytes(bytes: &[u8]) -> Option<Sketch> {
+        let (&shift, rest) = bytes.split_first()?;
+        if shift > 32 || rest.len() % 4 != 0 {
+            return None;
+        }
+        let hashes: Box<[u32]> = rest
+            .chunks_exact(4)
+            .map(|chunk| u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]))
+            .collect();
+        let ordered = hashes.windows(2).all(|pair| pair[0] < pair[1]);
+        let in_range = hashes
+            .last()
+            .is_none_or(|&hash| u64::from(hash) < threshold(shift));
+        (ordered && in_range).then_some(Sketch { shift, hashes })
+    }
+}
+
+/// The sample's bound for a shift: hashes below it are kept.
+fn threshold(shift: u8) -> u64 {
+    (1u64 << 32) >> shift
+}
+
+/// Appends the hashes of a sentence's shingles (its letters and digits only).
+fn shingle_hashes(sentence: &str, out: &mut Vec<u32>) {
+    if sentence.is_empty() {
+        return;
+    }
+    let starts: Vec<usize> = sentence
+        .char_indices()
+        .map(|(at, _)| at)
+        .chain([sentence.len()])
+        .collect();
+    let chars = starts.len() - 1;
+    if chars <= SHINGLE_CHARS {
+        out.push(hash32(sentence));
+        return;
+    }
+    for first in 0..=chars - SHINGLE_CHARS {
+        out.push(hash32(&sentence[starts[first]..starts[first + SHINGLE_CHARS]]));
+    }
+}
+
+fn hash32(shingle: &str) -> u32 {
+    (xxh3_64(shingle.as_bytes()) >> 32) as u32
+}
+
+/// Elements two strictly increasing slices share.
+fn count_shared(a: &[u32], b: &[u32]) -> usize {
+    let (mut i, mut j, mut shared) = (0, 0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                shared += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    shared
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn text(seed: u64, sentences: usize) -> String {
+        let alphabet: Vec<char> = "国务院会议召开部署推进城镇化建设工作经济发展改革开放人民群众"
+            .chars()
+            .collect();
+        let mut state = seed | 1;
+        let mut out = String::new();
+        for _ in 0..sentences {
+            for _ in 0..20 {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                out.push(alphabet[(state % alphabet.len() as u64) as usize]);
+            }
+            out.push('。');
+        }
+        out
+    }
+
+    #[test]
+    fn a_long_text_is_sampled_to_capacity() {
+        let long = text(7, 40);
+        let whole = Sketch::of(&[&long], 10_000);
+        let sampled = Sketch::of(&[&long], 64);
+        assert!(whole.hashes().len() > 64);
+        assert!(sampled.hashes().len() <= 64 && sampled.hashes().len() >= 16);
+        assert!(whole.hashes().starts_with(sampled.hashes()));
+        assert_eq!(sampled.similarity(&whole).containment, 1.0);
+    }
+
+    #[test]
+    fn a_truncated_copy_is_contained() {
+        let long = text(3, 30);
+        let cut: String = long.chars().take(long.chars().count() / 3).collect();
+        let similarity = Sketch::of(&[&long], 200).similarity(&Sketch::of(&[&cut], 200));
+        assert!(similarity.containment > 0.9, "{similarity:?}");
+        assert!(similarity.jaccard < 0.5, "{similarity:?}");
+    }
+
+    #[test]
+    fn texts_without_shingles_match_nothing() {
+        let empty = Sketch::of(&["！？……"], 200);
+        assert!(empty.is_empty());
+        assert_eq!(empty.similarity(&empty).containment, 0.0);
+    }
+
+    proptest! {
+        #[test]
+        fn bytes_round_trip_and_garbage_is_refused(seed in any::<u64>(), sentences in 0usize..30, capacity in 1usize..300, garbage in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let sketch = Sketch::of(&[&text(seed, sentences)], capacity);
+            prop_assert_eq!(Sketch::from_bytes(&sketch.to_bytes()), Some(sketch.clone()));
+            if let Some(read) = Sketch::from_bytes(&garbage) {
+                prop_assert!(read.hashes().windows(2).all(|pair| pair[0] < pair[1]));
+            }
+        }
+
+        #[test]
+        fn similarity_is_symmetric_and_bounded(a in any::<u64>(), b in any::<u64>(), capacity in 1usize..300) {
+            let (x, y) = (Sketch::of(&[&text(a, 12)], capacity), Sketch::of(&[&text(b, 5)], capacity));
+            let (xy, yx) = (x.similarity(&y), y.similarity(&x));
+            prop_assert_eq!(xy, yx);
+            prop_assert!((0.0..=1.0).contains(&xy.containment) && xy.jaccard <= xy.containment);
+        }
+    }
+}
