@@ -42,8 +42,7 @@ fn ingest_then_list_detail_and_stats() {
     let summary = json(&ingested);
     assert_eq!(summary["documents"], 6);
     assert_eq!(
-        summary["duplicates"],
-        3,
+        summary["duplicates"], 3,
         "run-2 and run-3 join run-1, grain-2 joins grain-1"
     );
 

@@ -1,6 +1,8 @@
 //! The parent forest against SPEC §1: invariants after arbitrary insert / advance / expire
 //! sequences, determinism, and agreement with a small independent reference model of the
-//! insertion and expiry rules.
+//! insertion and expiry rules; in seed mode (edges: within `k`) and in default mode (edges:
+//! candidates whose sketches verify, the candidates being the nodes within `k` and those that
+//! share a sketch key).
 //!
 //! The reference model ([`Model`]) is written from the specification, not from the forest's
 //! code: a map from fingerprint to node (last seen, the node it was attached through, creation
@@ -18,8 +20,11 @@ use std::collections::{HashMap, HashSet};
 use proptest::prelude::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use std::sync::OnceLock;
+
 use tantivy_dedup::Fingerprint;
-use tantivy_dedup::forest::{Forest, PlacementKind, Timestamp};
+use tantivy_dedup::forest::{Forest, PlacementKind, Signature, Timestamp};
+use tantivy_dedup::verify::{POSTING_CAPACITY, Sketch, Verifier};
 
 const DAY: Timestamp = 86_400;
 const WINDOW: Timestamp = 7 * DAY;
@@ -41,6 +46,11 @@ struct ModelNode {
 #[derive(Debug, Clone)]
 struct Model {
     k: u32,
+    /// Default mode: each node's sketch (the text of the insert that made it).
+    sketches: Option<HashMap<u64, Sketch>>,
+    /// Default mode: for each sketch key, the nodes posted under it, oldest first, at most
+    /// `POSTING_CAPACITY` (the oldest leaves first); a node leaves when it expires.
+    postings: HashMap<u32, Vec<u64>>,
     window: Timestamp,
     newest: Option<Timestamp>,
     nodes: HashMap<u64, ModelNode>,
@@ -62,9 +72,11 @@ struct ModelStats {
 }
 
 impl Model {
-    fn new(k: u32, window: Timestamp) -> Self {
+    fn new(k: u32, window: Timestamp, verified: bool) -> Self {
         Model {
             k,
+            sketches: verified.then(HashMap::new),
+            postings: HashMap::new(),
             window,
             newest: None,
             nodes: HashMap::new(),
@@ -88,6 +100,9 @@ impl Model {
         let cutoff = self.cutoff();
         let before = self.nodes.len();
         self.nodes.retain(|_, node| node.last_seen >= cutoff);
+        for posting in self.postings.values_mut() {
+            posting.retain(|node| self.nodes.contains_key(node));
+        }
         self.stats.expired += before - self.nodes.len();
     }
 
@@ -123,8 +138,41 @@ impl Model {
         }
     }
 
+    /// Whether a new node `h` with sketch `sketch` has an edge to the stored node `other`:
+    /// within k in seed mode; in default mode, reached (within k, or posted under one of the
+    /// sketch's keys) and verified.
+    fn edge(&self, h: u64, sketch: &Sketch, other: u64) -> bool {
+        match &self.sketches {
+            None => (h ^ other).count_ones() <= self.k,
+            Some(sketches) => {
+                let posted = sketch.keys().iter().any(|key| {
+                    self.postings
+                        .get(key)
+                        .is_some_and(|posting| posting.contains(&other))
+                });
+                ((h ^ other).count_ones() <= self.k || posted)
+                    && Verifier::default().matches(sketch, &sketches[&other])
+            }
+        }
+    }
+
+    /// Default mode: posts a new node under its sketch's keys.
+    fn post(&mut self, h: u64, sketch: &Sketch) {
+        if self.sketches.is_none() {
+            return;
+        }
+        for &key in sketch.keys() {
+            let posting = self.postings.entry(key).or_default();
+            posting.push(h);
+            if posting.len() > POSTING_CAPACITY {
+                posting.remove(0);
+            }
+        }
+    }
+
     /// SPEC §1's insertion: the root of the document's cluster and how it was placed.
-    fn insert(&mut self, h: u64, time: Timestamp) -> (u64, PlacementKind) {
+    fn insert(&mut self, h: u64, time: Timestamp, text: u32) -> (u64, PlacementKind) {
+        let sketch = &text_pool()[text as usize % text_pool().len()];
         self.advance_to(time);
         // A late document counts as seen at the window's start.
         let time = time.max(self.cutoff());
@@ -132,17 +180,21 @@ impl Model {
             node.documents += 1;
             return (self.refresh_chain(h, time), PlacementKind::ExistingNode);
         }
-        // Live nodes within k, grouped by root.
+        // Live nodes with an edge to h, grouped by root.
+        if let Some(sketches) = &mut self.sketches {
+            sketches.insert(h, sketch.clone());
+        }
         let mut trees: HashMap<u64, Vec<(u32, u64)>> = HashMap::new();
         for (&other, node) in &self.nodes {
             let distance = (h ^ other).count_ones();
-            if distance <= self.k && self.is_live(node) {
+            if self.is_live(node) && self.edge(h, sketch, other) {
                 trees
                     .entry(self.root_of(other))
                     .or_default()
                     .push((distance, other));
             }
         }
+        self.post(h, sketch);
         if trees.is_empty() {
             self.nodes.insert(
                 h,
@@ -241,9 +293,111 @@ fn forest_live_nodes(forest: &Forest) -> Vec<(u64, u64, Option<u64>, Timestamp, 
 }
 
 // ---------------------------------------------------------------------------------------------
+// Modes and the texts of default mode.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Edges: fingerprints within k.
+    Seed,
+    /// Edges: candidates (within k, or sharing a sketch key) whose sketches verify.
+    Verified,
+}
+
+impl Mode {
+    fn forest(self, k: u32, window: Timestamp) -> Result<Forest, String> {
+        match self {
+            Mode::Seed => Forest::new(k, window as u64),
+            Mode::Verified => Forest::with_verifier(k, window as u64, Verifier::default()),
+        }
+        .map_err(|e| e.to_string())
+    }
+
+    fn signature(self, fingerprint: u64, text: u32) -> Signature {
+        Signature {
+            fingerprint: Fingerprint(fingerprint),
+            sketch: (self == Mode::Verified).then(|| pooled(text).clone()),
+        }
+    }
+}
+
+fn modes() -> impl Strategy<Value = Mode> {
+    prop_oneof![Just(Mode::Seed), Just(Mode::Verified)]
+}
+
+/// Sketches of invented news texts: stories, and for each its copies as reposts make them
+/// (truncated, framed, reordered, with typos), a templated story with other figures, and a
+/// one-line excerpt.
+fn text_pool() -> &'static [Sketch] {
+    static POOL: OnceLock<Vec<Sketch>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let places = ["江城", "海州", "云岭", "北川", "南湖", "西坪"];
+        let topics = [
+            "防汛抗旱",
+            "春耕备耕",
+            "城市更新",
+            "数字政务",
+            "文旅消费",
+            "乡村振兴",
+        ];
+        let mut texts = Vec::new();
+        for (i, (place, topic)) in places.iter().zip(topics).enumerate() {
+            let sentences = [
+                format!("{place}市今天召开{topic}工作推进会议，总结前一阶段经验做法"),
+                format!(
+                    "会议指出，今年以来全市{topic}投入资金{}亿元，完成项目{}个",
+                    12 + i,
+                    30 + 7 * i
+                ),
+                format!("各区县要压实属地责任，细化工作方案，确保{topic}各项任务按期落地见效"),
+                format!(
+                    "{place}市有关负责人表示，下一步将加强督促检查，及时协调解决群众反映的困难问题"
+                ),
+            ];
+            let whole = sentences.join("。");
+            // Other figures (close enough to verify against both), then other figures and
+            // another aim: a story of the same template that is not a copy.
+            let refigured = whole
+                .replace(&format!("{}亿元", 12 + i), &format!("{}亿元", 40 + i))
+                .replace(&format!("{}个", 30 + 7 * i), &format!("{}个", 90 + i));
+            let templated = refigured.replace("总结前一阶段经验做法", "部署下一阶段重点任务");
+            let variants = [
+                whole.clone(),
+                sentences[..3].join("。"),
+                format!("转发：{whole}（来源：{place}日报 责任编辑：王明）"),
+                [&sentences[2], &sentences[0], &sentences[3], &sentences[1]]
+                    .map(String::as_str)
+                    .join("。"),
+                whole
+                    .replacen("推进", "推动", 1)
+                    .replacen("属地", "主体", 1),
+                refigured,
+                templated,
+                sentences[0].clone(),
+            ];
+            texts.extend(variants.iter().map(|text| Sketch::of(&[text], 200)));
+        }
+        texts
+    })
+}
+
+fn pooled(text: u32) -> &'static Sketch {
+    &text_pool()[text as usize % text_pool().len()]
+}
+
+// ---------------------------------------------------------------------------------------------
 // SPEC §1 invariants, checked from the outside through `nodes()` (besides `check_invariants`).
 
-fn check_spec_invariants(forest: &Forest, k: u32, counts_exact: bool) -> Result<(), String> {
+/// A relation between two stored nodes, by fingerprint.
+type NodeRelation<'a> = dyn Fn(u64, u64) -> bool + 'a;
+
+/// `edge(a, b)`: whether a leaf `a` may hang from `b` (the mode's rule); `conflict(a, b)`:
+/// whether roots `a` and `b` would break the forest (an edge every lookup finds).
+fn check_spec_invariants(
+    forest: &Forest,
+    edge: &NodeRelation<'_>,
+    conflict: &NodeRelation<'_>,
+    counts_exact: bool,
+) -> Result<(), String> {
     let nodes: Vec<_> = forest.nodes().collect();
     let by_fingerprint: HashMap<u64, _> = nodes.iter().map(|n| (n.fingerprint.0, *n)).collect();
     if by_fingerprint.len() != nodes.len() {
@@ -257,9 +411,9 @@ fn check_spec_invariants(forest: &Forest, k: u32, counts_exact: bool) -> Result<
             return Err(format!("root {} reports root {}", a.fingerprint, a.root));
         }
         for b in &live_roots[i + 1..] {
-            if a.fingerprint.distance(b.fingerprint) <= k {
+            if conflict(a.fingerprint.0, b.fingerprint.0) {
                 return Err(format!(
-                    "live roots {} and {} are {} apart",
+                    "live roots {} and {} have an edge ({} bits apart)",
                     a.fingerprint,
                     b.fingerprint,
                     a.fingerprint.distance(b.fingerprint)
@@ -282,9 +436,9 @@ fn check_spec_invariants(forest: &Forest, k: u32, counts_exact: bool) -> Result<
                 leaf.fingerprint
             ));
         }
-        if leaf.fingerprint.distance(through) > k {
+        if !edge(leaf.fingerprint.0, through.0) {
             return Err(format!(
-                "leaf {} more than k from {through}",
+                "leaf {} has no edge to {through}",
                 leaf.fingerprint
             ));
         }
@@ -337,6 +491,7 @@ enum Op {
         flips: Vec<u32>,
         fresh: u64,
         back: Timestamp,
+        text: u32,
     },
     /// A point between two earlier fingerprints: the first `a` with `toward` of the bits in
     /// which it differs from `b` (lowest first) flipped, so that it can reach both trees.
@@ -345,6 +500,7 @@ enum Op {
         b: prop::sample::Index,
         toward: u32,
         back: Timestamp,
+        text: u32,
     },
     Advance(Timestamp),
     Expire,
@@ -365,9 +521,12 @@ fn between(a: u64, b: u64, toward: u32) -> u64 {
     moved
 }
 
+/// An insert is a fingerprint, an event time and a text of [`text_pool`] (by index, modulo its
+/// size; seed mode ignores it). Fingerprint and text are drawn independently, so default mode
+/// meets close fingerprints of other texts and far fingerprints of copies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Event {
-    Insert(u64, Timestamp),
+    Insert(u64, Timestamp, u32),
     Advance(Timestamp),
     Expire,
 }
@@ -383,6 +542,7 @@ fn materialize(ops: &[Op]) -> Vec<Event> {
                 flips,
                 fresh,
                 back,
+                text,
             } => {
                 let base = match near {
                     Some(index) if !earlier.is_empty() => earlier[index.index(earlier.len())],
@@ -390,9 +550,15 @@ fn materialize(ops: &[Op]) -> Vec<Event> {
                 };
                 let fingerprint = flips.iter().fold(base, |f, &bit| f ^ (1 << bit));
                 earlier.push(fingerprint);
-                events.push(Event::Insert(fingerprint, now - back));
+                events.push(Event::Insert(fingerprint, now - back, *text));
             }
-            Op::Between { a, b, toward, back } => {
+            Op::Between {
+                a,
+                b,
+                toward,
+                back,
+                text,
+            } => {
                 let fingerprint = if earlier.is_empty() {
                     0
                 } else {
@@ -401,7 +567,7 @@ fn materialize(ops: &[Op]) -> Vec<Event> {
                     between(a, b, *toward)
                 };
                 earlier.push(fingerprint);
-                events.push(Event::Insert(fingerprint, now - back));
+                events.push(Event::Insert(fingerprint, now - back, *text));
             }
             Op::Advance(seconds) => {
                 now += seconds;
@@ -424,12 +590,14 @@ fn insert_op(max_back: Timestamp) -> impl Strategy<Value = Op> {
             3 => any::<u64>(),
         ],
         prop_oneof![6 => Just(0 as Timestamp), 1 => 0..=max_back],
+        any::<u32>(),
     )
-        .prop_map(|(near, flips, fresh, back)| Op::Insert {
+        .prop_map(|(near, flips, fresh, back, text)| Op::Insert {
             near,
             flips,
             fresh,
             back,
+            text,
         })
 }
 
@@ -439,8 +607,15 @@ fn between_op(max_back: Timestamp) -> impl Strategy<Value = Op> {
         any::<prop::sample::Index>(),
         1u32..=4,
         prop_oneof![6 => Just(0 as Timestamp), 1 => 0..=max_back],
+        any::<u32>(),
     )
-        .prop_map(|(a, b, toward, back)| Op::Between { a, b, toward, back })
+        .prop_map(|(a, b, toward, back, text)| Op::Between {
+            a,
+            b,
+            toward,
+            back,
+            text,
+        })
 }
 
 fn ops_with_expiry() -> impl Strategy<Value = Vec<Op>> {
@@ -477,18 +652,24 @@ fn ops_without_expiry() -> impl Strategy<Value = Vec<Op>> {
 /// The root each insert reported. The invariants are checked after every `check_every`-th step
 /// and after the last (a check scans the whole forest, which is slow in debug builds).
 fn run_forest(
+    mode: Mode,
     k: u32,
     window: Timestamp,
     events: &[Event],
     check_every: usize,
 ) -> Result<Vec<u64>, String> {
-    let mut forest = Forest::new(k, window as u64).map_err(|e| e.to_string())?;
+    let mut forest = mode.forest(k, window)?;
+    // Default mode: each node's sketch, for checking edges from the outside.
+    let mut node_sketches: HashMap<u64, Sketch> = HashMap::new();
     let mut roots = Vec::new();
     for (step, event) in events.iter().enumerate() {
         let context = |what: String| format!("step {step} ({event:?}): {what}");
         match *event {
-            Event::Insert(fingerprint, time) => {
-                let placement = forest.insert(Fingerprint(fingerprint), time);
+            Event::Insert(fingerprint, time, text) => {
+                let placement = forest.insert(mode.signature(fingerprint, text), time);
+                if placement.kind != PlacementKind::ExistingNode {
+                    node_sketches.insert(fingerprint, pooled(text).clone());
+                }
                 roots.push(placement.root.0);
                 {
                     // Every placed document's node is live (a late one counts as seen at the
@@ -536,7 +717,21 @@ fn run_forest(
         }
         if step % check_every == 0 || step + 1 == events.len() {
             forest.check_invariants().map_err(&context)?;
-            check_spec_invariants(&forest, k, *event == Event::Expire).map_err(&context)?;
+            let within = |a: u64, b: u64| (a ^ b).count_ones() <= k;
+            let verified = |a: u64, b: u64| {
+                Verifier::default().matches(&node_sketches[&a], &node_sketches[&b])
+            };
+            let within_and_verified = |a: u64, b: u64| within(a, b) && verified(a, b);
+            // In default mode a leaf's edge may have been found through a key. Two roots must
+            // never verify within k (those candidates are always found); key postings forget
+            // their oldest nodes, so a verified pair reached only through a key is no conflict
+            // after the fact (the forest's own check covers the pairs still posted together).
+            let (edge, conflict): (&NodeRelation<'_>, &NodeRelation<'_>) = match mode {
+                Mode::Seed => (&within, &within),
+                Mode::Verified => (&verified, &within_and_verified),
+            };
+            check_spec_invariants(&forest, edge, conflict, *event == Event::Expire)
+                .map_err(&context)?;
         }
     }
     Ok(roots)
@@ -546,18 +741,19 @@ fn run_forest(
 /// placement is compared; the whole live state (every node's root, attachment, time and
 /// documents) after every `full_every`-th step, after every expire() and after the last step.
 fn compare_with_model(
+    mode: Mode,
     k: u32,
     window: Timestamp,
     events: &[Event],
     full_every: usize,
 ) -> Result<ModelStats, String> {
-    let mut forest = Forest::new(k, window as u64).map_err(|e| e.to_string())?;
-    let mut model = Model::new(k, window);
+    let mut forest = mode.forest(k, window)?;
+    let mut model = Model::new(k, window, mode == Mode::Verified);
     for (step, event) in events.iter().enumerate() {
         match *event {
-            Event::Insert(fingerprint, time) => {
-                let placement = forest.insert(Fingerprint(fingerprint), time);
-                let (root, kind) = model.insert(fingerprint, time);
+            Event::Insert(fingerprint, time, text) => {
+                let placement = forest.insert(mode.signature(fingerprint, text), time);
+                let (root, kind) = model.insert(fingerprint, time, text);
                 if (placement.root.0, placement.kind) != (root, kind) {
                     return Err(format!(
                         "step {step}: insert {fingerprint:016x} at {time}: forest {} {:?}, \
@@ -613,11 +809,11 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
     #[test]
-    fn invariants_hold_and_replay_is_deterministic(k in radius(), ops in ops_with_expiry()) {
+    fn invariants_hold_and_replay_is_deterministic(mode in modes(), k in radius(), ops in ops_with_expiry()) {
         let events = materialize(&ops);
-        let first = run_forest(k, WINDOW, &events, 1);
-        prop_assert!(first.is_ok(), "k={}: {}\nevents: {:x?}", k, first.unwrap_err(), events);
-        let again = run_forest(k, WINDOW, &events, usize::MAX).unwrap();
+        let first = run_forest(mode, k, WINDOW, &events, 1);
+        prop_assert!(first.is_ok(), "{:?} k={}: {}\nevents: {:x?}", mode, k, first.unwrap_err(), events);
+        let again = run_forest(mode, k, WINDOW, &events, usize::MAX).unwrap();
         prop_assert_eq!(first.unwrap(), again, "replay gave other roots");
     }
 }
@@ -627,19 +823,20 @@ proptest! {
 
     #[test]
     fn agrees_with_the_model_without_expiry(
+        mode in modes(),
         k in prop_oneof![2 => Just(1u32), 4 => Just(2u32), 1 => Just(3u32), 1 => Just(4u32)],
         ops in ops_without_expiry(),
     ) {
         let events = materialize(&ops);
-        let result = compare_with_model(k, WINDOW, &events, 1);
-        prop_assert!(result.is_ok(), "k={}: {}\nevents: {:x?}", k, result.unwrap_err(), events);
+        let result = compare_with_model(mode, k, WINDOW, &events, 1);
+        prop_assert!(result.is_ok(), "{:?} k={}: {}\nevents: {:x?}", mode, k, result.unwrap_err(), events);
     }
 
     #[test]
-    fn agrees_with_the_model_with_expiry(k in radius(), ops in ops_with_expiry()) {
+    fn agrees_with_the_model_with_expiry(mode in modes(), k in radius(), ops in ops_with_expiry()) {
         let events = materialize(&ops);
-        let result = compare_with_model(k, WINDOW, &events, 1);
-        prop_assert!(result.is_ok(), "k={}: {}\nevents: {:x?}", k, result.unwrap_err(), events);
+        let result = compare_with_model(mode, k, WINDOW, &events, 1);
+        prop_assert!(result.is_ok(), "{:?} k={}: {}\nevents: {:x?}", mode, k, result.unwrap_err(), events);
     }
 }
 
@@ -692,7 +889,7 @@ fn seeded_events(seed: u64, inserts: usize, max_step: Timestamp, back_dated: boo
         } else {
             now
         };
-        events.push(Event::Insert(fingerprint, time));
+        events.push(Event::Insert(fingerprint, time, rng.random()));
         now += rng.random_range(0..=max_step);
         if i % 97 == 96 {
             events.push(Event::Expire);
@@ -704,7 +901,7 @@ fn seeded_events(seed: u64, inserts: usize, max_step: Timestamp, back_dated: boo
 #[test]
 fn long_sequence_without_expiry_matches_model() {
     let events = seeded_events(11, 2_000, 60, false);
-    let stats = compare_with_model(3, WINDOW, &events, 100).unwrap();
+    let stats = compare_with_model(Mode::Seed, 3, WINDOW, &events, 100).unwrap();
     eprintln!("{stats:?}");
     assert!(
         stats.contested > 20 && stats.won_by_children > 0,
@@ -720,7 +917,7 @@ fn long_sequence_without_expiry_matches_model() {
 fn long_sequence_with_expiry_matches_model() {
     // 1,500 inserts over some 120 days, a tenth of them back-dated: stories come and go.
     let events = seeded_events(12, 1_500, 2 * 3_600 * 2, true);
-    let stats = compare_with_model(3, WINDOW, &events, 100).unwrap();
+    let stats = compare_with_model(Mode::Seed, 3, WINDOW, &events, 100).unwrap();
     eprintln!("{stats:?}");
     assert!(
         stats.contested > 20 && stats.through_sibling > 100,
@@ -732,12 +929,36 @@ fn long_sequence_with_expiry_matches_model() {
 #[test]
 fn long_sequence_invariants_and_determinism() {
     let events = seeded_events(13, 3_000, 1_800, true);
-    let roots = run_forest(3, WINDOW, &events, 200).unwrap();
-    assert_eq!(run_forest(3, WINDOW, &events, usize::MAX).unwrap(), roots);
+    let roots = run_forest(Mode::Seed, 3, WINDOW, &events, 200).unwrap();
+    assert_eq!(
+        run_forest(Mode::Seed, 3, WINDOW, &events, usize::MAX).unwrap(),
+        roots
+    );
     // The stream must actually exercise the interesting paths.
     let distinct: HashSet<u64> = roots.iter().copied().collect();
     assert!(
         distinct.len() > 10 && distinct.len() < roots.len() / 2,
+        "{} roots",
+        distinct.len()
+    );
+}
+
+#[test]
+fn long_verified_sequence_matches_model_and_keeps_invariants() {
+    // The pool's stories share template sentences, so some keys are posted by far more than
+    // 64 nodes: the model's postings forget their oldest nodes as the forest's do.
+    let events = seeded_events(14, 1_000, 3_600, true);
+    let stats = compare_with_model(Mode::Verified, 3, WINDOW, &events, 50).unwrap();
+    eprintln!("{stats:?}");
+    assert!(
+        stats.contested > 5 && stats.through_sibling > 5,
+        "{stats:?}"
+    );
+    let roots = run_forest(Mode::Verified, 3, WINDOW, &events, 50).unwrap();
+    // Six stories, each living on for the whole run: a few trees each.
+    let distinct: HashSet<u64> = roots.iter().copied().collect();
+    assert!(
+        distinct.len() > 5 && distinct.len() < roots.len() / 10,
         "{} roots",
         distinct.len()
     );

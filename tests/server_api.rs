@@ -1428,12 +1428,7 @@ fn check_decisions(stories: &[Story], answers: &[(Doc, u64, u64, bool)]) {
     let roots: Vec<u64> = first_of_root.keys().copied().collect();
     for (i, a) in roots.iter().enumerate() {
         for b in &roots[i + 1..] {
-            assert!(
-                !edge(*a, *b),
-                "roots {} and {} verify",
-                hex(*a),
-                hex(*b)
-            );
+            assert!(!edge(*a, *b), "roots {} and {} verify", hex(*a), hex(*b));
         }
     }
     for (&node, &root) in &root_of_simhash {

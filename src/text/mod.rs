@@ -8,10 +8,10 @@ mod features;
 mod normalize;
 mod segment;
 
+pub(crate) use features::SENTENCE_ENDS;
 pub use features::{
     IdfTable, Weighting, has_letter_or_digit, is_feature, is_stop_word, longest_sentence,
 };
-pub(crate) use features::SENTENCE_ENDS;
 pub use normalize::normalize;
 pub use segment::{TokenSpan, USE_HMM, jieba, search_tokens, segment};
 

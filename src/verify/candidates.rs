@@ -139,7 +139,11 @@ impl SketchStore {
         const SLOT: usize = 8; // a hash map's control byte and padding, per slot, roughly
         let sketches = self.sketches.capacity()
             * (std::mem::size_of::<(Fingerprint, Sketch)>() + SLOT)
-            + self.sketches.values().map(Sketch::heap_bytes).sum::<usize>();
+            + self
+                .sketches
+                .values()
+                .map(Sketch::heap_bytes)
+                .sum::<usize>();
         let postings = self.postings.capacity()
             * (std::mem::size_of::<(u32, Vec<Fingerprint>)>() + SLOT)
             + self

@@ -177,7 +177,9 @@ fn shingle_hashes(sentence: &str, out: &mut Vec<u32>) {
         return;
     }
     for first in 0..=chars - SHINGLE_CHARS {
-        out.push(hash32(&sentence[starts[first]..starts[first + SHINGLE_CHARS]]));
+        out.push(hash32(
+            &sentence[starts[first]..starts[first + SHINGLE_CHARS]],
+        ));
     }
 }
 
