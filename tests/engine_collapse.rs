@@ -877,9 +877,10 @@ fn similar_lists_the_rest_of_the_cluster() {
     assert!(searcher.similar(&docs[0].id, 0, MAX_PAGE_SIZE + 1).is_err());
 }
 
-/// Near-duplicate checks equal a scan of every live document's `simhash` within
-/// `max_distance` of the text's fingerprint, nearest first then earliest, for indexed texts,
-/// deleted and replaced texts and new reposts that were never indexed.
+/// Near-duplicate checks equal a scan of every live document by the forest's edge rule (default
+/// mode: reached, within `max_distance` or through a shared sketch key, and verified by the
+/// sketches), nearest fingerprint first then earliest, for indexed texts, deleted and replaced
+/// texts and new reposts that were never indexed.
 #[test]
 fn near_duplicates_equal_a_scan() {
     let mut fixture = ingested();
@@ -906,12 +907,25 @@ fn near_duplicates_equal_a_scan() {
     let (title, content) = unrelated_story(&mut rng);
     texts.push((article(&mut rng, "new".into(), 0, title, content), false));
 
+    let signer = dedup.signer();
+    let verifier = config
+        .dedup
+        .verifier()
+        .expect("the fixture runs default mode");
     let (mut with_matches, mut with_several, mut unindexed_with_matches) = (0, 0, 0);
+    let mut beyond_k = 0;
     for (article, indexed) in &texts {
-        let simhash = dedup.fingerprint(article);
+        let signature = signer.sign(article);
+        let (simhash, sketch) = (signature.fingerprint, signature.sketch.unwrap());
+        let is_near = |doc: &&LiveDoc| {
+            let other = signer.sign(&fixture.live[&doc.id]).sketch.unwrap();
+            let shares_key = sketch.keys().iter().any(|key| other.keys().contains(key));
+            let within_k = simhash.distance(Fingerprint(doc.simhash)) <= k;
+            (within_k || shares_key) && verifier.matches(&sketch, &other)
+        };
         let mut near: Vec<(u32, i64, DocAddress, &str)> = docs
             .iter()
-            .filter(|doc| simhash.distance(Fingerprint(doc.simhash)) <= k)
+            .filter(is_near)
             .map(|doc| {
                 let distance = simhash.distance(Fingerprint(doc.simhash));
                 (distance, doc.time, doc.address, doc.id.as_str())
@@ -938,6 +952,7 @@ fn near_duplicates_equal_a_scan() {
         if *indexed {
             assert_eq!(expected.first().map(|&(d, _)| d), Some(0), "{}", article.id);
         }
+        beyond_k += expected.iter().filter(|&&(d, _)| d > k).count();
         with_matches += usize::from(!expected.is_empty());
         with_several += usize::from(expected.len() >= 2);
         unindexed_with_matches += usize::from(!indexed && !expected.is_empty());
@@ -945,6 +960,7 @@ fn near_duplicates_equal_a_scan() {
     assert!(with_matches >= 40, "{with_matches}");
     assert!(with_several >= 5, "{with_several}");
     assert!(unindexed_with_matches >= 5, "{unindexed_with_matches}");
+    assert!(beyond_k >= 5, "verified matches beyond k: {beyond_k}");
     assert!(
         searcher
             .near_duplicates(&texts[0].0, MAX_PAGE_SIZE + 1)

@@ -951,7 +951,7 @@ fn long_verified_sequence_matches_model_and_keeps_invariants() {
     let stats = compare_with_model(Mode::Verified, 3, WINDOW, &events, 50).unwrap();
     eprintln!("{stats:?}");
     assert!(
-        stats.contested > 5 && stats.through_sibling > 5,
+        stats.contested > 2 && stats.won_by_children > 0 && stats.through_sibling > 100,
         "{stats:?}"
     );
     let roots = run_forest(Mode::Verified, 3, WINDOW, &events, 50).unwrap();

@@ -192,11 +192,40 @@ fn templated_bulletins_with_different_facts_are_not_merged() {
 
 #[test]
 fn a_one_line_quote_does_not_join_a_long_article() {
-    // A clause that occurs inside an article is not a copy of it (a copy keeps at least a
-    // fifth of its source).
+    // A clause that occurs inside an article is not a copy of it (a copy is at least a third
+    // of the longer text).
     let clause = POLICY[2].split('，').nth(1).unwrap();
     assert!(clause.chars().count() * 5 < policy().chars().count());
     assert_apart("a quoted clause", &policy(), clause);
+}
+
+/// Two more invented stories, for a digest page.
+const HARBOUR: &str = "东港市今年第三季度港口货物吞吐量达到一亿二千万吨，同比增长百分之六点八，其中集装箱\
+    吞吐量首次突破四百万标准箱。港务局负责人介绍，新建的自动化码头投入使用后，单箱作业时间缩短了三分之一，\
+    船舶平均在港停留时间下降到一天以内。下一步，东港将加快铁路专用线建设，推动海铁联运量继续增长。";
+const SCHOOL: &str = "西山区新建的三所中小学本周正式启用，可新增学位四千八百个，缓解了城区入学压力。区教育局\
+    表示，新学校全部按照省级标准配备了实验室、图书馆和体育场馆，并从优质学校选派骨干教师担任管理人员。\
+    今年秋季学期，全区义务教育阶段学生人数预计比去年增加两千余人。";
+
+#[test]
+fn a_digest_page_joins_none_of_its_stories() {
+    let mut dedup = Deduplicator::new(DedupConfig::default()).unwrap();
+    // Five items of about the same length: none is a third of the page.
+    let stories = [HARBOUR, SCHOOL, POST, POLICY[1], POLICY[3]];
+    let roots: Vec<_> = stories
+        .iter()
+        .enumerate()
+        .map(|(i, text)| dedup.insert(&article(&format!("s{i}"), text, 0), T0).root)
+        .collect();
+    let digest = format!("今日要闻摘要\n{}", stories.join("\n\n"));
+    let digest_root = dedup.insert(&article("digest", &digest, 60), T0).root;
+    assert!(!roots.contains(&digest_root), "the digest joined a story");
+    // Copies of its stories still find their own clusters, not the digest's.
+    for (i, story) in stories.iter().enumerate() {
+        let copy = format!("【转载】{story}（来源：滨江日报）");
+        let decision = dedup.insert(&article(&format!("c{i}"), &copy, 90), T0);
+        assert_eq!(decision.root, roots[i], "copy of story {i}");
+    }
 }
 
 /// Long invented articles on the same beat: every article draws its sentences from its own

@@ -30,6 +30,9 @@ pub const DUPLICATE: &str = "_duplicate";
 /// ([`crate::verify::Sketch::to_bytes`]; bytes, fast), on live documents and tombstones, so
 /// that recovery replays the same decisions.
 pub const SKETCH: &str = "_sketch";
+/// Default mode: the sketch's candidate keys ([`crate::verify::Sketch::keys`]; u64, indexed),
+/// so that the check before publishing finds the candidates the forest finds.
+pub const SKETCH_KEYS: &str = "_keys";
 
 /// The value of a document's fast field (the first, if several), by field name: `None` when
 /// the document has none (tombstones have no `root`, for instance).
@@ -114,6 +117,8 @@ pub struct NewsFields {
     pub digest: Field,
     /// See [`SKETCH`].
     pub sketch: Field,
+    /// See [`SKETCH_KEYS`].
+    pub sketch_keys: Field,
     /// See [`DUPLICATE`].
     pub duplicate: Field,
     /// Which text fields are indexed (searchable by keyword).
@@ -209,6 +214,7 @@ pub fn build_schema(declared: &FieldsConfig, layout: &BlockLayout) -> (Schema, N
     let digest = builder.add_u64_field(DIGEST, NumericOptions::default().set_fast());
     let duplicate = builder.add_bool_field(DUPLICATE, NumericOptions::default().set_fast());
     let sketch = builder.add_bytes_field(SKETCH, FAST);
+    let sketch_keys = builder.add_u64_field(SKETCH_KEYS, NumericOptions::default().set_indexed());
     let schema = builder.build();
     let fields = NewsFields {
         id: handles[0],
@@ -225,6 +231,7 @@ pub fn build_schema(declared: &FieldsConfig, layout: &BlockLayout) -> (Schema, N
         digest,
         duplicate,
         sketch,
+        sketch_keys,
         searchable,
         source_indexed,
         published_at_indexed,

@@ -17,13 +17,15 @@ use tantivy::{DateTime, DocAddress, Index, IndexReader, ReloadPolicy, TantivyDoc
 
 use crate::article::Article;
 use crate::config::Config;
+use crate::dedup::Signer;
 use crate::engine::collapse::{ClusterOrdinals, CollapseCollector, CollapsedCluster, Sort};
 use crate::engine::schema::{self, NewsFields, build_schema, fast_value};
 use crate::engine::tokenizer;
 use crate::engine::writer::{index_error, stored_settings};
 use crate::forest::Timestamp;
 use crate::index::BlockLayout;
-use crate::text::{AnalyzedText, Fingerprinter};
+use crate::text::AnalyzedText;
+use crate::verify::{Sketch, Verifier};
 use crate::{Error, Fingerprint, Result};
 
 /// The most results one page may ask for.
@@ -186,7 +188,8 @@ pub struct NearDuplicate {
 pub struct NearDuplicates {
     /// The text's fingerprint.
     pub simhash: Fingerprint,
-    /// Indexed documents within `k`, nearest first (then earliest).
+    /// Indexed near-duplicates (seed mode: within `k`; default mode: candidates whose texts
+    /// verify, as the forest's edges), nearest fingerprint first (then earliest).
     pub matches: Vec<NearDuplicate>,
 }
 
@@ -211,7 +214,9 @@ struct Shared {
     fields: NewsFields,
     config: Config,
     layout: BlockLayout,
-    fingerprinter: Fingerprinter,
+    signer: Signer,
+    /// Default mode's rule for the check before publishing; `None` in seed mode.
+    verifier: Option<Verifier>,
     parser: QueryParser,
     /// The cluster numbers of the latest searcher generation collapsed.
     ordinals: Mutex<Option<Arc<ClusterOrdinals>>>,
@@ -258,8 +263,8 @@ impl DedupSearcher {
     ) -> Self {
         let layout = BlockLayout::new(config.dedup.max_distance)
             .unwrap_or_else(|_| unreachable!("validated when the index was opened"));
-        let fingerprinter =
-            Fingerprinter::new(config.dedup.weighting, config.dedup.longest_sentence);
+        let signer = Signer::new(&config.dedup);
+        let verifier = config.dedup.verifier();
         let mut parser = QueryParser::for_index(&index, fields.searchable.clone());
         parser.set_conjunction_by_default();
         DedupSearcher {
@@ -269,7 +274,8 @@ impl DedupSearcher {
                 fields,
                 config,
                 layout,
-                fingerprinter,
+                signer,
+                verifier,
                 parser,
                 ordinals: Mutex::default(),
             }),
@@ -618,9 +624,11 @@ impl DedupSearcher {
         }))
     }
 
-    /// Check before publishing: indexed documents within `k` of an article that is not indexed,
-    /// found through the simhash's block fields (a term query per block, then the exact
-    /// distance from the `simhash` fast field), nearest first, at most `limit`.
+    /// Check before publishing: the indexed near-duplicates of an article that is not indexed,
+    /// by the rule the forest's edges follow, nearest fingerprint first, at most `limit`.
+    /// Candidates come from the simhash's block fields (a term query per block) and, in
+    /// default mode, the sketch's keys (`_keys`); seed mode keeps those within `k` (from the
+    /// `simhash` fast field), default mode those whose stored sketch verifies.
     pub fn near_duplicates(&self, article: &Article, limit: usize) -> Result<NearDuplicates> {
         if limit > MAX_PAGE_SIZE {
             return Err(Error::Query(format!(
@@ -630,23 +638,29 @@ impl DedupSearcher {
         let shared = &self.shared;
         // Analysed as the index analyses (one dictionary in a process that indexes and checks).
         let parts: Vec<AnalyzedText> = shared
-            .config
-            .dedup
-            .fields
-            .iter()
-            .filter_map(|field| article.field_text(field))
+            .signer
+            .parts(article)
+            .into_iter()
             .map(AnalyzedText::new)
             .collect();
-        let simhash = shared
-            .fingerprinter
-            .fingerprint_analyzed(&parts.iter().collect::<Vec<_>>());
-        let blocks: Vec<(Occur, Box<dyn Query>)> = shared
+        let signature = shared
+            .signer
+            .sign_analyzed(&parts.iter().collect::<Vec<_>>());
+        let simhash = signature.fingerprint;
+        let block_terms = shared
             .fields
             .segments
             .iter()
             .zip(shared.layout.blocks())
-            .map(|(field, block)| {
-                let term = Term::from_field_u64(*field, block.key(simhash.0));
+            .map(|(field, block)| Term::from_field_u64(*field, block.key(simhash.0)));
+        let key_terms = signature
+            .sketch
+            .iter()
+            .flat_map(Sketch::keys)
+            .map(|&key| Term::from_field_u64(shared.fields.sketch_keys, u64::from(key)));
+        let candidates_query: Vec<(Occur, Box<dyn Query>)> = block_terms
+            .chain(key_terms)
+            .map(|term| {
                 let query: Box<dyn Query> =
                     Box::new(TermQuery::new(term, IndexRecordOption::Basic));
                 (Occur::Should, query)
@@ -654,7 +668,7 @@ impl DedupSearcher {
             .collect();
         let searcher = self.tantivy_searcher();
         let candidates = searcher
-            .search(&BooleanQuery::new(blocks), &DocSetCollector)
+            .search(&BooleanQuery::new(candidates_query), &DocSetCollector)
             .map_err(self.error())?;
         let max_distance = shared.config.dedup.max_distance;
         let mut near = Vec::new();
@@ -664,7 +678,16 @@ impl DedupSearcher {
                 continue;
             };
             let distance = simhash.distance(Fingerprint(other));
-            if distance <= max_distance {
+            let matches = match (&shared.verifier, &signature.sketch) {
+                (Some(verifier), Some(sketch)) => {
+                    let stored = schema::stored_sketch(&searcher, address).map_err(self.error())?;
+                    stored
+                        .and_then(|bytes| Sketch::from_bytes(&bytes))
+                        .is_some_and(|other| verifier.matches(sketch, &other))
+                }
+                _ => distance <= max_distance,
+            };
+            if matches {
                 let time = fast_value::<i64>(&searcher, address, schema::EVENT_TIME);
                 near.push((distance, time.map_err(self.error())?, address));
             }

@@ -27,6 +27,7 @@ use crate::forest::{Forest, Signature, Timestamp};
 use crate::index::BlockLayout;
 use crate::input;
 use crate::text::AnalyzedText;
+use crate::verify::Sketch;
 use crate::{Error, Fingerprint, Result};
 
 /// The file in an index directory that records the settings the index was created with.
@@ -121,6 +122,9 @@ impl Preparer {
         }
         for (field, block) in fields.segments.iter().zip(self.layout.blocks()) {
             document.add(*field, NewsValue::U64(block.key(simhash.0)));
+        }
+        for &key in signature.sketch.iter().flat_map(Sketch::keys) {
+            document.add(fields.sketch_keys, NewsValue::U64(u64::from(key)));
         }
         PreparedArticle {
             id,
