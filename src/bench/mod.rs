@@ -296,6 +296,11 @@ pub struct DedupReport {
     pub seconds: f64,
     /// Documents per second.
     pub documents_per_second: f64,
+    /// Forest nodes (distinct fingerprints) alive at the end.
+    pub nodes: usize,
+    /// Heap the forest reports holding at the end (tables, expiry queue and, in default mode,
+    /// sketches and key postings, by capacity), per node.
+    pub heap_bytes_per_node: f64,
 }
 
 /// Runs [`Deduplicator::run`] over a file and times it.
@@ -320,13 +325,16 @@ pub fn dedup_throughput(path: &Path, config: DedupConfig) -> Result<DedupReport>
             source,
         })?;
     let seconds = start.elapsed().as_secs_f64();
+    let stats = dedup.forest().stats();
     Ok(DedupReport {
         documents,
         rejected,
         clusters_started,
-        expired_nodes: dedup.forest().stats().expired,
+        expired_nodes: stats.expired,
         seconds,
         documents_per_second: documents as f64 / seconds,
+        nodes: stats.nodes,
+        heap_bytes_per_node: stats.heap_bytes as f64 / stats.nodes.max(1) as f64,
     })
 }
 

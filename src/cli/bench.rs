@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use tantivy_dedup::bench::{self, engine, http};
 use tantivy_dedup::engine::DedupSearcher;
 use tantivy_dedup::text::Fingerprinter;
+use tantivy_dedup::{DedupConfig, Mode};
 
 use super::ConfigArgs;
 
@@ -158,9 +159,21 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         report.insert("lookup".into(), Value::Array(sizes));
     }
     if wants(Part::Dedup) {
-        eprintln!("bench: dedup over {}", args.labeled.display());
-        let figures = bench::dedup_throughput(&args.labeled, config.clone())?;
-        report.insert("dedup".into(), serde_json::to_value(figures)?);
+        let mut modes = serde_json::Map::new();
+        for mode in [Mode::Default, Mode::Seed] {
+            eprintln!(
+                "bench: dedup over {} in {} mode",
+                args.labeled.display(),
+                mode.name()
+            );
+            let mode_config = DedupConfig {
+                mode,
+                ..config.clone()
+            };
+            let figures = bench::dedup_throughput(&args.labeled, mode_config)?;
+            modes.insert(mode.name().into(), serde_json::to_value(figures)?);
+        }
+        report.insert("dedup".into(), Value::Object(modes));
     }
     let scratch = tempfile::Builder::new()
         .prefix("tantivy-dedup-bench")

@@ -9,7 +9,7 @@ use crate::Fingerprint;
 /// share is boilerplate (a site's footer, an agency's byline), and the most recent texts that
 /// carry it are the likeliest copies of a new one, so lookups stay bounded without a list of
 /// stop shingles.
-pub const POSTING_CAPACITY: usize = 64;
+pub const POSTING_CAPACITY: usize = 16;
 
 /// Each node's sketch, and for each candidate key the nodes whose sketches hold it.
 ///
@@ -33,7 +33,62 @@ pub const POSTING_CAPACITY: usize = 64;
 #[derive(Debug, Default)]
 pub struct SketchStore {
     sketches: HashMap<Fingerprint, Sketch>,
-    postings: HashMap<u32, Vec<Fingerprint>>,
+    postings: HashMap<u32, Posting>,
+}
+
+/// The nodes posted under one key. Most keys belong to one text alone, so a single node is
+/// kept inline, without a heap allocation.
+#[derive(Debug)]
+enum Posting {
+    One(Fingerprint),
+    Many(Vec<Fingerprint>),
+}
+
+impl Posting {
+    fn as_slice(&self) -> &[Fingerprint] {
+        match self {
+            Posting::One(node) => std::slice::from_ref(node),
+            Posting::Many(nodes) => nodes,
+        }
+    }
+
+    /// Adds a node, letting the oldest go beyond [`POSTING_CAPACITY`].
+    fn push(&mut self, node: Fingerprint) {
+        match self {
+            Posting::One(first) => *self = Posting::Many(vec![*first, node]),
+            Posting::Many(nodes) => {
+                if nodes.len() == POSTING_CAPACITY {
+                    nodes.remove(0);
+                }
+                nodes.push(node);
+            }
+        }
+    }
+
+    /// Removes a node; whether the posting is empty afterwards.
+    fn remove(&mut self, node: Fingerprint) -> bool {
+        match self {
+            Posting::One(only) => *only == node,
+            Posting::Many(nodes) => {
+                nodes.retain(|&posted| posted != node);
+                match nodes[..] {
+                    [] => true,
+                    [last] => {
+                        *self = Posting::One(last);
+                        false
+                    }
+                    _ => false,
+                }
+            }
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        match self {
+            Posting::One(_) => 0,
+            Posting::Many(nodes) => nodes.capacity() * std::mem::size_of::<Fingerprint>(),
+        }
+    }
 }
 
 impl SketchStore {
@@ -57,11 +112,10 @@ impl SketchStore {
     pub fn insert(&mut self, node: Fingerprint, sketch: Sketch) {
         self.remove(node);
         for &key in sketch.keys() {
-            let posting = self.postings.entry(key).or_default();
-            if posting.len() == POSTING_CAPACITY {
-                posting.remove(0);
-            }
-            posting.push(node);
+            self.postings
+                .entry(key)
+                .and_modify(|posting| posting.push(node))
+                .or_insert(Posting::One(node));
         }
         self.sketches.insert(node, sketch);
     }
@@ -72,11 +126,10 @@ impl SketchStore {
             return;
         };
         for key in sketch.keys() {
-            if let Some(posting) = self.postings.get_mut(key) {
-                posting.retain(|&posted| posted != node);
-                if posting.is_empty() {
-                    self.postings.remove(key);
-                }
+            if let Some(posting) = self.postings.get_mut(key)
+                && posting.remove(node)
+            {
+                self.postings.remove(key);
             }
         }
     }
@@ -86,7 +139,7 @@ impl SketchStore {
     pub fn for_each_candidate(&self, sketch: &Sketch, mut visit: impl FnMut(Fingerprint)) {
         for key in sketch.keys() {
             if let Some(posting) = self.postings.get(key) {
-                posting.iter().copied().for_each(&mut visit);
+                posting.as_slice().iter().copied().for_each(&mut visit);
             }
         }
     }
@@ -98,7 +151,7 @@ impl SketchStore {
             return;
         };
         for key in sketch.keys() {
-            let Some(posting) = self.postings.get(key) else {
+            let Some(posting) = self.postings.get(key).map(Posting::as_slice) else {
                 continue;
             };
             if posting.contains(&node) {
@@ -114,6 +167,7 @@ impl SketchStore {
     /// Checks the store's invariants; the first violation found is the error.
     pub fn check_invariants(&self) -> Result<(), String> {
         for (key, posting) in &self.postings {
+            let posting = posting.as_slice();
             if posting.len() > POSTING_CAPACITY || posting.is_empty() {
                 return Err(format!("posting {key:#x} holds {} nodes", posting.len()));
             }
@@ -144,12 +198,11 @@ impl SketchStore {
                 .values()
                 .map(Sketch::heap_bytes)
                 .sum::<usize>();
-        let postings = self.postings.capacity()
-            * (std::mem::size_of::<(u32, Vec<Fingerprint>)>() + SLOT)
+        let postings = self.postings.capacity() * (std::mem::size_of::<(u32, Posting)>() + SLOT)
             + self
                 .postings
                 .values()
-                .map(|posting| posting.capacity() * std::mem::size_of::<Fingerprint>())
+                .map(Posting::heap_bytes)
                 .sum::<usize>();
         sketches + postings
     }

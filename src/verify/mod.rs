@@ -67,7 +67,25 @@ impl Default for Verifier {
 impl Verifier {
     /// Whether two sketched texts are near-duplicates. Symmetric.
     pub fn matches(&self, a: &Sketch, b: &Sketch) -> bool {
-        let similarity = a.similarity(b);
+        let (a, b) = a.comparable(b);
+        let (fewer, more) = (a.len().min(b.len()), a.len().max(b.len()));
+        // Shared hashes are at most the smaller sample, so the Jaccard index is at most
+        // fewer / more: samples too unequal in size cannot verify, and most candidates that a
+        // boilerplate key brings are rejected here without comparing a single hash.
+        if fewer == 0 || (fewer as f64) < self.min_jaccard * more as f64 {
+            return false;
+        }
+        // The fewest shared hashes that can pass both thresholds: containment needs
+        // `min_containment * fewer`; Jaccard `shared / (a + b - shared) >= j` needs
+        // `shared >= j (a + b) / (1 + j)`.
+        let total = (a.len() + b.len()) as f64;
+        let needed = (self.min_containment * fewer as f64)
+            .max(self.min_jaccard * total / (1.0 + self.min_jaccard))
+            .ceil() as usize;
+        let Some(shared) = sketch::count_shared_at_least(a, b, needed) else {
+            return false;
+        };
+        let similarity = Similarity::of(shared, a.len(), b.len());
         similarity.containment >= self.min_containment && similarity.jaccard >= self.min_jaccard
     }
 }

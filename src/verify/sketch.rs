@@ -62,7 +62,7 @@ impl Sketch {
         for text in normalized {
             for part in text.split(SENTENCE_ENDS) {
                 sentence.clear();
-                sentence.extend(part.chars().filter(|c| c.is_alphanumeric()));
+                sentence.extend(part.chars().filter(|&c| is_letter_or_digit(c)));
                 shingle_hashes(&sentence, &mut hashes);
             }
         }
@@ -103,23 +103,25 @@ impl Sketch {
     /// How much the texts of two sketches have in common, estimated on the hash range both
     /// sketches keep whole. Two empty sketches have nothing in common.
     pub fn similarity(&self, other: &Sketch) -> Similarity {
-        let limit = threshold(self.shift.max(other.shift));
-        let below = |hashes: &[u32]| hashes.partition_point(|&hash| u64::from(hash) < limit);
-        let (a, b) = (
-            &self.hashes[..below(&self.hashes)],
-            &other.hashes[..below(&other.hashes)],
-        );
+        let (a, b) = self.comparable(other);
         if a.is_empty() || b.is_empty() {
             return Similarity {
                 containment: 0.0,
                 jaccard: 0.0,
             };
         }
-        let shared = count_shared(a, b);
-        Similarity {
-            containment: shared as f64 / a.len().min(b.len()) as f64,
-            jaccard: shared as f64 / (a.len() + b.len() - shared) as f64,
-        }
+        Similarity::of(count_shared(a, b), a.len(), b.len())
+    }
+
+    /// The parts of two sketches that sample the same hash range: each one's hashes below the
+    /// threshold of the sparser sample.
+    pub(crate) fn comparable<'a>(&'a self, other: &'a Sketch) -> (&'a [u32], &'a [u32]) {
+        let limit = threshold(self.shift.max(other.shift));
+        let below = |hashes: &[u32]| hashes.partition_point(|&hash| u64::from(hash) < limit);
+        (
+            &self.hashes[..below(&self.hashes)],
+            &other.hashes[..below(&other.hashes)],
+        )
     }
 
     /// Heap bytes the sketch holds.
@@ -156,6 +158,14 @@ impl Sketch {
     }
 }
 
+/// `char::is_alphanumeric`, with the common CJK ideographs and ASCII answered without the
+/// Unicode tables.
+fn is_letter_or_digit(c: char) -> bool {
+    matches!(c, '\u{4e00}'..='\u{9fff}')
+        || c.is_ascii_alphanumeric()
+        || (!c.is_ascii() && c.is_alphanumeric())
+}
+
 /// The sample's bound for a shift: hashes below it are kept.
 fn threshold(shift: u8) -> u64 {
     (1u64 << 32) >> shift
@@ -187,8 +197,48 @@ fn hash32(shingle: &str) -> u32 {
     (xxh3_64(shingle.as_bytes()) >> 32) as u32
 }
 
+impl Similarity {
+    /// The similarity of two non-empty samples of `a` and `b` hashes that share `shared`.
+    pub(crate) fn of(shared: usize, a: usize, b: usize) -> Similarity {
+        Similarity {
+            containment: shared as f64 / a.min(b) as f64,
+            jaccard: shared as f64 / (a + b - shared) as f64,
+        }
+    }
+}
+
+/// Elements two strictly increasing slices share, if at least `needed`; `None` as soon as the
+/// elements left cannot make up the difference (most candidates are told apart after a
+/// fraction of the walk).
+pub(crate) fn count_shared_at_least(a: &[u32], b: &[u32], needed: usize) -> Option<usize> {
+    // Elements passed without a match are lost for good: at most `len - lost` can be shared.
+    let (mut i, mut j, mut shared) = (0, 0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => {
+                i += 1;
+                if i + needed > shared + a.len() {
+                    return None;
+                }
+            }
+            std::cmp::Ordering::Greater => {
+                j += 1;
+                if j + needed > shared + b.len() {
+                    return None;
+                }
+            }
+            std::cmp::Ordering::Equal => {
+                shared += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    (shared >= needed).then_some(shared)
+}
+
 /// Elements two strictly increasing slices share.
-fn count_shared(a: &[u32], b: &[u32]) -> usize {
+pub(crate) fn count_shared(a: &[u32], b: &[u32]) -> usize {
     let (mut i, mut j, mut shared) = (0, 0, 0);
     while i < a.len() && j < b.len() {
         match a[i].cmp(&b[j]) {
