@@ -4,8 +4,8 @@
 //!
 //! Run with `cargo run --example list_and_detail`. The articles below were written for this
 //! example; outlets, places and figures are made up. The reposts differ by markup, punctuation
-//! and character width, which seed mode's simhash absorbs; heavier rewrites of texts this short
-//! are the business of default mode's short-text path.
+//! and character width, which seed mode's simhash already absorbs; default mode (used here)
+//! also finds copies with headers, footers and cuts, which move the simhash past k.
 
 use tantivy_dedup::config::Config;
 use tantivy_dedup::engine::{DedupIndex, SearchRequest, Sort};

@@ -478,15 +478,18 @@ impl Forest {
             .for_each_candidate(sketch, |node| candidates.push(node));
         candidates.sort_unstable();
         candidates.dedup();
-        for node in candidates {
-            if node == fingerprint {
-                continue;
-            }
-            let verified = verification
-                .sketches
-                .get(node)
-                .is_some_and(|stored| verification.verifier.matches(sketch, stored));
-            if verified {
+        // Stored sketches are scattered in memory: look them all up and touch each one's first
+        // hashes before comparing any, so that their cache misses overlap instead of queueing.
+        let stored: Vec<(Fingerprint, &Sketch)> = candidates
+            .into_iter()
+            .filter(|&node| node != fingerprint)
+            .filter_map(|node| Some((node, verification.sketches.get(node)?)))
+            .inspect(|(_, stored)| {
+                std::hint::black_box(stored.hashes().first());
+            })
+            .collect();
+        for (node, stored) in stored {
+            if verification.verifier.matches(sketch, stored) {
                 visit(node, fingerprint.distance(node));
             }
         }

@@ -71,11 +71,15 @@ fn run_figures(documents: u64, started: Instant) -> IngestRun {
     }
 }
 
-/// Indexes `corpus` into a fresh index under `dir` with tantivy-dedup, then into a plain
-/// Tantivy index with the same text fields tokenized by tantivy-jieba, `rounds` times each,
-/// alternating. Returns the figures; the last dedup index is left at `dir/dedup`.
-pub fn ingest_comparison(corpus: &Path, dir: &Path, rounds: usize) -> Result<IngestReport> {
-    let config = Config::default();
+/// Indexes `corpus` into a fresh index under `dir` with tantivy-dedup (with `config`), then into
+/// a plain Tantivy index with the same text fields tokenized by tantivy-jieba, `rounds` times
+/// each, alternating. Returns the figures; the last dedup index is left at `dir/dedup`.
+pub fn ingest_comparison(
+    corpus: &Path,
+    dir: &Path,
+    config: &Config,
+    rounds: usize,
+) -> Result<IngestReport> {
     let threads = config.index.threads();
     let mut report = IngestReport {
         writer_threads: threads,
@@ -87,14 +91,12 @@ pub fn ingest_comparison(corpus: &Path, dir: &Path, rounds: usize) -> Result<Ing
     for _ in 0..rounds.max(1) {
         let plain_dir = dir.join("plain");
         let _ = std::fs::remove_dir_all(&plain_dir);
-        report
-            .plain
-            .push(plain_ingest(corpus, &plain_dir, &config)?);
+        report.plain.push(plain_ingest(corpus, &plain_dir, config)?);
         let _ = std::fs::remove_dir_all(&plain_dir);
 
         report
             .dedup
-            .push(dedup_ingest(corpus, &dir.join("dedup"), &config)?);
+            .push(dedup_ingest(corpus, &dir.join("dedup"), config)?);
     }
     let best = |runs: &[IngestRun]| {
         runs.iter()

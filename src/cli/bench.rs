@@ -120,7 +120,10 @@ pub struct LookupArgs {
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
-    let config = args.config.load()?;
+    // The whole settings (the index parts and the server use them all); `config` is its
+    // dedup table.
+    let settings = args.config.load_if_given()?.unwrap_or_default();
+    let config = settings.dedup.clone();
     let wants = |part| args.only.is_empty() || args.only.contains(&part);
     let mut report = serde_json::Map::new();
     report.insert("threads".into(), json!(rayon::current_num_threads()));
@@ -185,7 +188,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             args.corpus.display(),
             args.rounds
         );
-        let figures = engine::ingest_comparison(&args.corpus, scratch.path(), args.rounds)?;
+        let figures =
+            engine::ingest_comparison(&args.corpus, scratch.path(), &settings, args.rounds)?;
         report.insert("ingest".into(), serde_json::to_value(figures)?);
     }
     if wants(Part::Collapse) || wants(Part::Detail) {
@@ -195,7 +199,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 let built = scratch.path().join("dedup");
                 if !built.exists() {
                     eprintln!("bench: building an index of {}", args.corpus.display());
-                    engine::dedup_ingest(&args.corpus, &built, &Default::default())?;
+                    engine::dedup_ingest(&args.corpus, &built, &settings)?;
                 }
                 built
             }
@@ -220,7 +224,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         let local = match &args.http_url {
             Some(_) => None,
             None => {
-                let mut config = tantivy_dedup::config::Config::default();
+                let mut config = settings.clone();
                 config.server.commit_delay = args.commit_delay;
                 Some(http::LocalServer::start(
                     &scratch.path().join("http"),

@@ -89,9 +89,9 @@ struct ConfigArgs {
     /// it was created with]
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// `seed`: exactly the documented simhash algorithm, nothing added; `default`: seed plus
-    /// the accuracy work as it lands (today still identical to seed) [default: the config's,
-    /// else default]
+    /// `seed`: exactly the documented simhash algorithm, nothing added; `default`: the simhash
+    /// and shingle keys propose candidates, shingle sketches verify them (README "Quality")
+    /// [default: the config's, else default]
     #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(Mode::ALL.map(|(name, _)| name)))]
     mode: Option<String>,
 }

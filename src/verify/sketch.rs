@@ -116,12 +116,20 @@ impl Sketch {
     /// The parts of two sketches that sample the same hash range: each one's hashes below the
     /// threshold of the sparser sample.
     pub(crate) fn comparable<'a>(&'a self, other: &'a Sketch) -> (&'a [u32], &'a [u32]) {
-        let limit = threshold(self.shift.max(other.shift));
-        let below = |hashes: &[u32]| hashes.partition_point(|&hash| u64::from(hash) < limit);
-        (
-            &self.hashes[..below(&self.hashes)],
-            &other.hashes[..below(&other.hashes)],
-        )
+        let shift = self.shift.max(other.shift);
+        // The sparser sample is whole below the common threshold: no search, and no read of
+        // its hashes (a stored candidate's are usually not in the cache).
+        let below = |sketch: &'a Sketch| match sketch.shift == shift {
+            true => &sketch.hashes[..],
+            false => {
+                let limit = threshold(shift);
+                let kept = sketch
+                    .hashes
+                    .partition_point(|&hash| u64::from(hash) < limit);
+                &sketch.hashes[..kept]
+            }
+        };
+        (below(self), below(other))
     }
 
     /// Heap bytes the sketch holds.
