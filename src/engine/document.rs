@@ -28,8 +28,6 @@ pub enum NewsValue {
     Date(DateTime),
     /// A flag.
     Bool(bool),
-    /// Bytes (a sketch), shared with the insert that records them.
-    Bytes(Arc<[u8]>),
 }
 
 impl<'a> Value<'a> for &'a NewsValue {
@@ -48,7 +46,6 @@ impl<'a> Value<'a> for &'a NewsValue {
             NewsValue::I64(value) => ReferenceValueLeaf::I64(*value),
             NewsValue::Date(value) => ReferenceValueLeaf::Date(*value),
             NewsValue::Bool(value) => ReferenceValueLeaf::Bool(*value),
-            NewsValue::Bytes(bytes) => ReferenceValueLeaf::Bytes(bytes),
         };
         ReferenceValue::Leaf(leaf)
     }

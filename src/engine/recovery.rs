@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use tantivy::Searcher;
 
 use crate::Fingerprint;
-use crate::engine::schema::{EVENT_TIME, ROOT, SEQUENCE, SIMHASH, SKETCH};
+use crate::engine::schema::{EVENT_TIME, ROOT, SEQUENCE, SIMHASH, SKETCH, sketch_in};
 use crate::forest::{Forest, Signature, Timestamp};
 use crate::verify::Sketch;
 
@@ -60,20 +60,17 @@ pub fn replay(searcher: &Searcher, forest: &mut Forest) -> tantivy::Result<(Reco
         let simhashes = fast.u64(SIMHASH)?;
         let times = fast.i64(EVENT_TIME)?;
         let roots = fast.u64(ROOT)?;
-        let sketches = match fast.bytes(SKETCH)? {
-            Some(column) => Some((decode_sketches(&column)?, column)),
-            None => None,
-        };
+        let sketches = fast.column_opt::<u64>(SKETCH)?;
         for doc in segment.doc_ids_alive() {
             let (Some(sequence), Some(simhash), Some(time)) =
                 (sequences.first(doc), simhashes.first(doc), times.first(doc))
             else {
                 continue;
             };
-            let sketch = sketches.as_ref().and_then(|(decoded, column)| {
-                let ordinal = column.term_ords(doc).next()?;
-                decoded.get(ordinal as usize).cloned()
-            });
+            let sketch = match &sketches {
+                Some(column) => sketch_in(column, doc)?,
+                None => None,
+            };
             events.push(InsertEvent {
                 sequence,
                 simhash: Fingerprint(simhash),
@@ -106,18 +103,4 @@ pub fn replay(searcher: &Searcher, forest: &mut Forest) -> tantivy::Result<(Reco
     let next_sequence = events.last().map_or(0, |event| event.sequence + 1);
     report.elapsed = started.elapsed();
     Ok((report, next_sequence))
-}
-
-/// Every distinct sketch of a segment's `_sketch` column, by ordinal: one pass over the column's
-/// dictionary, rather than a dictionary lookup per document.
-fn decode_sketches(column: &tantivy::columnar::BytesColumn) -> tantivy::Result<Vec<Sketch>> {
-    let mut decoded = Vec::with_capacity(column.num_terms());
-    let mut terms = column.dictionary().stream()?;
-    while terms.advance() {
-        let sketch = Sketch::from_bytes(terms.key()).ok_or_else(|| {
-            tantivy::TantivyError::InternalError(format!("a segment has a damaged {SKETCH}"))
-        })?;
-        decoded.push(sketch);
-    }
-    Ok(decoded)
 }

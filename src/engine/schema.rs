@@ -7,6 +7,7 @@ use tantivy::schema::{
 
 use crate::config::{FieldKind, FieldsConfig};
 use crate::index::BlockLayout;
+use crate::verify::Sketch;
 use crate::{Error, Result};
 
 /// The name under which the news tokenizer (normalise, then tantivy-jieba) is registered.
@@ -27,8 +28,8 @@ pub const DIGEST: &str = "_digest";
 /// Whether the document joined an existing cluster when it was added (bool, fast).
 pub const DUPLICATE: &str = "_duplicate";
 /// Default mode: the shingle sketch the forest verified the insert with
-/// ([`crate::verify::Sketch::to_bytes`]; bytes, fast), on live documents and tombstones, so
-/// that recovery replays the same decisions.
+/// ([`crate::verify::Sketch::to_values`]; u64 values in order, fast), on live documents and
+/// tombstones, so that recovery replays the same decisions.
 pub const SKETCH: &str = "_sketch";
 /// Default mode: the sketch's candidate keys ([`crate::verify::Sketch::keys`]; u64, indexed),
 /// so that the check before publishing finds the candidates the forest finds.
@@ -52,26 +53,29 @@ where
         .and_then(|column| column.first(address.doc_id)))
 }
 
-/// The `_sketch` bytes of one document of a segment's sketch column, if it has any.
+/// The sketch one document of a segment's `_sketch` column holds: `None` when it has none
+/// (seed mode stores none), an error when the values are not a sketch.
 pub fn sketch_in(
-    column: &tantivy::columnar::BytesColumn,
+    column: &tantivy::columnar::Column<u64>,
     doc: tantivy::DocId,
-) -> std::io::Result<Option<Vec<u8>>> {
-    let Some(ordinal) = column.term_ords(doc).next() else {
+) -> tantivy::Result<Option<Sketch>> {
+    let mut values = column.values_for_doc(doc).peekable();
+    if values.peek().is_none() {
         return Ok(None);
-    };
-    let mut bytes = Vec::new();
-    Ok(column.ord_to_bytes(ordinal, &mut bytes)?.then_some(bytes))
+    }
+    Sketch::from_values(values).map(Some).ok_or_else(|| {
+        tantivy::TantivyError::InternalError(format!("document {doc} has a damaged {SKETCH}"))
+    })
 }
 
-/// The `_sketch` bytes of a document, if it has any (seed mode stores none).
+/// The sketch a document was verified with, if it has one.
 pub fn stored_sketch(
     searcher: &tantivy::Searcher,
     address: tantivy::DocAddress,
-) -> tantivy::Result<Option<Vec<u8>>> {
+) -> tantivy::Result<Option<Sketch>> {
     let fast = searcher.segment_reader(address.segment_ord).fast_fields();
-    match fast.bytes(SKETCH)? {
-        Some(column) => Ok(sketch_in(&column, address.doc_id)?),
+    match fast.column_opt::<u64>(SKETCH)? {
+        Some(column) => sketch_in(&column, address.doc_id),
         None => Ok(None),
     }
 }
@@ -213,7 +217,7 @@ pub fn build_schema(declared: &FieldsConfig, layout: &BlockLayout) -> (Schema, N
     let event_time = builder.add_i64_field(EVENT_TIME, NumericOptions::default().set_fast());
     let digest = builder.add_u64_field(DIGEST, NumericOptions::default().set_fast());
     let duplicate = builder.add_bool_field(DUPLICATE, NumericOptions::default().set_fast());
-    let sketch = builder.add_bytes_field(SKETCH, FAST);
+    let sketch = builder.add_u64_field(SKETCH, NumericOptions::default().set_fast());
     let sketch_keys = builder.add_u64_field(SKETCH_KEYS, NumericOptions::default().set_indexed());
     let schema = builder.build();
     let fields = NewsFields {

@@ -681,9 +681,7 @@ impl DedupSearcher {
             let matches = match (&shared.verifier, &signature.sketch) {
                 (Some(verifier), Some(sketch)) => {
                     let stored = schema::stored_sketch(&searcher, address).map_err(self.error())?;
-                    stored
-                        .and_then(|bytes| Sketch::from_bytes(&bytes))
-                        .is_some_and(|other| verifier.matches(sketch, &other))
+                    stored.is_some_and(|other| verifier.matches(sketch, &other))
                 }
                 _ => distance <= max_distance,
             };

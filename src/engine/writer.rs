@@ -43,8 +43,8 @@ pub struct PreparedArticle {
     id: String,
     published_at: Option<Timestamp>,
     signature: Signature,
-    /// The sketch as stored in `_sketch` (default mode).
-    sketch_bytes: Option<Arc<[u8]>>,
+    /// The sketch, shared with the insert that stores it in `_sketch` (default mode).
+    sketch: Option<Arc<Sketch>>,
     /// [`Article::digest`].
     digest: u64,
     /// Every field but those the forest decides (root) or the writer numbers.
@@ -102,10 +102,7 @@ impl Preparer {
             .collect();
         let signature = self.signer.sign_analyzed(&parts);
         let simhash = signature.fingerprint;
-        let sketch_bytes = signature
-            .sketch
-            .as_ref()
-            .map(|sketch| Arc::from(sketch.to_bytes()));
+        let sketch = signature.sketch.clone().map(Arc::new);
 
         let fields = &self.fields;
         let mut document = NewsDocument::default();
@@ -130,7 +127,7 @@ impl Preparer {
             id,
             published_at,
             signature,
-            sketch_bytes,
+            sketch,
             digest,
             document,
         }
@@ -153,8 +150,8 @@ struct Insert {
     sequence: u64,
     simhash: Fingerprint,
     time: Timestamp,
-    /// The stored sketch (default mode).
-    sketch: Option<Arc<[u8]>>,
+    /// The sketch it was verified with (default mode).
+    sketch: Option<Arc<Sketch>>,
 }
 
 /// A live document: its insert, and what it was decided and made from.
@@ -375,7 +372,7 @@ impl DedupIndex {
             id,
             published_at,
             signature,
-            sketch_bytes,
+            sketch,
             digest,
             mut document,
         } = prepared;
@@ -398,7 +395,7 @@ impl DedupIndex {
                 sequence: self.next_sequence,
                 simhash,
                 time,
-                sketch: sketch_bytes,
+                sketch,
             },
             root: placement.root,
             duplicate: placement.is_duplicate(),
@@ -631,7 +628,7 @@ fn read_insert(searcher: &Searcher, address: DocAddress) -> tantivy::Result<Opti
                 sequence,
                 simhash: Fingerprint(simhash),
                 time,
-                sketch: stored_sketch(searcher, address)?.map(Arc::from),
+                sketch: stored_sketch(searcher, address)?.map(Arc::new),
             }),
             _ => None,
         },
@@ -659,8 +656,8 @@ fn add_insert_fields(document: &mut NewsDocument, fields: &NewsFields, insert: &
     document.add(fields.sequence, NewsValue::U64(insert.sequence));
     document.add(fields.simhash, NewsValue::U64(insert.simhash.0));
     document.add(fields.event_time, NewsValue::I64(insert.time));
-    if let Some(sketch) = &insert.sketch {
-        document.add(fields.sketch, NewsValue::Bytes(Arc::clone(sketch)));
+    for value in insert.sketch.iter().flat_map(|sketch| sketch.to_values()) {
+        document.add(fields.sketch, NewsValue::U64(value));
     }
 }
 

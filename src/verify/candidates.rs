@@ -9,7 +9,7 @@ use crate::Fingerprint;
 /// share is boilerplate (a site's footer, an agency's byline), and the most recent texts that
 /// carry it are the likeliest copies of a new one, so lookups stay bounded without a list of
 /// stop shingles.
-pub const POSTING_CAPACITY: usize = 8;
+pub const POSTING_CAPACITY: usize = 16;
 
 /// Each node's sketch, and for each candidate key the nodes whose sketches hold it.
 ///

@@ -57,8 +57,10 @@ impl Sketch {
     /// The sketch of normalised texts taken together (an article's fingerprinted fields),
     /// keeping at most `capacity` hashes (at least one).
     pub fn of(normalized: &[&str], capacity: usize) -> Sketch {
-        let mut hashes = Vec::new();
-        let mut sentence = String::new();
+        let bytes: usize = normalized.iter().map(|text| text.len()).sum();
+        // CJK text is three bytes a character, and each character starts one shingle.
+        let mut hashes = Vec::with_capacity(bytes / 3 + 1);
+        let mut sentence = Vec::new();
         for text in normalized {
             for part in text.split(SENTENCE_ENDS) {
                 sentence.clear();
@@ -137,27 +139,21 @@ impl Sketch {
         self.hashes.len() * std::mem::size_of::<u32>()
     }
 
-    /// The sketch as bytes, for storing beside a document: the shift, then each hash in
-    /// little-endian order.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut bytes = Vec::with_capacity(1 + self.heap_bytes());
-        bytes.push(self.shift);
-        for hash in self.hashes.iter() {
-            bytes.extend_from_slice(&hash.to_le_bytes());
-        }
-        bytes
+    /// The sketch as numbers, for storing beside a document (a multi-valued fast field keeps
+    /// them in order): the shift, then each hash.
+    pub fn to_values(&self) -> impl Iterator<Item = u64> + '_ {
+        std::iter::once(u64::from(self.shift))
+            .chain(self.hashes.iter().map(|&hash| u64::from(hash)))
     }
 
-    /// Reads [`to_bytes`](Self::to_bytes) back; `None` when the bytes are not a sketch.
-    pub fn from_bytes(bytes: &[u8]) -> Option<Sketch> {
-        let (&shift, rest) = bytes.split_first()?;
-        if shift > 32 || rest.len() % 4 != 0 {
-            return None;
-        }
-        let hashes: Box<[u32]> = rest
-            .chunks_exact(4)
-            .map(|chunk| u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]))
-            .collect();
+    /// Reads [`to_values`](Self::to_values) back; `None` when the values are not a sketch.
+    pub fn from_values(mut values: impl Iterator<Item = u64>) -> Option<Sketch> {
+        let shift = u8::try_from(values.next()?)
+            .ok()
+            .filter(|&shift| shift <= 32)?;
+        let hashes = values
+            .map(|value| u32::try_from(value).ok())
+            .collect::<Option<Box<[u32]>>>()?;
         let ordered = hashes.windows(2).all(|pair| pair[0] < pair[1]);
         let in_range = hashes
             .last()
@@ -179,30 +175,22 @@ fn threshold(shift: u8) -> u64 {
     (1u64 << 32) >> shift
 }
 
-/// Appends the hashes of a sentence's shingles (its letters and digits only).
-fn shingle_hashes(sentence: &str, out: &mut Vec<u32>) {
-    if sentence.is_empty() {
-        return;
-    }
-    let starts: Vec<usize> = sentence
-        .char_indices()
-        .map(|(at, _)| at)
-        .chain([sentence.len()])
-        .collect();
-    let chars = starts.len() - 1;
-    if chars <= SHINGLE_CHARS {
-        out.push(hash32(sentence));
-        return;
-    }
-    for first in 0..=chars - SHINGLE_CHARS {
-        out.push(hash32(
-            &sentence[starts[first]..starts[first + SHINGLE_CHARS]],
-        ));
+/// Appends the hashes of a sentence's shingles (the sentence's letters and digits, in order).
+fn shingle_hashes(sentence: &[char], out: &mut Vec<u32>) {
+    match sentence.len() {
+        0 => {}
+        short if short <= SHINGLE_CHARS => out.push(hash32(sentence)),
+        _ => out.extend(sentence.windows(SHINGLE_CHARS).map(hash32)),
     }
 }
 
-fn hash32(shingle: &str) -> u32 {
-    (xxh3_64(shingle.as_bytes()) >> 32) as u32
+/// The hash of a shingle: xxh3 of its characters as 32-bit code points, high half.
+fn hash32(shingle: &[char]) -> u32 {
+    let mut bytes = [0u8; 4 * SHINGLE_CHARS];
+    for (slot, &c) in bytes.chunks_exact_mut(4).zip(shingle) {
+        slot.copy_from_slice(&u32::from(c).to_le_bytes());
+    }
+    (xxh3_64(&bytes[..4 * shingle.len()]) >> 32) as u32
 }
 
 impl Similarity {
@@ -314,10 +302,10 @@ mod tests {
 
     proptest! {
         #[test]
-        fn bytes_round_trip_and_garbage_is_refused(seed in any::<u64>(), sentences in 0usize..30, capacity in 1usize..300, garbage in proptest::collection::vec(any::<u8>(), 0..64)) {
+        fn values_round_trip_and_garbage_is_refused(seed in any::<u64>(), sentences in 0usize..30, capacity in 1usize..300, garbage in proptest::collection::vec(any::<u64>(), 0..64)) {
             let sketch = Sketch::of(&[&text(seed, sentences)], capacity);
-            prop_assert_eq!(Sketch::from_bytes(&sketch.to_bytes()), Some(sketch.clone()));
-            if let Some(read) = Sketch::from_bytes(&garbage) {
+            prop_assert_eq!(Sketch::from_values(sketch.to_values()), Some(sketch.clone()));
+            if let Some(read) = Sketch::from_values(garbage.into_iter()) {
                 prop_assert!(read.hashes().windows(2).all(|pair| pair[0] < pair[1]));
             }
         }
