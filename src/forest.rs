@@ -748,6 +748,13 @@ impl Forest {
                     self.index.len()
                 ));
             }
+            if let Some((node, _)) = self
+                .index
+                .iter()
+                .find(|(node, _)| verification.sketches.get(*node).is_none())
+            {
+                return Err(format!("{node} has no sketch"));
+            }
         }
         Ok(())
     }

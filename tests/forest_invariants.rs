@@ -946,7 +946,8 @@ fn long_sequence_invariants_and_determinism() {
 #[test]
 fn long_verified_sequence_matches_model_and_keeps_invariants() {
     // The pool's stories share template sentences, so some keys are posted by far more than
-    // 64 nodes: the model's postings forget their oldest nodes as the forest's do.
+    // POSTING_CAPACITY nodes: the model's postings forget their oldest nodes as the forest's
+    // do.
     let events = seeded_events(14, 1_000, 3_600, true);
     let stats = compare_with_model(Mode::Verified, 3, WINDOW, &events, 50).unwrap();
     eprintln!("{stats:?}");

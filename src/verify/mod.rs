@@ -71,21 +71,90 @@ impl Verifier {
         let (fewer, more) = (a.len().min(b.len()), a.len().max(b.len()));
         // Shared hashes are at most the smaller sample, so the Jaccard index is at most
         // fewer / more: samples too unequal in size cannot verify, and most candidates that a
-        // boilerplate key brings are rejected here without comparing a single hash.
-        if fewer == 0 || (fewer as f64) < self.min_jaccard * more as f64 {
+        // boilerplate key brings are rejected here without comparing a single hash. (The same
+        // division as the final check, so that rounding cannot make the two disagree.)
+        if fewer == 0 || (fewer as f64 / more as f64) < self.min_jaccard {
             return false;
         }
         // The fewest shared hashes that can pass both thresholds: containment needs
         // `min_containment * fewer`; Jaccard `shared / (a + b - shared) >= j` needs
-        // `shared >= j (a + b) / (1 + j)`.
+        // `shared >= j (a + b) / (1 + j)`. Rounded down a little, since a bound that came out a
+        // hair above a whole number must not demand one more; the exact check follows.
         let total = (a.len() + b.len()) as f64;
-        let needed = (self.min_containment * fewer as f64)
-            .max(self.min_jaccard * total / (1.0 + self.min_jaccard))
-            .ceil() as usize;
+        let bound = (self.min_containment * fewer as f64)
+            .max(self.min_jaccard * total / (1.0 + self.min_jaccard));
+        let needed = (bound - 1e-9).ceil().max(0.0) as usize;
         let Some(shared) = sketch::count_shared_at_least(a, b, needed) else {
             return false;
         };
         let similarity = Similarity::of(shared, a.len(), b.len());
         similarity.containment >= self.min_containment && similarity.jaccard >= self.min_jaccard
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A sketch of exactly these hashes (shift 0: nothing sampled away).
+    fn exact(hashes: impl IntoIterator<Item = u32>) -> Sketch {
+        Sketch::from_values(std::iter::once(0).chain(hashes.into_iter().map(u64::from))).unwrap()
+    }
+
+    #[test]
+    fn thresholds_met_exactly_verify() {
+        // Jaccard exactly 0.2 (4 of 20) and containment exactly 0.55 (55 of 100): products
+        // like 0.2 * 24 / 1.2 come out a hair above the whole number in floating point.
+        let jaccard = Verifier {
+            min_containment: 0.8,
+            min_jaccard: 0.2,
+        };
+        assert!(jaccard.matches(&exact(1..=4), &exact(1..=20)));
+        let containment = Verifier {
+            min_containment: 0.55,
+            min_jaccard: 0.3,
+        };
+        assert!(containment.matches(&exact(1..=100), &exact((46..=100).chain(201..=245))));
+        let floor = Verifier {
+            min_containment: 0.5,
+            min_jaccard: 0.55,
+        };
+        assert!(floor.matches(&exact(1..=55), &exact(1..=100)));
+    }
+
+    /// Texts made of a few shared and a few own sentences, so that pairs span every degree of
+    /// overlap; long ones are sampled.
+    fn text(seed: u64, sentences: usize) -> String {
+        let mut state = seed | 1;
+        (0..sentences)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                format!("第{}号公告发布关于{}事项的通知。", state % 40, state % 7)
+            })
+            .collect()
+    }
+
+    proptest! {
+        #[test]
+        fn matches_is_the_threshold_rule_on_similarity(
+            a in (any::<u64>(), 0usize..60, 1usize..300),
+            b in (any::<u64>(), 0usize..60, 1usize..300),
+            min_containment in prop_oneof![Just(0.8), Just(0.55), 0.05f64..=1.0],
+            min_jaccard in prop_oneof![Just(1.0 / 3.0), Just(0.2), Just(0.55), 0.05f64..=1.0],
+        ) {
+            let x = Sketch::of(&[&text(a.0, a.1)], a.2);
+            let y = Sketch::of(&[&text(b.0, b.1)], b.2);
+            let verifier = Verifier { min_containment, min_jaccard };
+            let similarity = x.similarity(&y);
+            let expected = !x.is_empty()
+                && !y.is_empty()
+                && similarity.containment >= min_containment
+                && similarity.jaccard >= min_jaccard;
+            prop_assert_eq!(verifier.matches(&x, &y), expected, "{:?}", similarity);
+            prop_assert_eq!(verifier.matches(&y, &x), expected);
+        }
     }
 }
