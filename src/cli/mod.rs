@@ -70,7 +70,11 @@ enum Command {
     ///
     /// The documents run in file order through the same pipeline as `dedup`. A pair is a "true
     /// pair" when both documents have the same `cluster` label, a "predicted pair" when they
-    /// were given the same root.
+    /// were given the same root. The long row scores the pairs of two long texts, the short row
+    /// those of two short ones; a pair of one long and one short text counts in `all` only.
+    /// Recall per kind is over the true pairs with at least one document of that kind.
+    ///
+    /// Example: tantivy-dedup eval ../shared/data/neardup-dev.jsonl.gz --mode seed
     Eval(eval::EvalArgs),
     /// Measure fingerprinting speed, lookup latency and memory, and `dedup` throughput, and
     /// print the figures as JSON.
@@ -85,8 +89,8 @@ enum Command {
 #[derive(Args)]
 struct ConfigArgs {
     /// Settings file such as schema/news.toml ([dedup], [fields.*], [index], [server]) [default:
-    /// built-in settings, the same as schema/news.toml; for an existing index, the settings
-    /// it was created with]
+    /// built-in settings, the same as schema/news.toml; commands on an existing index use the
+    /// settings it was created with]
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// `seed`: exactly the documented simhash algorithm, nothing added; `default`: the simhash

@@ -106,12 +106,14 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
         if page.clusters.is_empty() {
             writeln!(
                 out,
-                "no clusters on this page ({documents} matching documents in {clusters} clusters)"
+                "no clusters on this page ({documents} matching documents in {clusters} {})",
+                plural(clusters, "cluster", "clusters")
             )?;
         } else {
             writeln!(
                 out,
-                "{documents} matching documents in {clusters} clusters; clusters {} to {}:",
+                "{documents} matching documents in {clusters} {}; clusters {} to {}:",
+                plural(clusters, "cluster", "clusters"),
                 args.offset + 1,
                 args.offset + page.clusters.len()
             )?;
@@ -214,4 +216,9 @@ fn output<T: Serialize>(
         Err(error) if error.kind() != io::ErrorKind::BrokenPipe => Err(error.into()),
         _ => Ok(ExitCode::SUCCESS),
     }
+}
+
+/// `singular` for a count of one, else `plural`.
+fn plural(count: u64, singular: &'static str, plural: &'static str) -> &'static str {
+    if count == 1 { singular } else { plural }
 }
