@@ -9,8 +9,10 @@ use serde::Serialize;
 
 use crate::article::{Article, ArticleError};
 use crate::config::DedupConfig;
-use crate::forest::{Forest, Placement, Signature, Timestamp};
+use crate::forest::{Forest, ForestStats, Placement, Signature, Timestamp};
 use crate::input;
+use crate::store::redis::{RedisAddress, RedisStore};
+use crate::store::{ForestStore, new_token, place};
 use crate::text::{AnalyzedText, Fingerprinter, normalize};
 use crate::verify::Sketch;
 use crate::{Fingerprint, Result};
@@ -41,11 +43,11 @@ pub struct Decision {
 /// let mut dedup = Deduplicator::new(DedupConfig::default()).unwrap();
 /// let story = "国家统计局今天发布数据，前三季度国内生产总值同比增长百分之五点二，\
 ///              就业形势总体稳定，居民消费价格温和上涨，经济运行持续恢复向好。";
-/// let first = dedup.insert(&Article { id: "a".into(), content: story.into(), ..Default::default() }, 0);
+/// let first = dedup.insert(&Article { id: "a".into(), content: story.into(), ..Default::default() }, 0).unwrap();
 /// let repost = dedup.insert(
 ///     &Article { id: "b".into(), content: format!("<p>{story}</p>"), ..Default::default() },
 ///     60,
-/// );
+/// ).unwrap();
 /// assert!(!first.duplicate);
 /// assert!(repost.duplicate);
 /// assert_eq!(repost.root, first.root);
@@ -54,6 +56,8 @@ pub struct Deduplicator {
     config: DedupConfig,
     signer: Signer,
     forest: Forest,
+    /// The Redis Cluster store that replaces `forest` when several processes share the forest.
+    shared: Option<Box<RedisStore>>,
 }
 
 impl Deduplicator {
@@ -70,7 +74,54 @@ impl Deduplicator {
             signer: Signer::new(&config),
             config,
             forest,
+            shared: None,
         })
+    }
+
+    /// A deduplicator whose forest lives on a Redis Cluster, shared with every other process
+    /// connected to it (see docs/scaling.md). Fails if the cluster cannot be reached or its
+    /// forest was made with other `[dedup]` settings.
+    pub fn with_store(config: DedupConfig, address: &RedisAddress) -> Result<Self> {
+        let store = RedisStore::connect(address, &config)?;
+        let mut dedup = Deduplicator::new(config)?;
+        dedup.shared = Some(Box::new(store));
+        Ok(dedup)
+    }
+
+    /// Whether the forest is shared on a Redis Cluster (else it is the in-memory
+    /// [`forest`](Self::forest)).
+    pub fn is_shared(&self) -> bool {
+        self.shared.is_some()
+    }
+
+    /// The store inserts go to.
+    fn store(&mut self) -> &mut dyn ForestStore {
+        match &mut self.shared {
+            Some(shared) => shared.as_mut(),
+            None => &mut self.forest,
+        }
+    }
+
+    /// Node and root counts of the store in use (for a shared store: what this process
+    /// settled and swept).
+    pub fn stats(&self) -> ForestStats {
+        match &self.shared {
+            Some(shared) => shared.stats(),
+            None => self.forest.stats(),
+        }
+    }
+
+    /// The newest event time seen.
+    pub fn newest_time(&self) -> Option<Timestamp> {
+        match &self.shared {
+            Some(shared) => shared.newest_time(),
+            None => self.forest.newest_time(),
+        }
+    }
+
+    /// Takes one document off the count of its node (after a delete).
+    pub fn remove_document(&mut self, fingerprint: Fingerprint) -> Result<bool> {
+        Ok(self.store().remove_document(fingerprint)?)
     }
 
     /// The settings in use.
@@ -78,7 +129,7 @@ impl Deduplicator {
         &self.config
     }
 
-    /// The forest of clusters.
+    /// The in-memory forest of clusters (empty when the forest is [shared](Self::is_shared)).
     pub fn forest(&self) -> &Forest {
         &self.forest
     }
@@ -98,33 +149,44 @@ impl Deduplicator {
         &self.signer
     }
 
-    /// Places a signature (a bare fingerprint in seed mode) with event time `time` in the forest.
-    pub fn place(&mut self, signature: impl Into<Signature>, time: Timestamp) -> Placement {
-        self.forest.insert(signature, time)
+    /// Places a signature (a bare fingerprint in seed mode) with event time `time` in the
+    /// forest. Fails only on a shared store's error, in which case nothing was acknowledged
+    /// and placing it again is safe.
+    pub fn place(&mut self, signature: impl Into<Signature>, time: Timestamp) -> Result<Placement> {
+        let signature = signature.into();
+        match &mut self.shared {
+            Some(shared) => Ok(place(shared.as_mut(), &signature, time, new_token())?),
+            None => Ok(self.forest.insert(signature, time)),
+        }
     }
 
     /// Signs and places one article; `arrival` is its time when it has no `published_at`.
-    pub fn insert(&mut self, article: &Article, arrival: Timestamp) -> Decision {
+    pub fn insert(&mut self, article: &Article, arrival: Timestamp) -> Result<Decision> {
         let signature = self.signer.sign(article);
         self.decide(article, signature, arrival)
     }
 
-    fn decide(&mut self, article: &Article, signature: Signature, arrival: Timestamp) -> Decision {
+    fn decide(
+        &mut self,
+        article: &Article,
+        signature: Signature,
+        arrival: Timestamp,
+    ) -> Result<Decision> {
         let fingerprint = signature.fingerprint;
-        let placement = self.place(signature, article.published_at.unwrap_or(arrival));
-        Decision {
+        let placement = self.place(signature, article.published_at.unwrap_or(arrival))?;
+        Ok(Decision {
             id: article.id.clone(),
             simhash: fingerprint,
             root: placement.root,
             duplicate: placement.is_duplicate(),
-        }
+        })
     }
 
     /// Reads JSON Lines from `reader` and calls `report` with each line's number and its
     /// decision or error, in input order, until the input ends or `report` says to stop.
     /// Articles are parsed and fingerprinted in parallel batches and placed one by one. A bad
     /// line costs only itself; a read error is returned after every line read before it has
-    /// been reported.
+    /// been reported. A shared store's error stops the run the same way.
     ///
     /// An article without `published_at` takes the newest event time seen so far (the wall
     /// clock for the first), so a file gives the same decisions whatever day it is run.
@@ -134,6 +196,7 @@ impl Deduplicator {
         mut report: impl FnMut(u64, std::result::Result<Decision, ArticleError>) -> ControlFlow<()>,
     ) -> io::Result<()> {
         let signer = self.signer.clone();
+        let mut failure = None;
         input::for_each_batch(
             reader,
             BATCH_SIZE,
@@ -143,15 +206,25 @@ impl Deduplicator {
             },
             |batch| {
                 for (number, parsed) in batch {
-                    let outcome = parsed.map(|(article, signature)| {
-                        let arrival = self.forest.newest_time().unwrap_or_else(now);
-                        self.decide(&article, signature, arrival)
-                    });
+                    let outcome = match parsed {
+                        Ok((article, signature)) => {
+                            let arrival = self.newest_time().unwrap_or_else(now);
+                            match self.decide(&article, signature, arrival) {
+                                Ok(decision) => Ok(decision),
+                                Err(error) => {
+                                    failure = Some(error);
+                                    return ControlFlow::Break(());
+                                }
+                            }
+                        }
+                        Err(error) => Err(error),
+                    };
                     report(number, outcome)?;
                 }
                 ControlFlow::Continue(())
             },
-        )
+        )?;
+        failure.map_or(Ok(()), |error| Err(io::Error::other(error)))
     }
 }
 

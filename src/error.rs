@@ -49,6 +49,9 @@ pub enum Error {
     /// A search query cannot be parsed or asks for something the index cannot do.
     #[error("invalid query: {0}")]
     Query(String),
+    /// The fingerprint store (the Redis Cluster) failed; the insert was not acknowledged.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
     /// The HTTP service could not run or stop cleanly.
     #[error("server: {0}")]
     Server(String),

@@ -37,6 +37,9 @@
 use std::collections::BTreeMap;
 
 use crate::index::{PigeonholeIndex, push_compact};
+use crate::store::{
+    Claim, Edge, EdgeState, ForestStore, RootRank, Settlement, StoreError, clamp_time,
+};
 use crate::verify::{Sketch, SketchStore, Verifier};
 use crate::{Error, Fingerprint};
 
@@ -110,16 +113,12 @@ impl Node {
     }
 }
 
-/// The forest's clock runs from the Unix epoch to 2106 (u32 seconds); earlier and later times
-/// are treated as its ends. Article input rejects times outside that range, so only direct
-/// library callers can meet the clamp.
 /// Bytes a second of the expiry queue costs beyond its entries: its vector's header and its
 /// share of the B-tree node (an estimate, for [`ForestStats::heap_bytes`]).
 const EXPIRY_SLOT_OVERHEAD: usize = 48;
 
-fn clamp_time(time: Timestamp) -> u32 {
-    time.clamp(0, Timestamp::from(u32::MAX)) as u32
-}
+/// The token of every in-memory insert: with one writer, no insert ever meets another's.
+const MEMORY_TOKEN: u64 = 1;
 
 /// What a document brings to the forest: its fingerprint, and in a verifying forest its
 /// sketch. A bare [`Fingerprint`] converts into a signature without a sketch.
@@ -389,49 +388,18 @@ impl Forest {
     }
 
     /// Places a document with event time `time` by its signature (a bare [`Fingerprint`] in seed
-    /// mode).
+    /// mode), by the rules of SPEC §1 ([`store::place`](crate::store::place), the protocol every
+    /// store shares).
     pub fn insert(&mut self, signature: impl Into<Signature>, time: Timestamp) -> Placement {
-        let Signature {
-            fingerprint,
-            sketch,
-        } = signature.into();
-        self.advance_to(time);
-        // A late document counts as seen at the window's start, so that it is live.
-        let seen = clamp_time(time.max(self.cutoff()));
-        if let Some(node) = self.index.get_mut(fingerprint) {
-            node.set_documents(node.documents().saturating_add(1));
-            let root = self.refresh_chain(fingerprint, seen);
-            return Placement {
-                root,
-                kind: PlacementKind::ExistingNode,
-            };
-        }
-        let best = self
-            .neighbour_trees(fingerprint, sketch.as_ref())
-            .into_iter()
-            .min_by_key(|tree| tree.rank());
-        if let Some(verification) = &mut self.verification {
-            verification
-                .sketches
-                .insert(fingerprint, sketch.unwrap_or_default());
-        }
-        let Some(best) = best else {
-            return self.add_root(fingerprint, seen);
-        };
-        self.index
-            .insert(fingerprint, Node::leaf(best.nearest, seen));
-        self.enqueue(fingerprint, seen);
-        if let Some(root) = self.index.get_mut(best.root) {
-            root.set_children(root.children().saturating_add(1));
-        }
-        self.refresh_chain(best.nearest, seen);
-        Placement {
-            root: best.root,
-            kind: PlacementKind::NewLeaf,
+        match crate::store::place(self, &signature.into(), time, MEMORY_TOKEN) {
+            Ok(placement) => placement,
+            // The in-memory store has no failure of its own; an error here is a broken
+            // attachment chain, which `check_invariants` rules out.
+            Err(error) => panic!("in-memory forest corrupted: {error}"),
         }
     }
 
-    fn add_root(&mut self, fingerprint: Fingerprint, seen: u32) -> Placement {
+    fn add_root(&mut self, fingerprint: Fingerprint, seen: u32) {
         if self.next_sequence == u32::MAX {
             self.renumber_roots();
         }
@@ -440,20 +408,6 @@ impl Forest {
         self.enqueue(fingerprint, seen);
         self.next_sequence += 1;
         self.roots += 1;
-        Placement {
-            root: fingerprint,
-            kind: PlacementKind::NewRoot,
-        }
-    }
-
-    /// The trees that have an edge to a new node, each with its nearest such node (the root
-    /// itself when it is among the nearest, else the smallest fingerprint).
-    fn neighbour_trees(&self, fingerprint: Fingerprint, sketch: Option<&Sketch>) -> Vec<Tree> {
-        let mut trees: Vec<Tree> = Vec::new();
-        self.for_each_edge(fingerprint, sketch, |neighbour, distance| {
-            self.add_contact(&mut trees, neighbour, distance);
-        });
-        trees
     }
 
     /// Calls `visit(node, distance)` for every stored node that has an edge to a node
@@ -495,38 +449,6 @@ impl Forest {
         }
     }
 
-    /// Adds a node with an edge to the new one to its tree's entry in `trees`.
-    fn add_contact(&self, trees: &mut Vec<Tree>, neighbour: Fingerprint, distance: u32) {
-        let Some(root) = self.root_of_node(neighbour) else {
-            debug_assert!(false, "broken attachment chain at {neighbour}");
-            return;
-        };
-        let contact = Contact {
-            distance,
-            is_root: neighbour == root,
-            fingerprint: neighbour,
-        };
-        match trees.iter_mut().find(|tree| tree.root == root) {
-            Some(tree) if contact.better_than(&tree.contact) => {
-                tree.nearest = neighbour;
-                tree.contact = contact;
-            }
-            Some(_) => {}
-            None => {
-                let Some(&root_node) = self.index.get(root) else {
-                    return;
-                };
-                trees.push(Tree {
-                    root,
-                    nearest: neighbour,
-                    contact,
-                    children: root_node.children(),
-                    sequence: root_node.sequence(),
-                });
-            }
-        }
-    }
-
     /// Follows attachments from a stored node to its root.
     fn root_of_node(&self, mut fingerprint: Fingerprint) -> Option<Fingerprint> {
         // A chain is acyclic and at most as long as the forest is large; the bound only guards
@@ -538,23 +460,6 @@ impl Forest {
             }
         }
         None
-    }
-
-    /// Marks `fingerprint` and every node up its attachment chain as seen at `seen` (never moving
-    /// a time back); gives back the root at the top.
-    fn refresh_chain(&mut self, mut fingerprint: Fingerprint, seen: u32) -> Fingerprint {
-        for _ in 0..=self.index.len() {
-            let Some(node) = self.index.get_mut(fingerprint) else {
-                break;
-            };
-            node.last_seen = node.last_seen.max(seen);
-            match node.attached_to() {
-                None => return fingerprint,
-                Some(next) => fingerprint = next,
-            }
-        }
-        debug_assert!(false, "broken attachment chain at {fingerprint}");
-        fingerprint
     }
 
     /// The root of a node's cluster.
@@ -773,35 +678,141 @@ impl Forest {
     }
 }
 
-/// How a neighbour touches a tree; the best contact is the nearest, then the root itself, then
-/// the smallest fingerprint.
-#[derive(Clone, Copy)]
-struct Contact {
-    distance: u32,
-    is_root: bool,
-    fingerprint: Fingerprint,
-}
-
-impl Contact {
-    fn better_than(&self, other: &Contact) -> bool {
-        (self.distance, !self.is_root, self.fingerprint)
-            < (other.distance, !other.is_root, other.fingerprint)
+/// The in-memory store: one writer, so nothing is ever pending and the protocol's publish,
+/// scan and settle run back to back. Publishing happens at settle time (the scan reads the
+/// tables and key postings before the new node is in them, which is what publish-then-scan
+/// sees when no one else writes), and tickets are not needed: roots are numbered in their
+/// order of creation.
+impl ForestStore for Forest {
+    fn max_distance(&self) -> u32 {
+        self.index.max_distance()
     }
-}
 
-/// A tree within reach of a new fingerprint.
-struct Tree {
-    root: Fingerprint,
-    nearest: Fingerprint,
-    contact: Contact,
-    children: u32,
-    sequence: u32,
-}
+    fn window(&self) -> Timestamp {
+        self.window
+    }
 
-impl Tree {
-    /// Smaller ranks first: most children, then added earliest, then the smaller root hash.
-    fn rank(&self) -> (std::cmp::Reverse<u32>, u32, Fingerprint) {
-        (std::cmp::Reverse(self.children), self.sequence, self.root)
+    fn advance_to(&mut self, time: Timestamp) -> Result<Timestamp, StoreError> {
+        Forest::advance_to(self, time);
+        Ok(self.newest.unwrap_or(time))
+    }
+
+    fn newest_time(&self) -> Option<Timestamp> {
+        self.newest
+    }
+
+    fn claim(
+        &mut self,
+        fingerprint: Fingerprint,
+        seen: u32,
+        _token: u64,
+    ) -> Result<Claim, StoreError> {
+        Ok(match self.index.get_mut(fingerprint) {
+            Some(node) => {
+                node.set_documents(node.documents().saturating_add(1));
+                node.last_seen = node.last_seen.max(seen);
+                Claim::Existing {
+                    attached_to: node.attached_to(),
+                    root: None,
+                }
+            }
+            None => Claim::Created,
+        })
+    }
+
+    fn publish(
+        &mut self,
+        _fingerprint: Fingerprint,
+        _sketch: Option<&Sketch>,
+        _token: u64,
+    ) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+
+    fn edges(
+        &mut self,
+        fingerprint: Fingerprint,
+        sketch: Option<&Sketch>,
+    ) -> Result<Vec<Edge>, StoreError> {
+        let mut edges = Vec::new();
+        self.for_each_edge(fingerprint, sketch, |node, distance| {
+            match self.root_of_node(node) {
+                Some(root) => edges.push(Edge {
+                    node,
+                    distance,
+                    state: EdgeState::Settled { root },
+                }),
+                None => debug_assert!(false, "broken attachment chain at {node}"),
+            }
+        });
+        Ok(edges)
+    }
+
+    fn root_ranks(&mut self, roots: &[Fingerprint]) -> Result<Vec<Option<RootRank>>, StoreError> {
+        Ok(roots
+            .iter()
+            .map(|&root| {
+                let node = self.index.get(root)?;
+                Some(RootRank {
+                    children: node.children(),
+                    sequence: u64::from(node.sequence()),
+                })
+            })
+            .collect())
+    }
+
+    fn settle(
+        &mut self,
+        fingerprint: Fingerprint,
+        _token: u64,
+        settlement: Settlement,
+        sketch: Option<&Sketch>,
+        seen: u32,
+    ) -> Result<bool, StoreError> {
+        if let Some(verification) = &mut self.verification {
+            verification
+                .sketches
+                .insert(fingerprint, sketch.cloned().unwrap_or_default());
+        }
+        match settlement {
+            Settlement::Root { .. } => self.add_root(fingerprint, seen),
+            Settlement::Leaf { attached_to, .. } => {
+                self.index
+                    .insert(fingerprint, Node::leaf(attached_to, seen));
+                self.enqueue(fingerprint, seen);
+            }
+        }
+        Ok(true)
+    }
+
+    fn add_child(&mut self, root: Fingerprint, _leaf: Fingerprint) -> Result<(), StoreError> {
+        if let Some(node) = self.index.get_mut(root) {
+            node.set_children(node.children().saturating_add(1));
+        }
+        Ok(())
+    }
+
+    fn touch(
+        &mut self,
+        fingerprint: Fingerprint,
+        seen: u32,
+    ) -> Result<Option<Option<Fingerprint>>, StoreError> {
+        Ok(self.index.get_mut(fingerprint).map(|node| {
+            node.last_seen = node.last_seen.max(seen);
+            node.attached_to()
+        }))
+    }
+
+    fn abandon(&mut self, _fingerprint: Fingerprint, _owner: u64) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+
+    fn remove_document(&mut self, fingerprint: Fingerprint) -> Result<bool, StoreError> {
+        Ok(Forest::remove_document(self, fingerprint))
+    }
+
+    fn stats(&self) -> ForestStats {
+        Forest::stats(self)
     }
 }
 
@@ -859,27 +870,6 @@ mod tests {
         forest.insert(later_smaller, 1);
         let between = Fingerprint(0);
         assert_eq!(forest.insert(between, 2).root, earlier_larger);
-    }
-
-    #[test]
-    fn tie_break_smaller_hash_wins_after_renumbering() {
-        // Equal children and, after renumbering, equal order cannot happen: sequence numbers
-        // are unique. The smaller-hash rule is reached only through `Tree::rank` on equal
-        // sequences, so it is checked there directly.
-        let tree = |root: u64, sequence| Tree {
-            root: Fingerprint(root),
-            nearest: Fingerprint(root),
-            contact: Contact {
-                distance: 0,
-                is_root: true,
-                fingerprint: Fingerprint(root),
-            },
-            children: 1,
-            sequence,
-        };
-        let trees = [tree(9, 4), tree(5, 4), tree(7, 4)];
-        let best = trees.iter().min_by_key(|tree| tree.rank()).unwrap();
-        assert_eq!(best.root, Fingerprint(5));
     }
 
     #[test]

@@ -43,8 +43,8 @@ fn joined(mode: Mode, original: &str, copy: &str) -> bool {
         ..DedupConfig::default()
     })
     .unwrap();
-    let first = dedup.insert(&article("original", original, 0), T0);
-    let second = dedup.insert(&article("copy", copy, 30), T0);
+    let first = dedup.insert(&article("original", original, 0), T0).unwrap();
+    let second = dedup.insert(&article("copy", copy, 30), T0).unwrap();
     dedup.forest().check_invariants().unwrap();
     first.root == second.root
 }
@@ -215,17 +215,27 @@ fn a_digest_page_joins_none_of_its_stories() {
     let roots: Vec<_> = stories
         .iter()
         .enumerate()
-        .map(|(i, text)| dedup.insert(&article(&format!("s{i}"), text, 0), T0).root)
+        .map(|(i, text)| {
+            dedup
+                .insert(&article(&format!("s{i}"), text, 0), T0)
+                .unwrap()
+                .root
+        })
         .collect();
     let distinct: std::collections::HashSet<_> = roots.iter().collect();
     assert_eq!(distinct.len(), stories.len(), "the stories are unrelated");
     let digest = format!("今日要闻摘要\n{}", stories.join("\n\n"));
-    let digest_root = dedup.insert(&article("digest", &digest, 60), T0).root;
+    let digest_root = dedup
+        .insert(&article("digest", &digest, 60), T0)
+        .unwrap()
+        .root;
     assert!(!roots.contains(&digest_root), "the digest joined a story");
     // Copies of its stories still find their own clusters, not the digest's.
     for (i, story) in stories.iter().enumerate() {
         let copy = format!("【转载】{story}（来源：滨江日报）");
-        let decision = dedup.insert(&article(&format!("c{i}"), &copy, 90), T0);
+        let decision = dedup
+            .insert(&article(&format!("c{i}"), &copy, 90), T0)
+            .unwrap();
         assert_eq!(decision.root, roots[i], "copy of story {i}");
     }
 }
@@ -297,7 +307,11 @@ fn long_reports_on_one_beat_stay_apart_and_their_copies_join() {
     let decisions: Vec<_> = reports
         .iter()
         .enumerate()
-        .map(|(i, text)| dedup.insert(&article(&format!("r{i}"), text, i as i64), T0))
+        .map(|(i, text)| {
+            dedup
+                .insert(&article(&format!("r{i}"), text, i as i64), T0)
+                .unwrap()
+        })
         .collect();
     // The failure SPEC §7 warns of is there: many pairs of these unrelated reports have
     // fingerprints within k, which seed mode would merge.
@@ -327,7 +341,9 @@ fn long_reports_on_one_beat_stay_apart_and_their_copies_join() {
             collisions += 1;
             continue;
         }
-        let decision = dedup.insert(&article(&format!("c{i}"), &copy, 100 + i as i64), T0);
+        let decision = dedup
+            .insert(&article(&format!("c{i}"), &copy, 100 + i as i64), T0)
+            .unwrap();
         assert_eq!(decision.root, roots[i], "copy of report {i}");
     }
     assert!(collisions * 5 < reports.len(), "{collisions} collisions");
@@ -349,8 +365,8 @@ fn seed_mode_stays_the_documented_algorithm() {
         .chars()
         .take(policy().chars().count() / 3)
         .collect();
-    let first = seed.insert(&article("a", &policy(), 0), T0);
-    let second = seed.insert(&article("b", &cut, 1), T0);
+    let first = seed.insert(&article("a", &policy(), 0), T0).unwrap();
+    let second = seed.insert(&article("b", &cut, 1), T0).unwrap();
     assert!(first.simhash.distance(second.simhash) > 3);
     assert_ne!(first.root, second.root, "seed mode joins only within k");
     assert_found("the same cut copy", &policy(), &cut);

@@ -11,7 +11,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use tantivy_dedup::{Deduplicator, input};
 
-use super::ConfigArgs;
+use super::{ConfigArgs, StoreArgs};
 
 #[derive(Args)]
 pub struct DedupArgs {
@@ -20,11 +20,17 @@ pub struct DedupArgs {
     file: PathBuf,
     #[command(flatten)]
     config: ConfigArgs,
+    #[command(flatten)]
+    store: StoreArgs,
 }
 
 pub fn run(args: DedupArgs) -> anyhow::Result<ExitCode> {
     let config = args.config.load()?;
-    let mut dedup = Deduplicator::new(config)?;
+    let mut dedup = match args.store.address()? {
+        Some(address) => Deduplicator::with_store(config, &address)
+            .with_context(|| format!("connecting to {}", address.nodes.join(",")))?,
+        None => Deduplicator::new(config)?,
+    };
     let reader = input::open(&args.file)?;
 
     let progress = ProgressBar::new_spinner().with_style(

@@ -12,7 +12,7 @@ use serde::Serialize;
 use tantivy_dedup::engine::{DedupIndex, RecoveryReport};
 use tantivy_dedup::input;
 
-use super::ConfigArgs;
+use super::{ConfigArgs, StoreArgs};
 
 #[derive(Args)]
 pub struct IngestArgs {
@@ -29,6 +29,8 @@ pub struct IngestArgs {
     /// Print the summary as JSON
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    store: StoreArgs,
     #[command(flatten)]
     config: ConfigArgs,
 }
@@ -59,8 +61,9 @@ pub fn run(args: IngestArgs) -> anyhow::Result<ExitCode> {
     {
         bail!("{}: no such file", missing.display());
     }
-    let mut index = DedupIndex::open_or_create(&args.index, config)
-        .with_context(|| format!("opening {}", args.index.display()))?;
+    let mut index =
+        DedupIndex::open_or_create_with_store(&args.index, config, args.store.address()?.as_ref())
+            .with_context(|| format!("opening {}", args.index.display()))?;
     let recovered = index.recovery().clone();
     if recovered.replayed > 0 {
         eprintln!(
@@ -106,7 +109,7 @@ pub fn run(args: IngestArgs) -> anyhow::Result<ExitCode> {
     let retention_deleted = index.commit()?;
     progress.finish_and_clear();
     let seconds = start.elapsed().as_secs_f64();
-    let forest = index.forest().stats();
+    let forest = index.forest_stats();
     let summary = Summary {
         index: args.index.clone(),
         documents,

@@ -86,6 +86,29 @@ enum Command {
 }
 
 /// Where the dedup settings come from: a TOML file, then flags over it.
+/// Where the forest lives: in memory (the default), or on a Redis Cluster shared by several
+/// processes.
+#[derive(Args)]
+struct StoreArgs {
+    /// Keep the fingerprint tables and forest on a Redis Cluster shared with other processes,
+    /// e.g. `redis://127.0.0.1:7000,redis://127.0.0.1:7001,redis://127.0.0.1:7002` (seed
+    /// nodes; scripts/redis-cluster.sh starts a local one). Each ingesting process writes its
+    /// own index (a shard); all of them must use the same [dedup] settings (docs/scaling.md)
+    /// [default: in memory, rebuilt from the index on open]
+    #[arg(long, value_name = "URLS")]
+    store: Option<String>,
+}
+
+impl StoreArgs {
+    fn address(&self) -> anyhow::Result<Option<tantivy_dedup::store::redis::RedisAddress>> {
+        Ok(self
+            .store
+            .as_deref()
+            .map(tantivy_dedup::store::redis::RedisAddress::parse)
+            .transpose()?)
+    }
+}
+
 #[derive(Args)]
 struct ConfigArgs {
     /// Settings file such as schema/news.toml ([dedup], [fields.*], [index], [server]) [default:

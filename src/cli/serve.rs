@@ -11,7 +11,7 @@ use tantivy_dedup::config::{Config, ServerConfig};
 use tantivy_dedup::engine::DedupIndex;
 use tantivy_dedup::server::Server;
 
-use super::ConfigArgs;
+use super::{ConfigArgs, StoreArgs};
 
 #[derive(Args)]
 pub struct ServeArgs {
@@ -44,6 +44,8 @@ pub struct ServeArgs {
     /// How far ahead of the clock `published_at` may be ("1d", "6h") [default: 1d]
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     max_future: Option<Duration>,
+    #[command(flatten)]
+    store: StoreArgs,
     #[command(flatten)]
     config: ConfigArgs,
 }
@@ -84,7 +86,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let server_config = args.server_config(config.as_ref());
     server_config.validate()?;
     tracing::info!(index = %args.index.display(), "opening the index (replaying its forest)");
-    let index = DedupIndex::open_or_create(&args.index, config)?;
+    let index =
+        DedupIndex::open_or_create_with_store(&args.index, config, args.store.address()?.as_ref())?;
     let recovery = index.recovery();
     tracing::info!(
         replayed = recovery.replayed,

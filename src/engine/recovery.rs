@@ -50,8 +50,12 @@ struct InsertEvent {
 }
 
 /// Replays every insert the index remembers into `forest` (which must be empty), and returns
-/// what it did with the next free sequence number.
-pub fn replay(searcher: &Searcher, forest: &mut Forest) -> tantivy::Result<(RecoveryReport, u64)> {
+/// what it did with the next free sequence number. Without a forest (the forest is shared and
+/// already holds them) only the sequence number is read.
+pub fn replay(
+    searcher: &Searcher,
+    forest: Option<&mut Forest>,
+) -> tantivy::Result<(RecoveryReport, u64)> {
     let started = Instant::now();
     let mut events = Vec::with_capacity(searcher.num_docs() as usize);
     for segment in searcher.segment_readers() {
@@ -82,6 +86,11 @@ pub fn replay(searcher: &Searcher, forest: &mut Forest) -> tantivy::Result<(Reco
     }
     events.sort_unstable_by_key(|event| event.sequence);
     let mut report = RecoveryReport::default();
+    let next_sequence = events.last().map_or(0, |event| event.sequence + 1);
+    let Some(forest) = forest else {
+        report.elapsed = started.elapsed();
+        return Ok((report, next_sequence));
+    };
     for event in &mut events {
         let signature = Signature {
             fingerprint: event.simhash,
@@ -100,7 +109,6 @@ pub fn replay(searcher: &Searcher, forest: &mut Forest) -> tantivy::Result<(Reco
     for event in events.iter().filter(|event| event.root.is_none()) {
         forest.remove_document(event.simhash);
     }
-    let next_sequence = events.last().map_or(0, |event| event.sequence + 1);
     report.elapsed = started.elapsed();
     Ok((report, next_sequence))
 }

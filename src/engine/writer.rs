@@ -26,6 +26,7 @@ use crate::engine::tokenizer;
 use crate::forest::{Forest, Signature, Timestamp};
 use crate::index::BlockLayout;
 use crate::input;
+use crate::store::redis::RedisAddress;
 use crate::text::AnalyzedText;
 use crate::verify::Sketch;
 use crate::{Error, Fingerprint, Result};
@@ -217,55 +218,75 @@ pub struct DedupIndex {
     recovery: RecoveryReport,
 }
 
+/// Makes a new, empty index in `dir` with `config`'s schema and settings file.
+fn create_files(dir: &Path, config: &Config) -> Result<()> {
+    config.validate()?;
+    if dir.join("meta.json").exists() {
+        return Err(Error::Config(format!(
+            "{} already holds an index; open it instead",
+            dir.display()
+        )));
+    }
+    std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+        path: dir.to_owned(),
+        source,
+    })?;
+    let layout = BlockLayout::new(config.dedup.max_distance)?;
+    let (schema, _) = build_schema(&config.fields, &layout);
+    let settings = dir.join(SETTINGS_FILE);
+    std::fs::write(&settings, config.to_toml()).map_err(|source| Error::Io {
+        path: settings,
+        source,
+    })?;
+    let directory = open_directory(dir)?;
+    Index::create(directory, schema, Default::default())
+        .map_err(|source| index_error(dir, source))?;
+    Ok(())
+}
+
 impl DedupIndex {
     /// Creates a new index in `dir` (created if missing; it must not hold an index already).
     pub fn create(dir: &Path, config: Config) -> Result<Self> {
-        config.validate()?;
-        if dir.join("meta.json").exists() {
-            return Err(Error::Config(format!(
-                "{} already holds an index; open it instead",
-                dir.display()
-            )));
-        }
-        std::fs::create_dir_all(dir).map_err(|source| Error::Io {
-            path: dir.to_owned(),
-            source,
-        })?;
-        let layout = BlockLayout::new(config.dedup.max_distance)?;
-        let (schema, _) = build_schema(&config.fields, &layout);
-        let settings = dir.join(SETTINGS_FILE);
-        std::fs::write(&settings, config.to_toml()).map_err(|source| Error::Io {
-            path: settings,
-            source,
-        })?;
-        let directory = open_directory(dir)?;
-        Index::create(directory, schema, Default::default())
-            .map_err(|source| index_error(dir, source))?;
-        Self::open_with(dir, config)
+        create_files(dir, &config)?;
+        Self::open_with(dir, config, None)
     }
 
     /// Opens the index in `dir` with the settings it was created with.
     pub fn open(dir: &Path) -> Result<Self> {
         let config = stored_settings(dir)?;
-        Self::open_with(dir, config)
+        Self::open_with(dir, config, None)
     }
 
     /// Opens the index in `dir`, or creates it with `config` when there is none. An existing
     /// index keeps its settings: `config` must agree on everything that shapes fingerprints
     /// and fields, and only the window and the `[index]` settings may change.
     pub fn open_or_create(dir: &Path, config: Option<Config>) -> Result<Self> {
-        if !dir.join("meta.json").exists() {
-            return Self::create(dir, config.unwrap_or_default());
-        }
-        let stored = stored_settings(dir)?;
-        let Some(config) = config else {
-            return Self::open_with(dir, stored);
-        };
-        check_compatible(&stored, &config)?;
-        Self::open_with(dir, config)
+        Self::open_or_create_with_store(dir, config, None)
     }
 
-    fn open_with(dir: &Path, config: Config) -> Result<Self> {
+    /// [`open_or_create`](Self::open_or_create), with the forest on a Redis Cluster when
+    /// `store` is given: the index is then one shard of several, and the forest (shared by every
+    /// shard's writer) is not replayed from it.
+    pub fn open_or_create_with_store(
+        dir: &Path,
+        config: Option<Config>,
+        store: Option<&RedisAddress>,
+    ) -> Result<Self> {
+        if !dir.join("meta.json").exists() {
+            create_files(dir, &config.clone().unwrap_or_default())?;
+        }
+        let stored = stored_settings(dir)?;
+        let config = match config {
+            Some(config) => {
+                check_compatible(&stored, &config)?;
+                config
+            }
+            None => stored,
+        };
+        Self::open_with(dir, config, store)
+    }
+
+    fn open_with(dir: &Path, config: Config, store: Option<&RedisAddress>) -> Result<Self> {
         config.validate()?;
         let layout = BlockLayout::new(config.dedup.max_distance)?;
         let (schema, fields) = build_schema(&config.fields, &layout);
@@ -284,8 +305,13 @@ impl DedupIndex {
             .reload_policy(ReloadPolicy::Manual)
             .try_into()
             .map_err(|source| index_error(dir, source))?;
-        let mut dedup = Deduplicator::new(config.dedup.clone())?;
-        let (recovery, next_sequence) = recovery::replay(&reader.searcher(), dedup.forest_mut())
+        let mut dedup = match store {
+            Some(address) => Deduplicator::with_store(config.dedup.clone(), address)?,
+            None => Deduplicator::new(config.dedup.clone())?,
+        };
+        // A shared forest already holds this shard's inserts: only the sequence is read back.
+        let replay_into = (!dedup.is_shared()).then(|| dedup.forest_mut());
+        let (recovery, next_sequence) = recovery::replay(&reader.searcher(), replay_into)
             .map_err(|source| index_error(dir, source))?;
         Ok(DedupIndex {
             path: dir.to_owned(),
@@ -312,9 +338,15 @@ impl DedupIndex {
         &self.path
     }
 
-    /// The forest of clusters in the window.
+    /// The in-memory forest of clusters in the window (empty when the forest is shared on a
+    /// Redis Cluster: see [`forest_stats`](Self::forest_stats)).
     pub fn forest(&self) -> &Forest {
         self.dedup.forest()
+    }
+
+    /// Node and root counts of the forest in use.
+    pub fn forest_stats(&self) -> crate::forest::ForestStats {
+        self.dedup.stats()
     }
 
     /// What opening the index replayed.
@@ -325,7 +357,7 @@ impl DedupIndex {
     /// The event time to give an article without `published_at`: the newest time seen, or the
     /// wall clock when nothing was seen yet (so a file replays the same whatever the day).
     pub fn arrival_time(&self) -> Timestamp {
-        self.forest().newest_time().unwrap_or_else(now)
+        self.dedup.newest_time().unwrap_or_else(now)
     }
 
     /// A searcher over what was committed. Cheap; clone it freely, across threads too.
@@ -389,7 +421,7 @@ impl DedupIndex {
             self.remove(&id, &live.insert)?;
         }
         let time = published_at.unwrap_or(arrival);
-        let placement = self.dedup.place(signature, time);
+        let placement = self.dedup.place(signature, time)?;
         let live = Live {
             insert: Insert {
                 sequence: self.next_sequence,
@@ -517,7 +549,7 @@ impl DedupIndex {
         self.writer
             .delete_term(Term::from_field_text(self.fields.id, id));
         self.add_tombstone(insert)?;
-        self.dedup.forest_mut().remove_document(insert.simhash);
+        self.dedup.remove_document(insert.simhash)?;
         Ok(())
     }
 
@@ -553,7 +585,7 @@ impl DedupIndex {
         let Some(retention) = self.config.index.retention_seconds() else {
             return Ok(0);
         };
-        let Some(newest) = self.forest().newest_time() else {
+        let Some(newest) = self.dedup.newest_time() else {
             return Ok(0);
         };
         let cutoff = newest.saturating_sub(retention as Timestamp);
@@ -598,7 +630,7 @@ impl DedupIndex {
         }
         for insert in &inserts {
             self.add_tombstone(insert)?;
-            self.dedup.forest_mut().remove_document(insert.simhash);
+            self.dedup.remove_document(insert.simhash)?;
         }
         self.writer
             .delete_query(Box::new(query))

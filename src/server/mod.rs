@@ -61,7 +61,7 @@ impl Server {
     pub fn start(index: DedupIndex, config: ServerConfig) -> Result<Self> {
         config.validate()?;
         let metrics = Arc::new(Metrics::new());
-        metrics.set_forest(index.forest().stats());
+        metrics.set_forest(index.forest_stats());
         let searcher = index.searcher();
         let preparer = index.preparer();
         let recovery = index.recovery().clone();

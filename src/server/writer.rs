@@ -471,7 +471,7 @@ impl Writer {
             Ok(expired) => {
                 self.shared
                     .metrics
-                    .observe_commit(elapsed, self.index.forest().stats());
+                    .observe_commit(elapsed, self.index.forest_stats());
                 tracing::debug!(
                     requests = waiting.len(),
                     retention_deleted = expired,

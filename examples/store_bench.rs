@@ -1,0 +1,221 @@
+//! Inserts per second and scan latency of the forest on a Redis Cluster, next to the in-memory
+//! store, and Redis's bytes per fingerprint (the `INFO memory` delta).
+//!
+//! ```sh
+//! scripts/redis-cluster.sh start
+//! cargo run --release --example store_bench -- \
+//!     --store redis://127.0.0.1:7000,redis://127.0.0.1:7001,redis://127.0.0.1:7002 \
+//!     --documents 50000 --writers 8 [--mode seed]
+//! ```
+//!
+//! The documents are generated news-like texts (stories of 1 to 10 reposts), signed by the
+//! library's own pipeline, so default mode stores real sketches. Each run writes under a key
+//! prefix of its own and deletes nothing: flush the cluster between runs when memory matters.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use tantivy_dedup::dedup::Signer;
+use tantivy_dedup::forest::{Signature, Timestamp};
+use tantivy_dedup::store::redis::{RedisAddress, RedisStore};
+use tantivy_dedup::store::{ForestStore, new_token, place};
+use tantivy_dedup::{Article, DedupConfig, Forest, Mode};
+
+const T0: Timestamp = 1_750_000_000;
+
+struct Options {
+    store: String,
+    documents: usize,
+    writers: usize,
+    mode: Mode,
+}
+
+fn options() -> Result<Options, String> {
+    let mut options = Options {
+        store: String::new(),
+        documents: 50_000,
+        writers: 8,
+        mode: Mode::Default,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let mut value = || args.next().ok_or(format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--store" => options.store = value()?,
+            "--documents" => {
+                options.documents = value()?.parse().map_err(|e| format!("--documents: {e}"))?
+            }
+            "--writers" => {
+                options.writers = value()?.parse().map_err(|e| format!("--writers: {e}"))?
+            }
+            "--mode" => {
+                options.mode = match value()?.as_str() {
+                    "seed" => Mode::Seed,
+                    "default" => Mode::Default,
+                    other => return Err(format!("--mode: seed or default, not {other}")),
+                }
+            }
+            other => {
+                return Err(format!(
+                    "unknown argument {other}; see the file's doc comment"
+                ));
+            }
+        }
+    }
+    if options.store.is_empty() {
+        return Err("--store redis://HOST:PORT,... is required".into());
+    }
+    Ok(options)
+}
+
+/// Stories of 1 to 10 reposts (header, source line, a changed character, a cut sentence).
+fn signatures(config: &DedupConfig, count: usize) -> Vec<Signature> {
+    const VOCABULARY: &str = "国家发展改革委员会今日召开新闻发布会介绍经济运行情况记者从有关部门获悉\
+        全省各地持续推进重点项目建设工业生产保持稳定增长消费市场回暖明显农业农村工作扎实推进\
+        科技创新能力不断提升城乡居民收入稳步增加生态环境质量持续改善交通运输网络加快完善";
+    let characters: Vec<char> = VOCABULARY.chars().collect();
+    let signer = Signer::new(config);
+    let mut rng = SmallRng::seed_from_u64(5);
+    let mut out = Vec::with_capacity(count);
+    while out.len() < count {
+        let mut base = String::new();
+        for _ in 0..rng.random_range(8..16) {
+            for _ in 0..rng.random_range(14..31) {
+                base.push(characters[rng.random_range(0..characters.len())]);
+            }
+            base.push('。');
+        }
+        for copy in 0..rng.random_range(1..=10) {
+            let content = match copy % 3 {
+                0 => base.clone(),
+                1 => format!("【转载】{base}"),
+                _ => format!("{base}（来源：新华网）"),
+            };
+            let article = Article {
+                id: String::new(),
+                content,
+                ..Default::default()
+            };
+            out.push(signer.sign(&article));
+        }
+    }
+    out.truncate(count);
+    out
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+/// `used_memory` summed over the cluster's masters.
+fn used_memory(address: &RedisAddress) -> Result<u64, Box<dyn std::error::Error>> {
+    let mut total = 0;
+    for node in &address.nodes {
+        let mut connection = redis::Client::open(node.as_str())?.get_connection()?;
+        let info: String = redis::cmd("INFO").arg("memory").query(&mut connection)?;
+        total += info
+            .lines()
+            .find_map(|line| line.strip_prefix("used_memory:"))
+            .and_then(|value| value.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    Ok(total)
+}
+
+/// Latencies (ms) of `edges()` for the first `queries` signatures, sorted.
+fn scan_latencies(
+    store: &mut dyn ForestStore,
+    signatures: &[Signature],
+    queries: usize,
+) -> Vec<f64> {
+    let mut latencies: Vec<f64> = signatures
+        .iter()
+        .take(queries)
+        .map(|signature| {
+            let start = Instant::now();
+            let edges = store.edges(signature.fingerprint, signature.sketch.as_ref());
+            std::hint::black_box(edges.ok());
+            start.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    latencies.sort_by(f64::total_cmp);
+    latencies
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let options = options()?;
+    let config = DedupConfig {
+        mode: options.mode,
+        ..Default::default()
+    };
+    let signatures = Arc::new(signatures(&config, options.documents));
+    println!(
+        "{} documents, mode {:?}, {} writers",
+        signatures.len(),
+        options.mode,
+        options.writers
+    );
+
+    let mut forest = match config.verifier() {
+        Some(verifier) => {
+            Forest::with_verifier(config.max_distance, config.window_seconds(), verifier)?
+        }
+        None => Forest::new(config.max_distance, config.window_seconds())?,
+    };
+    let start = Instant::now();
+    for (i, signature) in signatures.iter().enumerate() {
+        forest.insert(signature.clone(), T0 + i as Timestamp / 100);
+    }
+    let memory_rate = signatures.len() as f64 / start.elapsed().as_secs_f64();
+    let latencies = scan_latencies(&mut forest, &signatures, 5_000);
+    println!(
+        "in memory: {memory_rate:.0} inserts/s (one writer), scan p50 {:.4} ms p99 {:.4} ms, {} nodes",
+        percentile(&latencies, 0.5),
+        percentile(&latencies, 0.99),
+        forest.stats().nodes
+    );
+
+    let mut address = RedisAddress::parse(&options.store)?;
+    address.prefix = format!("bench{}:", std::process::id());
+    let before = used_memory(&address)?;
+    let start = Instant::now();
+    let writers: Vec<_> = (0..options.writers)
+        .map(|writer| {
+            let mut store = RedisStore::connect(&address, &config)?;
+            let signatures = Arc::clone(&signatures);
+            let writers = options.writers;
+            Ok(std::thread::spawn(move || -> Result<(), String> {
+                for i in (writer..signatures.len()).step_by(writers) {
+                    place(
+                        &mut store,
+                        &signatures[i],
+                        T0 + i as Timestamp / 100,
+                        new_token(),
+                    )
+                    .map_err(|error| error.to_string())?;
+                }
+                Ok(())
+            }))
+        })
+        .collect::<Result<_, tantivy_dedup::store::StoreError>>()?;
+    for writer in writers {
+        writer.join().map_err(|_| "a writer panicked")??;
+    }
+    let redis_rate = signatures.len() as f64 / start.elapsed().as_secs_f64();
+    let after = used_memory(&address)?;
+    let mut store = RedisStore::connect(&address, &config)?;
+    let nodes = store.dump()?.len();
+    let latencies = scan_latencies(&mut store, &signatures, 5_000);
+    println!(
+        "redis cluster: {redis_rate:.0} inserts/s ({} writers), scan p50 {:.3} ms p99 {:.3} ms, {nodes} nodes, {:.0} bytes per fingerprint (used_memory {} -> {} bytes)",
+        options.writers,
+        percentile(&latencies, 0.5),
+        percentile(&latencies, 0.99),
+        (after.saturating_sub(before)) as f64 / nodes.max(1) as f64,
+        before,
+        after
+    );
+    Ok(())
+}

@@ -1,0 +1,435 @@
+//! Where a forest lives, and the insert protocol that keeps SPEC §1's invariants in any of them.
+//!
+//! A [`ForestStore`] holds the nodes (fingerprint, parent link, counts, last-seen time), the
+//! bucket keys that find a node's neighbours, and the clock. Two stores implement it:
+//!
+//! - [`Forest`](crate::Forest), in memory: one writer, the default;
+//! - [`RedisStore`](redis::RedisStore), on a Redis Cluster shared by many ingest processes.
+//!
+//! [`place`] is the one insert protocol, written against the trait, so both stores apply the
+//! same rules and tie-breaks. It is *publish, ticket, scan, settle*:
+//!
+//! 1. **claim** the fingerprint's node atomically: an existing live node counts the document and
+//!    the insert only refreshes the chain up to its root; an absent one is created *pending*,
+//!    owned by this insert;
+//! 2. **publish** the node under all its bucket keys, then take a **ticket** from one global
+//!    counter (the ticket orders inserts, and is a new root's creation order);
+//! 3. **scan** the buckets for the node's edges. A pending neighbour whose ticket is smaller,
+//!    or not yet known, is waited for; one with a larger ticket is ignored, because it
+//!    published after this insert took its ticket, so its own scan finds this node and waits;
+//! 4. **settle** the node as a root or a leaf of the best tree by compare-and-set on its
+//!    record (it fails if a waiter gave up on this insert and abandoned it: then start again).
+//!
+//! So of two inserts with an edge, the later ticket always decides after the earlier one and
+//! sees it: no two roots have an edge, and neither does a concurrent pair (docs/scaling.md
+//! gives the whole argument, crashes and failover included). The in-memory store has one
+//! writer, so nothing is ever pending there and the protocol reduces to the sequential rules.
+
+pub mod redis;
+
+use std::time::{Duration, Instant};
+
+use crate::Fingerprint;
+use crate::forest::{ForestStats, Placement, PlacementKind, Signature, Timestamp};
+use crate::verify::Sketch;
+
+/// A store's failure: the store could not be reached or answered something unusable. The
+/// insert that met it was not acknowledged; retrying it is safe.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Redis refused, timed out or went away.
+    #[error("redis: {0}")]
+    Redis(#[from] ::redis::RedisError),
+    /// The store's contents break the protocol (e.g. a parent link to a missing node).
+    #[error("store is inconsistent: {0}")]
+    Inconsistent(String),
+    /// The store's address or settings are unusable.
+    #[error("store settings: {0}")]
+    Config(String),
+}
+
+/// What [`ForestStore::claim`] found under a fingerprint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// A live settled node: one more document was counted on it and it was marked seen. The
+    /// caller refreshes the chain from `attached_to` up (nothing for a root). `root` is the
+    /// node's root when the store records it (`None`: follow the chain).
+    Existing {
+        /// What the node is attached through; `None` for a root.
+        attached_to: Option<Fingerprint>,
+        /// The node's root, when the store keeps it on the record.
+        root: Option<Fingerprint>,
+    },
+    /// The node did not exist (or had expired): it is now pending, owned by the caller.
+    Created,
+    /// Another insert of the same fingerprint is under way (its owner token).
+    Busy {
+        /// The other insert's token.
+        owner: u64,
+    },
+}
+
+/// A stored node with an edge to the node being inserted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Edge {
+    /// The neighbour.
+    pub node: Fingerprint,
+    /// Hamming distance between the two fingerprints.
+    pub distance: u32,
+    /// Whether the neighbour is settled, and where.
+    pub state: EdgeState,
+}
+
+/// A neighbour's state when it was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EdgeState {
+    /// A root or leaf of the tree under `root`.
+    Settled {
+        /// Its root.
+        root: Fingerprint,
+    },
+    /// Another insert has not settled it yet.
+    Pending {
+        /// Its ticket, once taken.
+        ticket: Option<u64>,
+        /// Its insert's token.
+        owner: u64,
+    },
+}
+
+/// What a root brings to the tie-break: more children first, then the earlier creation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RootRank {
+    /// Leaves under the root.
+    pub children: u32,
+    /// Creation order: smaller is earlier.
+    pub sequence: u64,
+}
+
+impl RootRank {
+    /// The tie-break order of SPEC §1, smallest first: most children, then created earliest,
+    /// then the smaller root hash.
+    pub fn order(&self, root: Fingerprint) -> (std::cmp::Reverse<u32>, u64, Fingerprint) {
+        (std::cmp::Reverse(self.children), self.sequence, root)
+    }
+}
+
+/// How a pending node settles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settlement {
+    /// A new root, created `ticket`-th.
+    Root {
+        /// The insert's ticket.
+        ticket: u64,
+    },
+    /// A leaf attached through `attached_to`, in the tree of `root`.
+    Leaf {
+        /// Its nearest neighbour in the tree (the root, or a sibling).
+        attached_to: Fingerprint,
+        /// The tree's root.
+        root: Fingerprint,
+    },
+}
+
+/// The operations the insert path needs from wherever the forest lives.
+///
+/// Contract, which [`place`] relies on:
+/// - a single node's record is linearizable: [`claim`](Self::claim),
+///   [`settle`](Self::settle) and [`abandon`](Self::abandon) are atomic compare-and-sets on it;
+/// - a node is [`publish`](Self::publish)ed under every bucket key before its ticket is taken,
+///   and two nodes with an edge share a bucket key (the pigeonhole tables for nodes within `k`,
+///   the sketch keys for verified pairs);
+/// - [`edges`](Self::edges) reads the buckets after the caller's own publish and reports every
+///   live node that has an edge to the new one, settled or pending;
+/// - tickets come from one counter, strictly increasing across all writers.
+///
+/// The in-memory [`Forest`](crate::Forest) meets this trivially (one writer); the
+/// [`RedisStore`](redis::RedisStore) by single-key scripts on a Redis Cluster.
+pub trait ForestStore {
+    /// The radius `k`.
+    fn max_distance(&self) -> u32;
+
+    /// The expiry window in seconds.
+    fn window(&self) -> Timestamp;
+
+    /// Moves the clock to at least `time` (it never goes back) and returns the newest event time
+    /// seen by any writer. Nodes last seen before `newest - window` are gone from then on.
+    fn advance_to(&mut self, time: Timestamp) -> Result<Timestamp, StoreError>;
+
+    /// The newest event time this store has seen, without asking anyone.
+    fn newest_time(&self) -> Option<Timestamp>;
+
+    /// Claims `fingerprint` for the insert owned by `token`: counts a document on an existing
+    /// live node (marking it seen at `seen`), or creates the node pending. A pending node already
+    /// owned by `token` (an earlier attempt of the same insert) counts as created.
+    fn claim(
+        &mut self,
+        fingerprint: Fingerprint,
+        seen: u32,
+        token: u64,
+    ) -> Result<Claim, StoreError>;
+
+    /// Publishes the claimed node under its bucket keys, then takes and records its ticket.
+    fn publish(
+        &mut self,
+        fingerprint: Fingerprint,
+        sketch: Option<&Sketch>,
+        token: u64,
+    ) -> Result<u64, StoreError>;
+
+    /// Every live node other than `fingerprint` with an edge to it: within `k`, or in a
+    /// verifying store, a candidate whose sketch verifies.
+    fn edges(
+        &mut self,
+        fingerprint: Fingerprint,
+        sketch: Option<&Sketch>,
+    ) -> Result<Vec<Edge>, StoreError>;
+
+    /// The tie-break figures of each root (`None` for a root that is gone).
+    fn root_ranks(&mut self, roots: &[Fingerprint]) -> Result<Vec<Option<RootRank>>, StoreError>;
+
+    /// Settles the pending node owned by `token`, seen at `seen`; `false` when it is no longer
+    /// that insert's (it was abandoned), in which case nothing changed.
+    fn settle(
+        &mut self,
+        fingerprint: Fingerprint,
+        token: u64,
+        settlement: Settlement,
+        sketch: Option<&Sketch>,
+        seen: u32,
+    ) -> Result<bool, StoreError>;
+
+    /// Counts `leaf` as one more leaf under `root`.
+    fn add_child(&mut self, root: Fingerprint, leaf: Fingerprint) -> Result<(), StoreError>;
+
+    /// Marks a node seen at `seen` (never moving its time back). Gives what it is attached
+    /// through (`Some(None)` for a root), or `None` when the node is not there.
+    fn touch(
+        &mut self,
+        fingerprint: Fingerprint,
+        seen: u32,
+    ) -> Result<Option<Option<Fingerprint>>, StoreError>;
+
+    /// Removes the pending node of an insert that has not settled within
+    /// [`pending_timeout`](Self::pending_timeout) (its writer died or stalled); `false` when
+    /// it settled or was already removed meanwhile.
+    fn abandon(&mut self, fingerprint: Fingerprint, owner: u64) -> Result<bool, StoreError>;
+
+    /// How long a pending neighbour is waited for before it is abandoned.
+    fn pending_timeout(&self) -> Duration {
+        Duration::from_secs(5)
+    }
+
+    /// Takes one document off a node's count (after a delete); `false` if it had none.
+    fn remove_document(&mut self, fingerprint: Fingerprint) -> Result<bool, StoreError>;
+
+    /// Node and root counts, as far as the store knows them cheaply.
+    fn stats(&self) -> ForestStats;
+}
+
+/// A token for one insert: unique across processes with overwhelming probability, and kept
+/// across the insert's retries.
+pub fn new_token() -> u64 {
+    // Zero is never a token, so a store may use it for "no owner".
+    rand::random::<u64>().max(1)
+}
+
+/// The forest's clock runs from the Unix epoch to 2106 (u32 seconds); earlier and later times
+/// are treated as its ends. Article input rejects times outside that range, so only direct
+/// library callers can meet the clamp.
+pub(crate) fn clamp_time(time: Timestamp) -> u32 {
+    time.clamp(0, Timestamp::from(u32::MAX)) as u32
+}
+
+/// Places a document with event time `time` by its signature, by the protocol above; `token`
+/// identifies this insert (see [`new_token`]). Applies SPEC §1's rules: an existing node is
+/// joined; no edge makes a new root; edges into one or more trees make a leaf of the tree with
+/// the most children, then the earliest root, then the smaller root hash, attached through the
+/// nearest neighbour in it (the root among equals, then the smaller fingerprint).
+pub fn place<S: ForestStore + ?Sized>(
+    store: &mut S,
+    signature: &Signature,
+    time: Timestamp,
+    token: u64,
+) -> Result<Placement, StoreError> {
+    let fingerprint = signature.fingerprint;
+    let sketch = signature.sketch.as_ref();
+    let mut waiting = Waiting::new(store.pending_timeout());
+    loop {
+        let newest = store.advance_to(time)?;
+        // A late document counts as seen at the window's start, so that it is live.
+        let seen = clamp_time(time.max(newest - store.window()));
+        match store.claim(fingerprint, seen, token)? {
+            Claim::Existing { attached_to, root } => {
+                let top = refresh_chain(store, fingerprint, attached_to, seen)?;
+                return Ok(Placement {
+                    root: root.unwrap_or(top),
+                    kind: PlacementKind::ExistingNode,
+                });
+            }
+            Claim::Busy { owner } => {
+                if waiting.expired(fingerprint, owner) {
+                    store.abandon(fingerprint, owner)?;
+                }
+                continue;
+            }
+            Claim::Created => {}
+        }
+        let ticket = store.publish(fingerprint, sketch, token)?;
+        let edges = loop {
+            let edges = store.edges(fingerprint, sketch)?;
+            let earlier_pending = edges.iter().find_map(|edge| match edge.state {
+                EdgeState::Pending {
+                    ticket: theirs,
+                    owner,
+                } if theirs.is_none_or(|theirs| theirs < ticket) => Some((edge.node, owner)),
+                _ => None,
+            });
+            match earlier_pending {
+                None => break edges,
+                Some((node, owner)) => {
+                    if waiting.expired(node, owner) {
+                        store.abandon(node, owner)?;
+                    }
+                }
+            }
+        };
+        let settlement = match best_tree(store, &edges)? {
+            None => Settlement::Root { ticket },
+            Some((root, attached_to)) => Settlement::Leaf { attached_to, root },
+        };
+        if !store.settle(fingerprint, token, settlement, sketch, seen)? {
+            // Abandoned by a neighbour that waited too long: start again with a fresh view.
+            continue;
+        }
+        return Ok(match settlement {
+            Settlement::Root { .. } => Placement {
+                root: fingerprint,
+                kind: PlacementKind::NewRoot,
+            },
+            Settlement::Leaf { attached_to, root } => {
+                store.add_child(root, fingerprint)?;
+                let parent = store.touch(attached_to, seen)?.flatten();
+                refresh_chain(store, attached_to, parent, seen)?;
+                Placement {
+                    root,
+                    kind: PlacementKind::NewLeaf,
+                }
+            }
+        });
+    }
+}
+
+/// Touches every node from `start`'s parent `next` up to the root (`start` itself is already
+/// touched); gives back the root.
+fn refresh_chain<S: ForestStore + ?Sized>(
+    store: &mut S,
+    start: Fingerprint,
+    mut next: Option<Fingerprint>,
+    seen: u32,
+) -> Result<Fingerprint, StoreError> {
+    let mut current = start;
+    // A chain is acyclic; the bound only guards against a corrupted store looping forever.
+    for _ in 0..MAX_CHAIN {
+        let Some(parent) = next else {
+            return Ok(current);
+        };
+        current = parent;
+        next = store.touch(parent, seen)?.ok_or_else(|| {
+            StoreError::Inconsistent(format!("{start}'s chain reaches the missing node {parent}"))
+        })?;
+    }
+    Err(StoreError::Inconsistent(format!(
+        "{start}'s chain is longer than {MAX_CHAIN} nodes"
+    )))
+}
+
+/// Longer attachment chains than this are taken for corruption.
+const MAX_CHAIN: usize = 1 << 20;
+
+/// The tree a new node joins, and the neighbour it attaches through; `None` without settled
+/// edges.
+fn best_tree<S: ForestStore + ?Sized>(
+    store: &mut S,
+    edges: &[Edge],
+) -> Result<Option<(Fingerprint, Fingerprint)>, StoreError> {
+    // Each tree's best contact: the nearest, then the root itself, then the smaller fingerprint.
+    let mut trees: Vec<(Fingerprint, (u32, bool, Fingerprint))> = Vec::new();
+    for edge in edges {
+        let EdgeState::Settled { root } = edge.state else {
+            continue;
+        };
+        let contact = (edge.distance, edge.node != root, edge.node);
+        match trees.iter_mut().find(|(tree, _)| *tree == root) {
+            Some((_, best)) => *best = (*best).min(contact),
+            None => trees.push((root, contact)),
+        }
+    }
+    if trees.is_empty() {
+        return Ok(None);
+    }
+    let roots: Vec<Fingerprint> = trees.iter().map(|(root, _)| *root).collect();
+    let ranks = store.root_ranks(&roots)?;
+    Ok(trees
+        .iter()
+        .zip(ranks)
+        .filter_map(|((root, contact), rank)| Some((rank?.order(*root), contact.2)))
+        .min()
+        .map(|((_, _, root), nearest)| (root, nearest)))
+}
+
+/// How long each pending neighbour has been waited for.
+struct Waiting {
+    timeout: Duration,
+    /// The neighbour and owner waited for, and since when.
+    current: Option<(Fingerprint, u64, Instant)>,
+    pause: Duration,
+}
+
+impl Waiting {
+    fn new(timeout: Duration) -> Self {
+        Waiting {
+            timeout,
+            current: None,
+            pause: Duration::from_micros(200),
+        }
+    }
+
+    /// Pauses before the next look, and says whether `node`'s insert by `owner` has been
+    /// waited for longer than the timeout.
+    fn expired(&mut self, node: Fingerprint, owner: u64) -> bool {
+        let now = Instant::now();
+        match self.current {
+            Some((waited, waited_owner, since)) if waited == node && waited_owner == owner => {
+                if now.duration_since(since) >= self.timeout {
+                    self.current = None;
+                    return true;
+                }
+            }
+            _ => {
+                self.current = Some((node, owner, now));
+                self.pause = Duration::from_micros(200);
+            }
+        }
+        std::thread::sleep(self.pause);
+        self.pause = (self.pause * 2).min(Duration::from_millis(20));
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tie_break_order() {
+        let rank = |children, sequence| RootRank { children, sequence };
+        let order = |root: u64, r: RootRank| r.order(Fingerprint(root));
+        // More children win over an earlier creation.
+        assert!(order(9, rank(2, 7)) < order(5, rank(1, 0)));
+        // Equal children: the earlier root wins over the smaller hash.
+        assert!(order(9, rank(1, 3)) < order(5, rank(1, 4)));
+        // Equal children and order (only in a corrupted store): the smaller hash.
+        assert!(order(5, rank(1, 4)) < order(7, rank(1, 4)));
+    }
+}

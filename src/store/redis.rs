@@ -1,0 +1,994 @@
+//! The forest on a Redis Cluster, shared by many ingest processes.
+//!
+//! Key layout (every key under a prefix, `td:` by default; each key is its own hash slot, and
+//! every script touches exactly one key, so nothing ever crosses slots):
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | `n:{fp}` | hash | a node: `o` owner token while pending, `q` ticket (a root's creation order), `a` attached-through and `r` root for a leaf, `t` last seen, `d` documents |
+//! | `c:{root}` | set | a root's leaves (a set, so that a retried insert counts its leaf once) |
+//! | `s:{fp}` | string | the node's sketch (default mode), 4 bytes a value |
+//! | `b{t}:{key}` | set | table `t`'s bucket: the fingerprints (as signed 64-bit integers, so Redis keeps small sets as compact int sets) whose key in table `t` is `key` |
+//! | `k:{hash}` | list | default mode's key posting: the newest nodes whose sketch has that key, capped |
+//! | `x:{hour}` | set | the nodes seen in that hour of event time: what the sweep reads when the hour leaves the window |
+//! | `clock`, `ticket`, `swept`, `config` | strings | the newest event time, the ticket counter, the last hour swept, the settings every writer must share |
+//!
+//! Expiry is by event time, so it works for replays: readers treat a node last seen before
+//! `newest - window` as gone at once, and the sweep deletes it (and takes it out of its buckets
+//! and off its root's child count) once its hour is an hour past the window.
+//!
+//! The store is synchronous (the forest's writer is one thread); each call runs on the
+//! store's own single-threaded tokio runtime and connection, and the operations of one step
+//! of the protocol go out together (a [`Batch`]: sent at once, each to its key's node).
+
+use std::time::Duration;
+
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, Value};
+
+use super::{Claim, Edge, EdgeState, ForestStore, RootRank, Settlement, StoreError};
+use crate::Fingerprint;
+use crate::config::DedupConfig;
+use crate::forest::{ForestStats, Timestamp};
+use crate::index::BlockLayout;
+use crate::verify::{POSTING_CAPACITY, Sketch, Verifier};
+
+/// Event time beyond the window that the sweep waits before deleting a node, so that an insert
+/// that read the node live with a slightly older clock is done with it first.
+const SWEEP_GRACE_SECONDS: i64 = 3_600;
+
+/// One hour: the time partition of the expiry sets.
+const PARTITION_SECONDS: i64 = 3_600;
+
+/// Claims a node. ARGV: seen, token, cutoff. Replies {0, attached, root} for an existing live
+/// settled node (after counting the document and marking it seen), {1} when created (or
+/// already owned by this token), {2, owner} when another insert owns it.
+const CLAIM: &str = r"
+local r = redis.call('HMGET', KEYS[1], 'o', 't', 'a', 'r')
+if r[2] and tonumber(r[2]) >= tonumber(ARGV[3]) then
+  if r[1] then
+    if r[1] == ARGV[2] then return {1} end
+    return {2, r[1]}
+  end
+  redis.call('HINCRBY', KEYS[1], 'd', 1)
+  if tonumber(ARGV[1]) > tonumber(r[2]) then redis.call('HSET', KEYS[1], 't', ARGV[1]) end
+  return {0, r[3] or '', r[4] or ''}
+end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'o', ARGV[2], 't', ARGV[1])
+return {1}
+";
+
+/// Records a pending node's ticket if the token still owns it. ARGV: token, ticket.
+const SET_TICKET: &str = r"
+if redis.call('HGET', KEYS[1], 'o') == ARGV[1] then
+  redis.call('HSET', KEYS[1], 'q', ARGV[2])
+  return 1
+end
+return 0
+";
+
+/// Settles a pending node owned by the token. ARGV: token, seen, ticket or attached-through,
+/// root ('' for a root).
+const SETTLE: &str = r"
+local r = redis.call('HMGET', KEYS[1], 'o', 't')
+if r[1] ~= ARGV[1] then return 0 end
+redis.call('HDEL', KEYS[1], 'o', 'q')
+if tonumber(ARGV[2]) > tonumber(r[2]) then redis.call('HSET', KEYS[1], 't', ARGV[2]) end
+if ARGV[4] == '' then
+  redis.call('HSET', KEYS[1], 'd', 1, 'q', ARGV[3])
+else
+  redis.call('HSET', KEYS[1], 'd', 1, 'a', ARGV[3], 'r', ARGV[4])
+end
+return 1
+";
+
+/// Marks a node seen. ARGV: seen. Replies {} when missing, else {attached-through or ''}.
+const TOUCH: &str = r"
+local r = redis.call('HMGET', KEYS[1], 't', 'a')
+if not r[1] then return {} end
+if tonumber(ARGV[1]) > tonumber(r[1]) then redis.call('HSET', KEYS[1], 't', ARGV[1]) end
+return {r[2] or ''}
+";
+
+/// Pushes ARGV[1] on a list and keeps its ARGV[2] + 1 newest entries.
+const PUSH_CAPPED: &str = r"
+redis.call('LPUSH', KEYS[1], ARGV[1])
+redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[2]))
+return 1
+";
+
+/// Deletes a pending node if ARGV[1] still owns it.
+const ABANDON: &str = r"
+if redis.call('HGET', KEYS[1], 'o') == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+";
+
+/// Takes a document off a node's count if it has one.
+const REMOVE_DOCUMENT: &str = r"
+local d = tonumber(redis.call('HGET', KEYS[1], 'd') or '0')
+if d > 0 then redis.call('HINCRBY', KEYS[1], 'd', -1) return 1 end
+return 0
+";
+
+/// Raises a number kept in a string to ARGV[1] if it is larger; replies {the value kept, the
+/// value before ('' if none)}.
+const RAISE: &str = r"
+local v = redis.call('GET', KEYS[1])
+if (not v) or tonumber(ARGV[1]) > tonumber(v) then
+  redis.call('SET', KEYS[1], ARGV[1])
+  return {ARGV[1], v or ''}
+end
+return {v, v}
+";
+
+/// Deletes a node last seen before ARGV[1] that nobody owns; replies {attached-through or '',
+/// root or ''} when it did.
+const EXPIRE_NODE: &str = r"
+local r = redis.call('HMGET', KEYS[1], 't', 'a', 'r', 'o')
+if r[1] and tonumber(r[1]) < tonumber(ARGV[1]) then
+  redis.call('DEL', KEYS[1])
+  return {r[2] or '', r[3] or ''}
+end
+return {}
+";
+
+/// Where a [`RedisStore`] connects, and its key prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedisAddress {
+    /// The seed nodes, e.g. `redis://127.0.0.1:7000`.
+    pub nodes: Vec<String>,
+    /// Prepended to every key, so that several deployments can share a cluster.
+    pub prefix: String,
+}
+
+impl RedisAddress {
+    /// Reads a `--store` argument: comma-separated `redis://host:port` seed nodes.
+    ///
+    /// ```
+    /// use tantivy_dedup::store::redis::RedisAddress;
+    ///
+    /// let address = RedisAddress::parse("redis://127.0.0.1:7000,redis://127.0.0.1:7001").unwrap();
+    /// assert_eq!(address.nodes.len(), 2);
+    /// assert_eq!(address.prefix, "td:");
+    /// assert!(RedisAddress::parse("127.0.0.1:7000").is_err());
+    /// ```
+    pub fn parse(argument: &str) -> Result<Self, StoreError> {
+        let nodes: Vec<String> = argument
+            .split(',')
+            .map(str::trim)
+            .filter(|node| !node.is_empty())
+            .map(str::to_owned)
+            .collect();
+        if nodes.is_empty() {
+            return Err(StoreError::Config(
+                "no Redis node given: expected redis://HOST:PORT[,redis://HOST:PORT…]".into(),
+            ));
+        }
+        if let Some(bad) = nodes.iter().find(|node| !node.starts_with("redis://")) {
+            return Err(StoreError::Config(format!(
+                "{bad:?} is not a Redis address: expected redis://HOST:PORT (comma-separated for several seed nodes)"
+            )));
+        }
+        Ok(RedisAddress {
+            nodes,
+            prefix: "td:".into(),
+        })
+    }
+}
+
+/// The forest on a Redis Cluster: see the module's documentation for the key layout and
+/// [`store`](crate::store) for the protocol. Each ingest process (or thread) opens its own.
+///
+/// ```no_run
+/// use tantivy_dedup::DedupConfig;
+/// use tantivy_dedup::forest::Signature;
+/// use tantivy_dedup::store::redis::{RedisAddress, RedisStore};
+/// use tantivy_dedup::store::{new_token, place};
+///
+/// let address = RedisAddress::parse("redis://127.0.0.1:7000,redis://127.0.0.1:7001").unwrap();
+/// let mut store = RedisStore::connect(&address, &DedupConfig::default()).unwrap();
+/// let signature = Signature::from(tantivy_dedup::Fingerprint(42));
+/// let placement = place(&mut store, &signature, 1_700_000_000, new_token()).unwrap();
+/// println!("root {}", placement.root);
+/// ```
+pub struct RedisStore {
+    runtime: tokio::runtime::Runtime,
+    connection: ClusterConnection,
+    prefix: String,
+    layout: BlockLayout,
+    window: Timestamp,
+    verifier: Option<Verifier>,
+    newest: Option<Timestamp>,
+    /// The last hour of event time this store knows to be swept.
+    swept_hour: Option<i64>,
+    pending_timeout: Duration,
+    stats: ForestStats,
+}
+
+impl RedisStore {
+    /// Connects to the cluster and checks that the settings match those of the writers
+    /// already using it (fingerprints and edges must mean the same for all of them).
+    pub fn connect(address: &RedisAddress, config: &DedupConfig) -> Result<Self, StoreError> {
+        config
+            .validate()
+            .map_err(|error| StoreError::Config(error.to_string()))?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|error| StoreError::Config(format!("cannot start a runtime: {error}")))?;
+        let client = redis::cluster::ClusterClient::builder(address.nodes.clone())
+            .connection_timeout(Duration::from_secs(2))
+            .response_timeout(Duration::from_secs(2))
+            // The client's own defaults retry a dead node for minutes; the caller retries
+            // unacknowledged inserts itself, so fail within about a second.
+            .retries(3)
+            .min_retry_wait(10)
+            .max_retry_wait(300)
+            .build()?;
+        let connection = runtime.block_on(client.get_async_connection())?;
+        let layout = BlockLayout::new(config.max_distance)
+            .map_err(|error| StoreError::Config(error.to_string()))?;
+        let mut store = RedisStore {
+            runtime,
+            connection,
+            prefix: address.prefix.clone(),
+            layout,
+            window: config.window_seconds() as Timestamp,
+            verifier: config.verifier(),
+            newest: None,
+            swept_hour: None,
+            pending_timeout: Duration::from_secs(5),
+            stats: ForestStats::default(),
+        };
+        store.check_settings(config)?;
+        Ok(store)
+    }
+
+    /// How long a pending neighbour is waited for before it is abandoned (default 5 s).
+    pub fn with_pending_timeout(mut self, timeout: Duration) -> Self {
+        self.pending_timeout = timeout;
+        self
+    }
+
+    /// The settings that decide edges are written once; a writer with others is refused.
+    fn check_settings(&mut self, config: &DedupConfig) -> Result<(), StoreError> {
+        let ours = toml::to_string(config)
+            .map_err(|error| StoreError::Config(format!("cannot write settings: {error}")))?;
+        let mut command = redis::cmd("SET");
+        command
+            .arg(self.key("config"))
+            .arg(&ours)
+            .arg("NX")
+            .arg("GET");
+        let theirs: Option<String> = self.run(command)?;
+        match theirs {
+            Some(theirs) if theirs != ours => Err(StoreError::Config(format!(
+                "the cluster's forest was made with other [dedup] settings; every writer must use the same.\n\
+                 cluster's:\n{theirs}\nthis process's:\n{ours}"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    fn key(&self, name: &str) -> String {
+        format!("{}{name}", self.prefix)
+    }
+
+    fn node_key(&self, fingerprint: Fingerprint) -> String {
+        format!("{}n:{:016x}", self.prefix, fingerprint.0)
+    }
+
+    fn sketch_key(&self, fingerprint: Fingerprint) -> String {
+        format!("{}s:{:016x}", self.prefix, fingerprint.0)
+    }
+
+    /// A root's leaves: a set, so that counting a leaf twice (a retried insert) counts it once.
+    fn children_key(&self, root: Fingerprint) -> String {
+        format!("{}c:{:016x}", self.prefix, root.0)
+    }
+
+    fn posting_key(&self, hash: u32) -> String {
+        format!("{}k:{hash:08x}", self.prefix)
+    }
+
+    fn partition_key(&self, hour: i64) -> String {
+        format!("{}x:{hour}", self.prefix)
+    }
+
+    /// The bucket keys of a fingerprint, one a table.
+    fn bucket_keys(&self, fingerprint: Fingerprint) -> Vec<String> {
+        self.layout
+            .blocks()
+            .iter()
+            .enumerate()
+            .map(|(table, block)| format!("{}b{table}:{:x}", self.prefix, block.key(fingerprint.0)))
+            .collect()
+    }
+
+    fn cutoff(&self) -> Timestamp {
+        self.newest
+            .map_or(Timestamp::MIN, |newest| newest - self.window)
+    }
+
+    fn run<T: redis::FromRedisValue>(&mut self, command: Cmd) -> Result<T, StoreError> {
+        let connection = &mut self.connection;
+        Ok(self.runtime.block_on(command.query_async(connection))?)
+    }
+
+    /// Sends every command of the batch at once (the cluster client routes each to its key's
+    /// node and multiplexes them), and reads the kept replies as `T`, in order.
+    fn run_batch<T: redis::FromRedisValue>(&mut self, batch: &Batch) -> Result<T, StoreError> {
+        let replies = self.runtime.block_on(async {
+            let requests: Vec<_> = batch
+                .commands
+                .iter()
+                .map(|command| {
+                    let mut connection = self.connection.clone();
+                    let command = command.clone();
+                    tokio::spawn(async move { command.query_async::<Value>(&mut connection).await })
+                })
+                .collect();
+            let mut replies = Vec::with_capacity(requests.len());
+            for request in requests {
+                replies.push(request.await.map_err(|error| {
+                    StoreError::Inconsistent(format!("a Redis request was lost: {error}"))
+                })??);
+            }
+            Ok::<_, StoreError>(replies)
+        })?;
+        let kept = replies
+            .into_iter()
+            .zip(&batch.kept)
+            .filter(|(_, kept)| **kept)
+            .map(|(reply, _)| reply)
+            .collect();
+        redis::from_redis_value(Value::Array(kept)).map_err(parsing)
+    }
+
+    /// Every node this store's prefix holds, read with SCAN on every master: for tests and
+    /// diagnostics (it reads the whole forest).
+    pub fn dump(&mut self) -> Result<Vec<StoredNode>, StoreError> {
+        let pattern = format!("{}n:*", self.prefix);
+        let mut keys: Vec<String> = Vec::new();
+        let mut command = redis::cmd("KEYS");
+        command.arg(&pattern);
+        // KEYS is routed to every master by the cluster client and the answers concatenated.
+        let found: Vec<String> = self.run(command)?;
+        keys.extend(found);
+        let mut nodes = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(512) {
+            let mut batch = Batch::default();
+            let mut fingerprints = Vec::with_capacity(chunk.len());
+            for key in chunk {
+                let hex = key.rsplit(':').next().unwrap_or_default();
+                let fingerprint = u64::from_str_radix(hex, 16)
+                    .map_err(|_| StoreError::Inconsistent(format!("odd node key {key}")))?;
+                fingerprints.push(Fingerprint(fingerprint));
+                batch
+                    .cmd("HMGET")
+                    .arg(key)
+                    .arg(&["o", "q", "a", "r", "t", "d"]);
+                batch
+                    .cmd("SCARD")
+                    .arg(self.children_key(Fingerprint(fingerprint)));
+            }
+            let replies: Vec<Value> = self.run_batch(&batch)?;
+            for (&fingerprint, pair) in fingerprints.iter().zip(replies.chunks(2)) {
+                let mut record: Vec<Option<String>> =
+                    redis::from_redis_value(pair[0].clone()).map_err(parsing)?;
+                let children: i64 = redis::from_redis_value(pair[1].clone()).map_err(parsing)?;
+                record.insert(4, Some(children.to_string()));
+                nodes.push(StoredNode::read(fingerprint, &record)?);
+            }
+        }
+        Ok(nodes)
+    }
+
+    /// A node's sketch, if stored.
+    pub fn sketch(&mut self, fingerprint: Fingerprint) -> Result<Option<Sketch>, StoreError> {
+        let mut command = redis::cmd("GET");
+        command.arg(self.sketch_key(fingerprint));
+        let bytes: Option<Vec<u8>> = self.run(command)?;
+        Ok(bytes.and_then(|bytes| decode_sketch(&bytes)))
+    }
+
+    /// Deletes the nodes of hours that have left the window (plus the grace hour) and were
+    /// not seen since: out of their buckets and postings, off their roots' child counts.
+    fn sweep(&mut self) -> Result<(), StoreError> {
+        let Some(newest) = self.newest else {
+            return Ok(());
+        };
+        let delete_before = newest - self.window - SWEEP_GRACE_SECONDS;
+        let last_due = delete_before.div_euclid(PARTITION_SECONDS) - 1;
+        if self.swept_hour.is_some_and(|swept| swept >= last_due) {
+            return Ok(());
+        }
+        let (_, previous) = self.raise("swept", last_due)?;
+        self.swept_hour = Some(last_due);
+        // Hours up to `previous` were swept by whoever raised the mark to it.
+        let first = match previous {
+            Some(previous) if previous >= last_due => return Ok(()),
+            Some(previous) => previous + 1,
+            None => last_due - self.window / PARTITION_SECONDS - 2,
+        };
+        for hour in first..=last_due {
+            self.sweep_hour(hour, delete_before)?;
+        }
+        Ok(())
+    }
+
+    fn sweep_hour(&mut self, hour: i64, delete_before: Timestamp) -> Result<(), StoreError> {
+        let partition = self.partition_key(hour);
+        let mut members = redis::cmd("SMEMBERS");
+        members.arg(&partition);
+        let members: Vec<i64> = self.run(members)?;
+        for chunk in members.chunks(256) {
+            let mut batch = Batch::default();
+            for &member in chunk {
+                let node = Fingerprint(member as u64);
+                batch.add_command(eval_with(
+                    EXPIRE_NODE,
+                    &self.node_key(node),
+                    &[delete_before.to_string()],
+                ));
+                batch.cmd("GET").arg(self.sketch_key(node));
+            }
+            let replies: Vec<Value> = self.run_batch(&batch)?;
+            let mut cleanup = Batch::default();
+            for (&member, pair) in chunk.iter().zip(replies.chunks(2)) {
+                let node = Fingerprint(member as u64);
+                let deleted: Vec<String> =
+                    redis::from_redis_value(pair[0].clone()).map_err(parsing)?;
+                if deleted.len() != 2 {
+                    continue;
+                }
+                self.stats.expired += 1;
+                for bucket in self.bucket_keys(node) {
+                    cleanup.cmd("SREM").arg(bucket).arg(member);
+                }
+                let sketch: Option<Vec<u8>> =
+                    redis::from_redis_value(pair[1].clone()).map_err(parsing)?;
+                if let Some(sketch) = sketch.as_deref().and_then(decode_sketch) {
+                    for &hash in sketch.keys() {
+                        cleanup
+                            .cmd("LREM")
+                            .arg(self.posting_key(hash))
+                            .arg(0)
+                            .arg(member);
+                    }
+                }
+                cleanup.cmd("DEL").arg(self.sketch_key(node));
+                match parse_fingerprint(&deleted[1])? {
+                    Some(root) => cleanup.cmd("SREM").arg(self.children_key(root)).arg(member),
+                    None => cleanup.cmd("DEL").arg(self.children_key(node)),
+                };
+            }
+            cleanup.cmd("DEL").arg(&partition);
+            let _: Value = self.run_batch(&cleanup)?;
+        }
+        let mut delete = redis::cmd("DEL");
+        delete.arg(&partition);
+        let _: Value = self.run(delete)?;
+        Ok(())
+    }
+
+    /// Raises the number kept under `name` to `value`; gives the number kept and the one before.
+    fn raise(&mut self, name: &str, value: i64) -> Result<(i64, Option<i64>), StoreError> {
+        let mut raise = eval(RAISE, &self.key(name));
+        raise.arg(value);
+        let (kept, previous): (String, String) = self.run(raise)?;
+        let number = |text: &str| {
+            text.parse::<i64>()
+                .map_err(|_| StoreError::Inconsistent(format!("{name} holds {text:?}")))
+        };
+        let previous = if previous.is_empty() {
+            None
+        } else {
+            Some(number(&previous)?)
+        };
+        Ok((number(&kept)?, previous))
+    }
+
+    /// The partition command that records a node as seen in `seen`'s hour.
+    fn seen_in_partition(&self, batch: &mut Batch, fingerprint: Fingerprint, seen: u32) {
+        batch
+            .cmd("SADD")
+            .arg(self.partition_key(i64::from(seen).div_euclid(PARTITION_SECONDS)))
+            .arg(fingerprint.0 as i64);
+        batch.ignore_last();
+    }
+}
+
+/// Commands sent together. Redis Cluster pipelines must stay within one hash slot, and one step
+/// of an insert touches keys in many, so a batch sends its commands concurrently over the
+/// multiplexed cluster connection instead: one round trip, each command to its own node.
+#[derive(Default)]
+struct Batch {
+    commands: Vec<Cmd>,
+    /// Whether each command's reply is read back.
+    kept: Vec<bool>,
+}
+
+impl Batch {
+    /// Adds a command whose reply is read back.
+    fn cmd(&mut self, name: &str) -> &mut Cmd {
+        self.add_command(redis::cmd(name))
+    }
+
+    fn add_command(&mut self, command: Cmd) -> &mut Cmd {
+        self.commands.push(command);
+        self.kept.push(true);
+        let last = self.commands.len() - 1;
+        &mut self.commands[last]
+    }
+
+    /// Drops the last command's reply from what the batch answers.
+    fn ignore_last(&mut self) {
+        if let Some(kept) = self.kept.last_mut() {
+            *kept = false;
+        }
+    }
+}
+
+/// A node as stored in Redis, for checks and diagnostics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredNode {
+    /// The node's fingerprint.
+    pub fingerprint: Fingerprint,
+    /// The owner token while an insert has it pending.
+    pub pending: Option<u64>,
+    /// For a leaf: attached-through and root.
+    pub leaf: Option<(Fingerprint, Fingerprint)>,
+    /// For a root: its creation ticket and its child count.
+    pub root: Option<(u64, i64)>,
+    /// Last seen (event time).
+    pub last_seen: Timestamp,
+    /// Documents counted on it.
+    pub documents: i64,
+}
+
+impl StoredNode {
+    fn read(fingerprint: Fingerprint, record: &[Option<String>]) -> Result<Self, StoreError> {
+        let field = |index: usize| record.get(index).cloned().flatten();
+        let number = |index: usize| -> Result<Option<i64>, StoreError> {
+            field(index)
+                .map(|value| {
+                    value.parse::<i64>().map_err(|_| {
+                        StoreError::Inconsistent(format!(
+                            "{fingerprint}: field {index} is {value:?}"
+                        ))
+                    })
+                })
+                .transpose()
+        };
+        let pending = number(0)?.map(|owner| owner as u64);
+        let attached = field(2)
+            .as_deref()
+            .map(parse_fingerprint)
+            .transpose()?
+            .flatten();
+        let root = field(3)
+            .as_deref()
+            .map(parse_fingerprint)
+            .transpose()?
+            .flatten();
+        Ok(StoredNode {
+            fingerprint,
+            pending,
+            leaf: attached.zip(root),
+            root: match (pending, attached) {
+                (None, None) => Some((number(1)?.unwrap_or(0) as u64, number(4)?.unwrap_or(0))),
+                _ => None,
+            },
+            last_seen: number(5)?.unwrap_or(0),
+            documents: number(6)?.unwrap_or(0),
+        })
+    }
+}
+
+/// A reply of an unexpected shape.
+fn parsing(error: impl std::fmt::Display) -> StoreError {
+    StoreError::Inconsistent(format!("unexpected reply: {error}"))
+}
+
+fn eval(script: &str, key: &str) -> Cmd {
+    let mut command = redis::cmd("EVAL");
+    command.arg(script).arg(1).arg(key);
+    command
+}
+
+fn eval_with(script: &str, key: &str, args: &[String]) -> Cmd {
+    let mut command = eval(script, key);
+    for arg in args {
+        command.arg(arg);
+    }
+    command
+}
+
+/// A fingerprint written as a signed decimal (`''` for none).
+fn parse_fingerprint(text: &str) -> Result<Option<Fingerprint>, StoreError> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    text.parse::<i64>()
+        .map(|value| Some(Fingerprint(value as u64)))
+        .map_err(|_| StoreError::Inconsistent(format!("{text:?} is not a fingerprint")))
+}
+
+fn signed(fingerprint: Fingerprint) -> String {
+    (fingerprint.0 as i64).to_string()
+}
+
+/// A sketch as bytes: its values (shift, then hashes) as little-endian u32.
+fn encode_sketch(sketch: &Sketch) -> Vec<u8> {
+    sketch
+        .to_values()
+        .flat_map(|value| (value as u32).to_le_bytes())
+        .collect()
+}
+
+fn decode_sketch(bytes: &[u8]) -> Option<Sketch> {
+    if !bytes.len().is_multiple_of(4) {
+        return None;
+    }
+    Sketch::from_values(
+        bytes
+            .chunks_exact(4)
+            .map(|chunk| u64::from(u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]))),
+    )
+}
+
+impl ForestStore for RedisStore {
+    fn max_distance(&self) -> u32 {
+        self.layout.max_distance()
+    }
+
+    fn window(&self) -> Timestamp {
+        self.window
+    }
+
+    fn advance_to(&mut self, time: Timestamp) -> Result<Timestamp, StoreError> {
+        let time = Timestamp::from(super::clamp_time(time));
+        if self.newest.is_none_or(|newest| time > newest) {
+            let (newest, previous) = self.raise("clock", time)?;
+            if previous.is_none() {
+                // The first insert of a cluster: nothing is older than its window, so the
+                // sweep starts there.
+                let start = (newest - self.window).div_euclid(PARTITION_SECONDS) - 2;
+                let mut mark = redis::cmd("SET");
+                mark.arg(self.key("swept")).arg(start).arg("NX");
+                let _: Value = self.run(mark)?;
+            }
+            self.newest = Some(newest);
+            self.sweep()?;
+        }
+        Ok(self.newest.unwrap_or(time))
+    }
+
+    fn newest_time(&self) -> Option<Timestamp> {
+        self.newest
+    }
+
+    fn claim(
+        &mut self,
+        fingerprint: Fingerprint,
+        seen: u32,
+        token: u64,
+    ) -> Result<Claim, StoreError> {
+        let mut batch = Batch::default();
+        batch.add_command(eval_with(
+            CLAIM,
+            &self.node_key(fingerprint),
+            &[
+                seen.to_string(),
+                (token as i64).to_string(),
+                self.cutoff().to_string(),
+            ],
+        ));
+        self.seen_in_partition(&mut batch, fingerprint, seen);
+        let (reply,): (Vec<String>,) = self.run_batch(&batch)?;
+        match reply.first().map(String::as_str) {
+            Some("0") if reply.len() == 3 => {
+                let attached_to = parse_fingerprint(&reply[1])?;
+                let root = parse_fingerprint(&reply[2])?.unwrap_or(fingerprint);
+                if attached_to.is_some() {
+                    // Idempotent: repairs the count of a leaf whose insert stopped after its
+                    // settle (the retry of that insert comes this way).
+                    self.add_child(root, fingerprint)?;
+                }
+                Ok(Claim::Existing {
+                    attached_to,
+                    root: Some(root),
+                })
+            }
+            Some("1") => Ok(Claim::Created),
+            Some("2") if reply.len() == 2 => Ok(Claim::Busy {
+                owner: reply[1].parse::<i64>().map_err(|_| {
+                    StoreError::Inconsistent(format!("{fingerprint}: owner {:?}", reply[1]))
+                })? as u64,
+            }),
+            _ => Err(StoreError::Inconsistent(format!(
+                "claim of {fingerprint} answered {reply:?}"
+            ))),
+        }
+    }
+
+    fn publish(
+        &mut self,
+        fingerprint: Fingerprint,
+        sketch: Option<&Sketch>,
+        token: u64,
+    ) -> Result<u64, StoreError> {
+        let member = fingerprint.0 as i64;
+        let mut batch = Batch::default();
+        if self.verifier.is_some() {
+            let sketch = sketch.cloned().unwrap_or_default();
+            batch
+                .cmd("SET")
+                .arg(self.sketch_key(fingerprint))
+                .arg(encode_sketch(&sketch));
+            batch.ignore_last();
+            for &hash in sketch.keys() {
+                let posting = self.posting_key(hash);
+                // One more than the in-memory cap: the list also holds the new node itself.
+                batch.add_command(eval_with(
+                    PUSH_CAPPED,
+                    &posting,
+                    &[member.to_string(), POSTING_CAPACITY.to_string()],
+                ));
+                batch.ignore_last();
+            }
+        }
+        for bucket in self.bucket_keys(fingerprint) {
+            batch.cmd("SADD").arg(bucket).arg(member);
+            batch.ignore_last();
+        }
+        let _: Value = self.run_batch(&batch)?;
+        // The ticket is taken only once every bucket holds the node: see the module docs of
+        // `store` for why that order makes the later ticket see the earlier node.
+        let mut increment = redis::cmd("INCR");
+        increment.arg(self.key("ticket"));
+        let ticket: u64 = self.run(increment)?;
+        let recorded: i64 = self.run(eval_with(
+            SET_TICKET,
+            &self.node_key(fingerprint),
+            &[(token as i64).to_string(), ticket.to_string()],
+        ))?;
+        // Not recorded: a neighbour abandoned this insert; `settle` will fail and retry it.
+        let _ = recorded;
+        Ok(ticket)
+    }
+
+    fn edges(
+        &mut self,
+        fingerprint: Fingerprint,
+        sketch: Option<&Sketch>,
+    ) -> Result<Vec<Edge>, StoreError> {
+        let k = self.layout.max_distance();
+        let empty = Sketch::default();
+        let sketch = sketch.unwrap_or(&empty);
+        let keys: &[u32] = if self.verifier.is_some() {
+            sketch.keys()
+        } else {
+            &[]
+        };
+        let mut batch = Batch::default();
+        let buckets = self.bucket_keys(fingerprint);
+        for bucket in &buckets {
+            batch.cmd("SMEMBERS").arg(bucket);
+        }
+        for &hash in keys {
+            batch
+                .cmd("LRANGE")
+                .arg(self.posting_key(hash))
+                .arg(0)
+                .arg(-1);
+        }
+        let lists: Vec<Vec<i64>> = self.run_batch(&batch)?;
+        let (tables, postings) = lists.split_at(buckets.len().min(lists.len()));
+        let mut candidates: Vec<Fingerprint> = tables
+            .iter()
+            .flatten()
+            .map(|&member| Fingerprint(member as u64))
+            .filter(|node| fingerprint.distance(*node) <= k)
+            .chain(
+                postings
+                    .iter()
+                    .flatten()
+                    .map(|&member| Fingerprint(member as u64)),
+            )
+            .filter(|&node| node != fingerprint)
+            .collect();
+        candidates.sort_unstable();
+        candidates.dedup();
+        if candidates.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut batch = Batch::default();
+        for &node in &candidates {
+            batch
+                .cmd("HMGET")
+                .arg(self.node_key(node))
+                .arg(&["o", "q", "t", "r"]);
+            if self.verifier.is_some() {
+                batch.cmd("GET").arg(self.sketch_key(node));
+            }
+        }
+        let replies: Vec<Value> = self.run_batch(&batch)?;
+        let per_node = if self.verifier.is_some() { 2 } else { 1 };
+        let cutoff = self.cutoff();
+        let mut edges = Vec::new();
+        for (&node, reply) in candidates.iter().zip(replies.chunks(per_node)) {
+            let record: Vec<Option<String>> =
+                redis::from_redis_value(reply[0].clone()).map_err(parsing)?;
+            let field = |index: usize| record.get(index).cloned().flatten();
+            let Some(last_seen) = field(2).and_then(|seen| seen.parse::<Timestamp>().ok()) else {
+                continue; // gone (expired and swept, or abandoned)
+            };
+            if last_seen < cutoff {
+                continue;
+            }
+            if let Some(verifier) = &self.verifier {
+                let bytes: Option<Vec<u8>> =
+                    redis::from_redis_value(reply[1].clone()).map_err(parsing)?;
+                // A candidate whose sketch is not written yet is still publishing: its ticket
+                // will be later than ours, so it is the one that must see us.
+                let Some(stored) = bytes.as_deref().and_then(decode_sketch) else {
+                    continue;
+                };
+                if !verifier.matches(sketch, &stored) {
+                    continue;
+                }
+            }
+            let state = match field(0) {
+                Some(owner) => EdgeState::Pending {
+                    ticket: field(1).and_then(|ticket| ticket.parse().ok()),
+                    owner: owner.parse::<i64>().unwrap_or_default() as u64,
+                },
+                None => EdgeState::Settled {
+                    root: parse_fingerprint(&field(3).unwrap_or_default())?.unwrap_or(node),
+                },
+            };
+            edges.push(Edge {
+                node,
+                distance: fingerprint.distance(node),
+                state,
+            });
+        }
+        Ok(edges)
+    }
+
+    fn root_ranks(&mut self, roots: &[Fingerprint]) -> Result<Vec<Option<RootRank>>, StoreError> {
+        let mut batch = Batch::default();
+        for &root in roots {
+            batch
+                .cmd("HMGET")
+                .arg(self.node_key(root))
+                .arg(&["o", "a", "q", "t"]);
+            batch.cmd("SCARD").arg(self.children_key(root));
+        }
+        let replies: Vec<Value> = self.run_batch(&batch)?;
+        let cutoff = self.cutoff();
+        replies
+            .chunks(2)
+            .map(|pair| {
+                let record: Vec<Option<String>> =
+                    redis::from_redis_value(pair[0].clone()).map_err(parsing)?;
+                let children: u64 = redis::from_redis_value(pair[1].clone()).map_err(parsing)?;
+                let field = |index: usize| record.get(index).cloned().flatten();
+                let is_settled_root = field(0).is_none() && field(1).is_none();
+                let live = field(3)
+                    .and_then(|seen| seen.parse::<Timestamp>().ok())
+                    .is_some_and(|seen| seen >= cutoff);
+                Ok((is_settled_root && live).then(|| RootRank {
+                    children: children.min(u64::from(u32::MAX)) as u32,
+                    sequence: field(2).and_then(|ticket| ticket.parse().ok()).unwrap_or(0),
+                }))
+            })
+            .collect()
+    }
+
+    fn settle(
+        &mut self,
+        fingerprint: Fingerprint,
+        token: u64,
+        settlement: Settlement,
+        _sketch: Option<&Sketch>,
+        seen: u32,
+    ) -> Result<bool, StoreError> {
+        let (link, root) = match settlement {
+            Settlement::Root { ticket } => (ticket.to_string(), String::new()),
+            Settlement::Leaf { attached_to, root } => (signed(attached_to), signed(root)),
+        };
+        let mut batch = Batch::default();
+        batch.add_command(eval_with(
+            SETTLE,
+            &self.node_key(fingerprint),
+            &[(token as i64).to_string(), seen.to_string(), link, root],
+        ));
+        self.seen_in_partition(&mut batch, fingerprint, seen);
+        let (settled,): (i64,) = self.run_batch(&batch)?;
+        if settled == 1 {
+            self.stats.nodes += 1;
+            self.stats.roots += usize::from(matches!(settlement, Settlement::Root { .. }));
+        }
+        Ok(settled == 1)
+    }
+
+    fn add_child(&mut self, root: Fingerprint, leaf: Fingerprint) -> Result<(), StoreError> {
+        let mut add = redis::cmd("SADD");
+        add.arg(self.children_key(root)).arg(leaf.0 as i64);
+        let _: i64 = self.run(add)?;
+        Ok(())
+    }
+
+    fn touch(
+        &mut self,
+        fingerprint: Fingerprint,
+        seen: u32,
+    ) -> Result<Option<Option<Fingerprint>>, StoreError> {
+        let mut batch = Batch::default();
+        batch.add_command(eval_with(
+            TOUCH,
+            &self.node_key(fingerprint),
+            &[seen.to_string()],
+        ));
+        self.seen_in_partition(&mut batch, fingerprint, seen);
+        let (reply,): (Vec<String>,) = self.run_batch(&batch)?;
+        match reply.first() {
+            None => Ok(None),
+            Some(attached) => Ok(Some(parse_fingerprint(attached)?)),
+        }
+    }
+
+    fn abandon(&mut self, fingerprint: Fingerprint, owner: u64) -> Result<bool, StoreError> {
+        let removed: i64 = self.run(eval_with(
+            ABANDON,
+            &self.node_key(fingerprint),
+            &[(owner as i64).to_string()],
+        ))?;
+        Ok(removed == 1)
+    }
+
+    fn pending_timeout(&self) -> Duration {
+        self.pending_timeout
+    }
+
+    fn remove_document(&mut self, fingerprint: Fingerprint) -> Result<bool, StoreError> {
+        let removed: i64 = self.run(eval(REMOVE_DOCUMENT, &self.node_key(fingerprint)))?;
+        Ok(removed == 1)
+    }
+
+    fn stats(&self) -> ForestStats {
+        self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sketch_bytes_round_trip() {
+        let sketch = Sketch::of(
+            &["国家统计局今天发布数据。前三季度国内生产总值同比增长。"],
+            200,
+        );
+        assert_eq!(decode_sketch(&encode_sketch(&sketch)), Some(sketch));
+        assert_eq!(decode_sketch(&[1, 2, 3]), None);
+    }
+
+    #[test]
+    fn signed_fingerprints_round_trip() {
+        for value in [0, 1, u64::MAX, 1 << 63, 0x0123_4567_89ab_cdef] {
+            let fingerprint = Fingerprint(value);
+            assert_eq!(
+                parse_fingerprint(&signed(fingerprint)).unwrap(),
+                Some(fingerprint)
+            );
+        }
+        assert_eq!(parse_fingerprint("").unwrap(), None);
+        assert!(parse_fingerprint("x").is_err());
+    }
+}

@@ -1,0 +1,597 @@
+//! The forest on a real 3-node Redis Cluster: one writer equals the in-memory forest; eight
+//! concurrent writers (with bursts of identical and near-identical documents released at one
+//! instant) keep SPEC §1's invariants and split no story the sequential run keeps whole; a node
+//! killed and restarted during ingest loses no acknowledged insert.
+
+#[path = "support/redis_cluster.rs"]
+mod redis_cluster;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use redis_cluster::RedisCluster;
+use tantivy_dedup::dedup::Signer;
+use tantivy_dedup::forest::{Signature, Timestamp};
+use tantivy_dedup::store::redis::{RedisAddress, RedisStore, StoredNode};
+use tantivy_dedup::store::{new_token, place};
+use tantivy_dedup::verify::Sketch;
+use tantivy_dedup::{Article, DedupConfig, Fingerprint, Forest, Mode};
+
+const T0: Timestamp = 1_750_000_000;
+
+/// A story's text, written for the test from a vocabulary of common characters: six to nine
+/// sentences of 14 to 30 characters.
+fn story(rng: &mut SmallRng) -> String {
+    const VOCABULARY: &str = "国家发展改革委员会今日召开新闻发布会介绍经济运行情况记者从有关部门获悉\
+        全省各地持续推进重点项目建设工业生产保持稳定增长消费市场回暖明显农业农村工作扎实推进\
+        科技创新能力不断提升城乡居民收入稳步增加生态环境质量持续改善交通运输网络加快完善\
+        教育医疗养老等民生保障水平提高文化旅游市场活跃对外开放迈出新步伐金融服务实体经济";
+    let characters: Vec<char> = VOCABULARY.chars().collect();
+    let sentences = rng.random_range(6..10);
+    let mut text = String::new();
+    for _ in 0..sentences {
+        for _ in 0..rng.random_range(14..31) {
+            text.push(characters[rng.random_range(0..characters.len())]);
+        }
+        text.push('。');
+    }
+    text
+}
+
+/// A repost of `base`: identical, with a header or a source line, one character changed, or the
+/// last sentence cut. Any two of these verify against each other.
+fn variant(base: &str, kind: usize) -> String {
+    match kind % 5 {
+        0 => base.to_owned(),
+        1 => format!("【转载】{base}"),
+        2 => format!("{base}（来源：新华网）"),
+        3 => {
+            let mut characters: Vec<char> = base.chars().collect();
+            let middle = characters.len() / 2;
+            characters[middle] = if characters[middle] == '的' {
+                '了'
+            } else {
+                '的'
+            };
+            characters.into_iter().collect()
+        }
+        _ => {
+            let cut = base[..base.len() - '。'.len_utf8()]
+                .rfind('。')
+                .map_or(base.len(), |end| end + '。'.len_utf8());
+            base[..cut].to_owned()
+        }
+    }
+}
+
+struct Document {
+    story: usize,
+    signature: Signature,
+    time: Timestamp,
+}
+
+/// `stories` stories of `copies` documents each, signed by `config`, in a shuffled order.
+fn stream(config: &DedupConfig, stories: usize, copies: usize, seed: u64) -> Vec<Document> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let signer = Signer::new(config);
+    let mut documents = Vec::with_capacity(stories * copies);
+    for story_number in 0..stories {
+        let base = story(&mut rng);
+        for copy in 0..copies {
+            let article = Article {
+                id: format!("{story_number}-{copy}"),
+                content: variant(&base, rng.random_range(0..5)),
+                ..Default::default()
+            };
+            documents.push(Document {
+                story: story_number,
+                signature: signer.sign(&article),
+                time: 0,
+            });
+        }
+    }
+    documents.shuffle(&mut rng);
+    for (position, document) in documents.iter_mut().enumerate() {
+        document.time = T0 + position as Timestamp / 10;
+    }
+    documents
+}
+
+/// A store of its own (its own connection) on the cluster at `store_arg`.
+fn connect(store_arg: &str, config: &DedupConfig) -> RedisStore {
+    let address = RedisAddress::parse(store_arg).unwrap();
+    RedisStore::connect(&address, config)
+        .unwrap()
+        .with_pending_timeout(Duration::from_secs(2))
+}
+
+/// Places every document in order in an in-memory forest: the sequential run.
+fn sequential_roots(config: &DedupConfig, documents: &[Document]) -> Vec<Fingerprint> {
+    let mut forest = match config.verifier() {
+        Some(verifier) => {
+            Forest::with_verifier(config.max_distance, config.window_seconds(), verifier)
+        }
+        None => Forest::new(config.max_distance, config.window_seconds()),
+    }
+    .unwrap();
+    documents
+        .iter()
+        .map(|document| {
+            forest
+                .insert(document.signature.clone(), document.time)
+                .root
+        })
+        .collect()
+}
+
+/// Places a document, retrying (same token, so a half-done attempt is resumed) while the
+/// cluster refuses; gives the root and how many attempts failed.
+fn place_until_acknowledged(store: &mut RedisStore, document: &Document) -> (Fingerprint, u32) {
+    let token = new_token();
+    let mut failures = 0;
+    loop {
+        match place(store, &document.signature, document.time, token) {
+            Ok(placement) => return (placement.root, failures),
+            Err(error) => {
+                failures += 1;
+                assert!(failures < 600, "the cluster never came back: {error}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+/// Checks SPEC §1's invariants on what the cluster holds, by brute force, and that every
+/// acknowledged document's node has the root it was answered with.
+fn check_invariants(
+    store: &mut RedisStore,
+    config: &DedupConfig,
+    acknowledged: &[(Fingerprint, Fingerprint)],
+) -> Vec<StoredNode> {
+    let nodes = store.dump().unwrap();
+    let by_fingerprint: HashMap<Fingerprint, &StoredNode> =
+        nodes.iter().map(|node| (node.fingerprint, node)).collect();
+    let verifier = config.verifier();
+    let mut sketches: HashMap<Fingerprint, Sketch> = HashMap::new();
+    if verifier.is_some() {
+        for node in &nodes {
+            let sketch = store.sketch(node.fingerprint).unwrap();
+            sketches.insert(node.fingerprint, sketch.expect("every node has its sketch"));
+        }
+    }
+    let k = config.max_distance;
+    let edge = |a: Fingerprint, b: Fingerprint| match &verifier {
+        None => a.distance(b) <= k,
+        Some(verifier) => {
+            let (x, y) = (&sketches[&a], &sketches[&b]);
+            let reachable = a.distance(b) <= k || x.keys().iter().any(|key| y.keys().contains(key));
+            reachable && verifier.matches(x, y)
+        }
+    };
+    let mut children: HashMap<Fingerprint, i64> = HashMap::new();
+    for node in &nodes {
+        assert_eq!(node.pending, None, "{} is still pending", node.fingerprint);
+        if let Some((attached, root)) = node.leaf {
+            let parent = by_fingerprint
+                .get(&attached)
+                .unwrap_or_else(|| panic!("{} hangs from missing {attached}", node.fingerprint));
+            let parent_root = parent.leaf.map_or(parent.fingerprint, |(_, root)| root);
+            assert_eq!(
+                parent_root, root,
+                "{} and its parent disagree on the root",
+                node.fingerprint
+            );
+            assert!(
+                by_fingerprint
+                    .get(&root)
+                    .is_some_and(|root| root.root.is_some()),
+                "{}'s root {root} is not a root",
+                node.fingerprint
+            );
+            assert!(
+                edge(node.fingerprint, attached),
+                "{} has no edge to {attached}",
+                node.fingerprint
+            );
+            assert!(parent.last_seen >= node.last_seen);
+            *children.entry(root).or_default() += 1;
+        }
+    }
+    let roots: Vec<&StoredNode> = nodes.iter().filter(|node| node.root.is_some()).collect();
+    for root in &roots {
+        let counted = root.root.map(|(_, children)| children).unwrap_or_default();
+        assert_eq!(
+            counted,
+            children.get(&root.fingerprint).copied().unwrap_or(0),
+            "child count of {}",
+            root.fingerprint
+        );
+    }
+    for (i, a) in roots.iter().enumerate() {
+        for b in &roots[i + 1..] {
+            assert!(
+                !edge(a.fingerprint, b.fingerprint),
+                "roots {} and {} have an edge",
+                a.fingerprint,
+                b.fingerprint
+            );
+        }
+    }
+    let root_of = |fingerprint: Fingerprint| {
+        let node = by_fingerprint[&fingerprint];
+        node.leaf.map_or(node.fingerprint, |(_, root)| root)
+    };
+    for &(fingerprint, root) in acknowledged {
+        assert!(
+            by_fingerprint.contains_key(&fingerprint),
+            "acknowledged {fingerprint} is lost"
+        );
+        assert_eq!(
+            root_of(fingerprint),
+            root,
+            "{fingerprint} was answered another root"
+        );
+    }
+    let documents: i64 = nodes.iter().map(|node| node.documents).sum();
+    assert!(documents >= acknowledged.len() as i64);
+    nodes
+}
+
+#[test]
+fn one_writer_decides_as_the_in_memory_forest() {
+    let cluster = RedisCluster::start(3);
+    for mode in [Mode::Default, Mode::Seed] {
+        cluster.flush_all();
+        let config = DedupConfig {
+            mode,
+            ..Default::default()
+        };
+        let documents = stream(&config, 150, 6, 7);
+        let expected = sequential_roots(&config, &documents);
+        let mut store = connect(&cluster.store_arg(), &config);
+        let got: Vec<Fingerprint> = documents
+            .iter()
+            .map(|document| {
+                place(&mut store, &document.signature, document.time, new_token())
+                    .unwrap()
+                    .root
+            })
+            .collect();
+        assert_eq!(got, expected, "{mode:?}");
+        let acknowledged: Vec<_> = documents
+            .iter()
+            .map(|d| d.signature.fingerprint)
+            .zip(got)
+            .collect();
+        check_invariants(&mut store, &config, &acknowledged);
+    }
+}
+
+#[test]
+fn expiry_matches_the_in_memory_forest_and_the_sweep_deletes_old_nodes() {
+    let cluster = RedisCluster::start(3);
+    let config = DedupConfig {
+        window: Duration::from_secs(86_400),
+        ..Default::default()
+    };
+    // 1,200 documents over 12 days, copies of a story scattered over all of them: many a copy
+    // arrives after its story has left the one-day window and starts a cluster again.
+    let mut documents = stream(&config, 200, 6, 31);
+    for (position, document) in documents.iter_mut().enumerate() {
+        document.time = T0 + position as Timestamp * 12 * 86_400 / 1_200;
+    }
+    let expected = sequential_roots(&config, &documents);
+    let mut store = connect(&cluster.store_arg(), &config);
+    let got: Vec<Fingerprint> = documents
+        .iter()
+        .map(|document| {
+            place(&mut store, &document.signature, document.time, new_token())
+                .unwrap()
+                .root
+        })
+        .collect();
+    assert_eq!(got, expected);
+    let restarts = expected
+        .iter()
+        .zip(&documents)
+        .filter(|(root, document)| **root == document.signature.fingerprint)
+        .count();
+    assert!(
+        restarts > 200,
+        "only {restarts} clusters started: expiry was not exercised"
+    );
+    // Whatever is left is within the window plus the sweep's grace and hour partitions.
+    let newest = documents.last().map_or(T0, |document| document.time);
+    let nodes = store.dump().unwrap();
+    assert!(!nodes.is_empty());
+    for node in &nodes {
+        assert!(
+            node.last_seen >= newest - 86_400 - 3 * 3_600,
+            "{} last seen {} s before the newest time was not swept",
+            node.fingerprint,
+            newest - node.last_seen
+        );
+    }
+    assert!(
+        nodes.len() < 400,
+        "{} nodes left after the sweep",
+        nodes.len()
+    );
+}
+
+#[test]
+fn other_settings_are_refused() {
+    let cluster = RedisCluster::start(3);
+    let address = RedisAddress::parse(&cluster.store_arg()).unwrap();
+    RedisStore::connect(&address, &DedupConfig::default()).unwrap();
+    let other = DedupConfig {
+        max_distance: 4,
+        ..Default::default()
+    };
+    let error = RedisStore::connect(&address, &other)
+        .err()
+        .expect("refused");
+    assert!(
+        error.to_string().contains("other [dedup] settings"),
+        "{error}"
+    );
+}
+
+/// What one writer thread does, in order: a document, or a burst document released with the
+/// other writers' at a barrier.
+enum Step {
+    Insert(usize),
+    Burst(usize),
+}
+
+/// Runs `plans` on one thread each, with its own connection; gives (document, root) pairs and
+/// how many attempts the cluster refused.
+fn run_writers(
+    store_arg: &str,
+    config: &DedupConfig,
+    documents: &Arc<Vec<Document>>,
+    plans: Vec<Vec<Step>>,
+) -> (Vec<(usize, Fingerprint)>, u32) {
+    let barrier = Arc::new(Barrier::new(plans.len()));
+    let handles: Vec<_> = plans
+        .into_iter()
+        .map(|plan| {
+            let mut store = connect(store_arg, config);
+            let documents = Arc::clone(documents);
+            let barrier = Arc::clone(&barrier);
+            std::thread::spawn(move || {
+                plan.into_iter()
+                    .map(|step| {
+                        let number = match step {
+                            Step::Insert(number) => number,
+                            Step::Burst(number) => {
+                                barrier.wait();
+                                number
+                            }
+                        };
+                        let (root, failures) =
+                            place_until_acknowledged(&mut store, &documents[number]);
+                        ((number, root), failures)
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let results: Vec<_> = handles
+        .into_iter()
+        .flat_map(|handle| handle.join().unwrap())
+        .collect();
+    let failures = results.iter().map(|(_, failures)| failures).sum();
+    (
+        results.into_iter().map(|(answer, _)| answer).collect(),
+        failures,
+    )
+}
+
+#[test]
+fn eight_writers_keep_the_invariants_and_split_no_story() {
+    const WRITERS: usize = 8;
+    let cluster = RedisCluster::start(3);
+    let config = DedupConfig::default();
+    // 9,200 documents in 920 stories, dealt round-robin, then 100 bursts of 8 (800 more):
+    // half the bursts one text 8 times, half 8 different reposts of one story, each burst
+    // released on all writers at once.
+    let mut documents = stream(&config, 920, 10, 11);
+    let bursts = stream(&config, 100, WRITERS, 12);
+    let mut by_story: Vec<Vec<Document>> = (0..100).map(|_| Vec::new()).collect();
+    for document in bursts {
+        by_story[document.story].push(document);
+    }
+    let mut plans: Vec<Vec<Step>> = (0..WRITERS).map(|_| Vec::new()).collect();
+    for number in 0..documents.len() {
+        plans[number % WRITERS].push(Step::Insert(number));
+    }
+    let spacing = documents.len() / 100;
+    let last_time = documents.last().map_or(T0, |document| document.time);
+    for (burst, mut copies) in by_story.into_iter().enumerate() {
+        if burst % 2 == 0 {
+            let first = copies[0].signature.clone();
+            for copy in &mut copies {
+                copy.signature = first.clone();
+            }
+        }
+        for (writer, mut copy) in copies.into_iter().enumerate() {
+            copy.story += 920;
+            copy.time = last_time + burst as Timestamp;
+            let number = documents.len();
+            documents.push(copy);
+            // Bursts sit among the writer's ordinary documents, at the same place for all.
+            let at = (burst * spacing / WRITERS).min(plans[writer].len());
+            plans[writer].insert(at + burst, Step::Burst(number));
+        }
+    }
+    assert_eq!(documents.len(), 10_000);
+    let documents = Arc::new(documents);
+    let (answers, _) = run_writers(&cluster.store_arg(), &config, &documents, plans);
+    assert_eq!(answers.len(), documents.len());
+
+    let mut store = connect(&cluster.store_arg(), &config);
+    let acknowledged: Vec<_> = answers
+        .iter()
+        .map(|&(number, root)| (documents[number].signature.fingerprint, root))
+        .collect();
+    let nodes = check_invariants(&mut store, &config, &acknowledged);
+    let stored_documents: i64 = nodes.iter().map(|node| node.documents).sum();
+    assert_eq!(
+        stored_documents,
+        documents.len() as i64,
+        "every document counted once"
+    );
+
+    // Every story the sequential run keeps in one cluster is in one cluster here too.
+    let sequential = sequential_roots(&config, &documents);
+    let mut concurrent = vec![Fingerprint(0); documents.len()];
+    for &(number, root) in &answers {
+        concurrent[number] = root;
+    }
+    let mut stories: HashMap<usize, (HashSet<Fingerprint>, HashSet<Fingerprint>)> = HashMap::new();
+    for (number, document) in documents.iter().enumerate() {
+        let entry = stories.entry(document.story).or_default();
+        entry.0.insert(sequential[number]);
+        entry.1.insert(concurrent[number]);
+    }
+    let whole = stories
+        .values()
+        .filter(|(sequential, _)| sequential.len() == 1)
+        .count();
+    let split: Vec<usize> = stories
+        .iter()
+        .filter(|(_, (sequential, concurrent))| sequential.len() == 1 && concurrent.len() > 1)
+        .map(|(&story, _)| story)
+        .collect();
+    assert!(
+        whole >= 1_000,
+        "the sequential run keeps {whole} of 1,020 stories whole"
+    );
+    assert!(split.is_empty(), "stories split by concurrency: {split:?}");
+}
+
+#[test]
+fn a_node_killed_and_restarted_during_ingest_loses_no_acknowledged_insert() {
+    const WRITERS: usize = 4;
+    let mut cluster = RedisCluster::start(3);
+    let config = DedupConfig::default();
+    let documents = Arc::new(stream(&config, 300, 10, 21));
+    let mut plans: Vec<Vec<Step>> = (0..WRITERS).map(|_| Vec::new()).collect();
+    for number in 0..documents.len() {
+        plans[number % WRITERS].push(Step::Insert(number));
+    }
+    let store_arg = cluster.store_arg();
+    let (answers, refused) = std::thread::scope(|scope| {
+        let writers = scope.spawn(|| run_writers(&store_arg, &config, &documents, plans));
+        std::thread::sleep(Duration::from_millis(700));
+        cluster.stop_node(1);
+        std::thread::sleep(Duration::from_millis(1_500));
+        cluster.restart_node(1);
+        writers.join().unwrap()
+    });
+    assert_eq!(answers.len(), documents.len());
+    assert!(
+        refused > 0,
+        "the outage refused no insert: it came too late or too early"
+    );
+    let mut store = connect(&cluster.store_arg(), &config);
+    let acknowledged: Vec<_> = answers
+        .iter()
+        .map(|&(number, root)| (documents[number].signature.fingerprint, root))
+        .collect();
+    check_invariants(&mut store, &config, &acknowledged);
+}
+
+/// The command line: two `dedup --store` processes at once, one `ingest --store` into its own
+/// shard, and a mistyped address.
+#[test]
+fn processes_share_the_forest_through_the_command_line() {
+    const BIN: &str = env!("CARGO_BIN_EXE_tantivy-dedup");
+    let cluster = RedisCluster::start(3);
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = SmallRng::seed_from_u64(41);
+    let bases: Vec<String> = (0..40).map(|_| story(&mut rng)).collect();
+    // Each half holds copies of every story, so each story's copies meet across processes.
+    for half in 0..2 {
+        let lines: Vec<String> = bases
+            .iter()
+            .enumerate()
+            .flat_map(|(number, base)| {
+                (0..3).map(move |copy| {
+                    serde_json::json!({
+                        "id": format!("{half}-{number}-{copy}"),
+                        "content": variant(base, half * 3 + copy),
+                        "published_at": "2026-11-01T08:00:00Z",
+                    })
+                    .to_string()
+                })
+            })
+            .collect();
+        std::fs::write(
+            dir.path().join(format!("half{half}.jsonl")),
+            lines.join("\n"),
+        )
+        .unwrap();
+    }
+    let store = cluster.store_arg();
+    let processes: Vec<_> = (0..2)
+        .map(|half| {
+            std::process::Command::new(BIN)
+                .args(["dedup", "--store", &store])
+                .arg(dir.path().join(format!("half{half}.jsonl")))
+                .output()
+                .unwrap()
+        })
+        .collect();
+    let mut roots: HashMap<String, HashSet<String>> = HashMap::new();
+    for output in &processes {
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        for line in String::from_utf8_lossy(&output.stdout).lines() {
+            let decision: serde_json::Value = serde_json::from_str(line).unwrap();
+            let id = decision["id"].as_str().unwrap();
+            let story = id.split('-').nth(1).unwrap().to_owned();
+            roots
+                .entry(story)
+                .or_default()
+                .insert(decision["root"].as_str().unwrap().to_owned());
+        }
+    }
+    assert_eq!(roots.len(), 40);
+    for (story, roots) in &roots {
+        assert_eq!(roots.len(), 1, "story {story} has roots {roots:?}");
+    }
+
+    // An ingest process writes its own shard and places its documents in the same forest.
+    let shard = dir.path().join("shard-a");
+    let ingest = std::process::Command::new(BIN)
+        .args(["ingest", "--store", &store, "--index"])
+        .arg(&shard)
+        .arg(dir.path().join("half0.jsonl"))
+        .output()
+        .unwrap();
+    assert!(
+        ingest.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ingest.stderr)
+    );
+    assert!(shard.join("meta.json").exists());
+    let summary = String::from_utf8_lossy(&ingest.stdout);
+    assert!(summary.contains("120"), "{summary}");
+
+    let refused = std::process::Command::new(BIN)
+        .args(["dedup", "--store", "127.0.0.1:7000", "-"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let message = String::from_utf8_lossy(&refused.stderr);
+    assert!(message.contains("expected redis://HOST:PORT"), "{message}");
+}
