@@ -202,8 +202,9 @@ pub trait ForestStore {
     /// Counts `leaf` as one more leaf under `root`.
     fn add_child(&mut self, root: Fingerprint, leaf: Fingerprint) -> Result<(), StoreError>;
 
-    /// Marks a node seen at `seen` (never moving its time back). Gives what it is attached
-    /// through (`Some(None)` for a root), or `None` when the node is not there.
+    /// Marks a live settled node seen at `seen` (never moving its time back). Gives what it is
+    /// attached through (`Some(None)` for a root), or `None` when the node is not there or has
+    /// expired (it is then left as it is).
     fn touch(
         &mut self,
         fingerprint: Fingerprint,
@@ -252,6 +253,22 @@ pub fn place<S: ForestStore + ?Sized>(
     time: Timestamp,
     token: u64,
 ) -> Result<Placement, StoreError> {
+    let placed = place_once(store, signature, time, token);
+    if placed.is_err() {
+        // Best effort: an insert that failed while its node was pending gives the node up, so
+        // that its retry (under a new token) or a neighbour does not wait for it. A settled
+        // node is not the token's any more, so this does nothing to it.
+        let _ = store.abandon(signature.fingerprint, token);
+    }
+    placed
+}
+
+fn place_once<S: ForestStore + ?Sized>(
+    store: &mut S,
+    signature: &Signature,
+    time: Timestamp,
+    token: u64,
+) -> Result<Placement, StoreError> {
     let fingerprint = signature.fingerprint;
     let sketch = signature.sketch.as_ref();
     let mut waiting = Waiting::new(store.pending_timeout());
@@ -261,9 +278,15 @@ pub fn place<S: ForestStore + ?Sized>(
         let seen = clamp_time(time.max(newest - store.window()));
         match store.claim(fingerprint, seen, token)? {
             Claim::Existing { attached_to, root } => {
-                let top = refresh_chain(store, fingerprint, attached_to, seen)?;
+                let top = match attached_to {
+                    None => Some(fingerprint),
+                    Some(parent) => refresh_chain(store, parent, seen)?,
+                };
+                let root = root.or(top).ok_or_else(|| {
+                    StoreError::Inconsistent(format!("{fingerprint}'s chain reaches a gone node"))
+                })?;
                 return Ok(Placement {
-                    root: root.unwrap_or(top),
+                    root,
                     kind: PlacementKind::ExistingNode,
                 });
             }
@@ -296,7 +319,16 @@ pub fn place<S: ForestStore + ?Sized>(
         };
         let settlement = match best_tree(store, &edges)? {
             None => Settlement::Root { ticket },
-            Some((root, attached_to)) => Settlement::Leaf { attached_to, root },
+            Some((root, attached_to)) => {
+                // The chain the leaf will hang from is refreshed *before* the leaf exists, so
+                // that a leaf is never newer than its parent, even if this insert stops right
+                // after its settle. A node found gone on the way means the scan saw a tree
+                // that has expired meanwhile: scan again.
+                if refresh_chain(store, attached_to, seen)? != Some(root) {
+                    continue;
+                }
+                Settlement::Leaf { attached_to, root }
+            }
         };
         if !store.settle(fingerprint, token, settlement, sketch, seen)? {
             // Abandoned by a neighbour that waited too long: start again with a fresh view.
@@ -307,10 +339,8 @@ pub fn place<S: ForestStore + ?Sized>(
                 root: fingerprint,
                 kind: PlacementKind::NewRoot,
             },
-            Settlement::Leaf { attached_to, root } => {
+            Settlement::Leaf { root, .. } => {
                 store.add_child(root, fingerprint)?;
-                let parent = store.touch(attached_to, seen)?.flatten();
-                refresh_chain(store, attached_to, parent, seen)?;
                 Placement {
                     root,
                     kind: PlacementKind::NewLeaf,
@@ -320,24 +350,21 @@ pub fn place<S: ForestStore + ?Sized>(
     }
 }
 
-/// Touches every node from `start`'s parent `next` up to the root (`start` itself is already
-/// touched); gives back the root.
+/// Touches every node from `start` up to its root; gives back the root, or `None` when a
+/// node on the way is gone (expired, or lost).
 fn refresh_chain<S: ForestStore + ?Sized>(
     store: &mut S,
     start: Fingerprint,
-    mut next: Option<Fingerprint>,
     seen: u32,
-) -> Result<Fingerprint, StoreError> {
+) -> Result<Option<Fingerprint>, StoreError> {
     let mut current = start;
     // A chain is acyclic; the bound only guards against a corrupted store looping forever.
     for _ in 0..MAX_CHAIN {
-        let Some(parent) = next else {
-            return Ok(current);
-        };
-        current = parent;
-        next = store.touch(parent, seen)?.ok_or_else(|| {
-            StoreError::Inconsistent(format!("{start}'s chain reaches the missing node {parent}"))
-        })?;
+        match store.touch(current, seen)? {
+            None => return Ok(None),
+            Some(None) => return Ok(Some(current)),
+            Some(Some(parent)) => current = parent,
+        }
     }
     Err(StoreError::Inconsistent(format!(
         "{start}'s chain is longer than {MAX_CHAIN} nodes"

@@ -5,7 +5,7 @@
 //!
 //! | key | type | holds |
 //! |---|---|---|
-//! | `n:{fp}` | hash | a node: `o` owner token while pending, `q` ticket (a root's creation order), `a` attached-through and `r` root for a leaf, `t` last seen, `d` documents |
+//! | `n:{fp}` | hash | a node: `o` owner token while pending, `q` ticket (a root's creation order), `a` attached-through and `r` root for a leaf, `t` last seen, `d` documents, `l` the token that counted the last one (so a retry does not count twice) |
 //! | `c:{root}` | set | a root's leaves (a set, so that a retried insert counts its leaf once) |
 //! | `s:{fp}` | string | the node's sketch (default mode), 4 bytes a value |
 //! | `b{t}:{key}` | set | table `t`'s bucket: the fingerprints (as signed 64-bit integers, so Redis keeps small sets as compact int sets) whose key in table `t` is `key` |
@@ -37,26 +37,35 @@ use crate::verify::{POSTING_CAPACITY, Sketch, Verifier};
 /// that read the node live with a slightly older clock is done with it first.
 const SWEEP_GRACE_SECONDS: i64 = 3_600;
 
+/// Beyond this many hours to sweep at once, the sweep lists the partitions that exist instead
+/// of visiting every hour.
+const MAX_HOURS_WALKED: i64 = 24 * 14;
+
 /// One hour: the time partition of the expiry sets.
 const PARTITION_SECONDS: i64 = 3_600;
 
 /// Claims a node. ARGV: seen, token, cutoff. Replies {0, attached, root} for an existing live
-/// settled node (after counting the document and marking it seen), {1} when created (or
-/// already owned by this token), {2, owner} when another insert owns it.
+/// settled node (after counting the document, unless this token was the last counted: a
+/// retry, and marking it seen), {1, ticket or ''} when
+/// created (or already owned by this token: a retry, which keeps its ticket), {2, owner} when
+/// another insert (or the sweep) owns it.
 const CLAIM: &str = r"
-local r = redis.call('HMGET', KEYS[1], 'o', 't', 'a', 'r')
+local r = redis.call('HMGET', KEYS[1], 'o', 't', 'a', 'r', 'q', 'l')
 if r[2] and tonumber(r[2]) >= tonumber(ARGV[3]) then
   if r[1] then
-    if r[1] == ARGV[2] then return {1} end
+    if r[1] == ARGV[2] then return {1, r[5] or ''} end
     return {2, r[1]}
   end
-  redis.call('HINCRBY', KEYS[1], 'd', 1)
+  if r[6] ~= ARGV[2] then
+    redis.call('HINCRBY', KEYS[1], 'd', 1)
+    redis.call('HSET', KEYS[1], 'l', ARGV[2])
+  end
   if tonumber(ARGV[1]) > tonumber(r[2]) then redis.call('HSET', KEYS[1], 't', ARGV[1]) end
   return {0, r[3] or '', r[4] or ''}
 end
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'o', ARGV[2], 't', ARGV[1])
-return {1}
+return {1, ''}
 ";
 
 /// Records a pending node's ticket if the token still owns it. ARGV: token, ticket.
@@ -76,17 +85,18 @@ if r[1] ~= ARGV[1] then return 0 end
 redis.call('HDEL', KEYS[1], 'o', 'q')
 if tonumber(ARGV[2]) > tonumber(r[2]) then redis.call('HSET', KEYS[1], 't', ARGV[2]) end
 if ARGV[4] == '' then
-  redis.call('HSET', KEYS[1], 'd', 1, 'q', ARGV[3])
+  redis.call('HSET', KEYS[1], 'd', 1, 'l', ARGV[1], 'q', ARGV[3])
 else
-  redis.call('HSET', KEYS[1], 'd', 1, 'a', ARGV[3], 'r', ARGV[4])
+  redis.call('HSET', KEYS[1], 'd', 1, 'l', ARGV[1], 'a', ARGV[3], 'r', ARGV[4])
 end
 return 1
 ";
 
-/// Marks a node seen. ARGV: seen. Replies {} when missing, else {attached-through or ''}.
+/// Marks a live settled node seen. ARGV: seen, cutoff. Replies {} when missing, pending or
+/// expired (left as it is), else {attached-through or ''}.
 const TOUCH: &str = r"
-local r = redis.call('HMGET', KEYS[1], 't', 'a')
-if not r[1] then return {} end
+local r = redis.call('HMGET', KEYS[1], 't', 'a', 'o')
+if (not r[1]) or r[3] or tonumber(r[1]) < tonumber(ARGV[2]) then return {} end
 if tonumber(ARGV[1]) > tonumber(r[1]) then redis.call('HSET', KEYS[1], 't', ARGV[1]) end
 return {r[2] or ''}
 ";
@@ -122,15 +132,16 @@ end
 return {v, v}
 ";
 
-/// Deletes a node last seen before ARGV[1] that nobody owns; replies {attached-through or '',
-/// root or ''} when it did.
+/// Starts removing a node last seen before ARGV[1], or the leftovers of one that is gone: the
+/// record becomes a pending marker owned by the sweep (token ARGV[2], seen ARGV[3]), so that a
+/// concurrent claim of the same fingerprint waits until the cleanup is done and the marker is
+/// deleted. Replies {attached-through or '', root or ''} when it did, {} for a live node.
 const EXPIRE_NODE: &str = r"
-local r = redis.call('HMGET', KEYS[1], 't', 'a', 'r', 'o')
-if r[1] and tonumber(r[1]) < tonumber(ARGV[1]) then
-  redis.call('DEL', KEYS[1])
-  return {r[2] or '', r[3] or ''}
-end
-return {}
+local r = redis.call('HMGET', KEYS[1], 't', 'a', 'r')
+if r[1] and tonumber(r[1]) >= tonumber(ARGV[1]) then return {} end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'o', ARGV[2], 't', ARGV[3])
+return {r[2] or '', r[3] or ''}
 ";
 
 /// Where a [`RedisStore`] connects, and its key prefix.
@@ -203,6 +214,8 @@ pub struct RedisStore {
     /// The last hour of event time this store knows to be swept.
     swept_hour: Option<i64>,
     pending_timeout: Duration,
+    /// The ticket already recorded on the node the last claim found pending under its token.
+    own_ticket: Option<u64>,
     stats: ForestStats,
 }
 
@@ -239,6 +252,7 @@ impl RedisStore {
             newest: None,
             swept_hour: None,
             pending_timeout: Duration::from_secs(5),
+            own_ticket: None,
             stats: ForestStats::default(),
         };
         store.check_settings(config)?;
@@ -378,6 +392,11 @@ impl RedisStore {
                 let mut record: Vec<Option<String>> =
                     redis::from_redis_value(pair[0].clone()).map_err(parsing)?;
                 let children: i64 = redis::from_redis_value(pair[1].clone()).map_err(parsing)?;
+                if record.len() != 6 {
+                    return Err(StoreError::Inconsistent(format!(
+                        "{fingerprint}: a node record read back as {record:?}"
+                    )));
+                }
                 record.insert(4, Some(children.to_string()));
                 nodes.push(StoredNode::read(fingerprint, &record)?);
             }
@@ -412,7 +431,23 @@ impl RedisStore {
             Some(previous) => previous + 1,
             None => last_due - self.window / PARTITION_SECONDS - 2,
         };
-        for hour in first..=last_due {
+        if last_due - first <= MAX_HOURS_WALKED {
+            for hour in first..=last_due {
+                self.sweep_hour(hour, delete_before)?;
+            }
+            return Ok(());
+        }
+        // A jump of event time over a long empty stretch: list the partitions that exist.
+        let mut list = redis::cmd("KEYS");
+        list.arg(format!("{}x:*", self.prefix));
+        let partitions: Vec<String> = self.run(list)?;
+        let mut hours: Vec<i64> = partitions
+            .iter()
+            .filter_map(|key| key.rsplit(':').next()?.parse().ok())
+            .filter(|&hour| hour <= last_due)
+            .collect();
+        hours.sort_unstable();
+        for hour in hours {
             self.sweep_hour(hour, delete_before)?;
         }
         Ok(())
@@ -420,6 +455,10 @@ impl RedisStore {
 
     fn sweep_hour(&mut self, hour: i64, delete_before: Timestamp) -> Result<(), StoreError> {
         let partition = self.partition_key(hour);
+        let sweeper = super::new_token();
+        // The marker must look live to claims, whatever their clock.
+        let marker_seen = self.newest.unwrap_or(0).max(0);
+        let mut swept = Vec::new();
         let mut members = redis::cmd("SMEMBERS");
         members.arg(&partition);
         let members: Vec<i64> = self.run(members)?;
@@ -430,7 +469,11 @@ impl RedisStore {
                 batch.add_command(eval_with(
                     EXPIRE_NODE,
                     &self.node_key(node),
-                    &[delete_before.to_string()],
+                    &[
+                        delete_before.to_string(),
+                        (sweeper as i64).to_string(),
+                        marker_seen.to_string(),
+                    ],
                 ));
                 batch.cmd("GET").arg(self.sketch_key(node));
             }
@@ -444,6 +487,7 @@ impl RedisStore {
                     continue;
                 }
                 self.stats.expired += 1;
+                swept.push(node);
                 for bucket in self.bucket_keys(node) {
                     cleanup.cmd("SREM").arg(bucket).arg(member);
                 }
@@ -464,8 +508,17 @@ impl RedisStore {
                     None => cleanup.cmd("DEL").arg(self.children_key(node)),
                 };
             }
-            cleanup.cmd("DEL").arg(&partition);
             let _: Value = self.run_batch(&cleanup)?;
+            // The cleanup is done: the markers go, and a waiting claim may create the node anew.
+            let mut release = Batch::default();
+            for node in swept.drain(..) {
+                release.add_command(eval_with(
+                    ABANDON,
+                    &self.node_key(node),
+                    &[(sweeper as i64).to_string()],
+                ));
+            }
+            let _: Value = self.run_batch(&release)?;
         }
         let mut delete = redis::cmd("DEL");
         delete.arg(&partition);
@@ -650,20 +703,20 @@ impl ForestStore for RedisStore {
 
     fn advance_to(&mut self, time: Timestamp) -> Result<Timestamp, StoreError> {
         let time = Timestamp::from(super::clamp_time(time));
-        if self.newest.is_none_or(|newest| time > newest) {
-            let (newest, previous) = self.raise("clock", time)?;
-            if previous.is_none() {
-                // The first insert of a cluster: nothing is older than its window, so the
-                // sweep starts there.
-                let start = (newest - self.window).div_euclid(PARTITION_SECONDS) - 2;
-                let mut mark = redis::cmd("SET");
-                mark.arg(self.key("swept")).arg(start).arg("NX");
-                let _: Value = self.run(mark)?;
-            }
-            self.newest = Some(newest);
-            self.sweep()?;
+        // Every insert reads the shared clock, so that no writer judges expiry by a clock
+        // older than the one its neighbours used when they started.
+        let (newest, previous) = self.raise("clock", time)?;
+        if previous.is_none() {
+            // The first insert of a cluster: nothing is older than its window, so the sweep
+            // starts there.
+            let start = (newest - self.window).div_euclid(PARTITION_SECONDS) - 2;
+            let mut mark = redis::cmd("SET");
+            mark.arg(self.key("swept")).arg(start).arg("NX");
+            let _: Value = self.run(mark)?;
         }
-        Ok(self.newest.unwrap_or(time))
+        self.newest = Some(newest);
+        self.sweep()?;
+        Ok(newest)
     }
 
     fn newest_time(&self) -> Option<Timestamp> {
@@ -702,7 +755,12 @@ impl ForestStore for RedisStore {
                     root: Some(root),
                 })
             }
-            Some("1") => Ok(Claim::Created),
+            Some("1") => {
+                // A retry of an insert that already took its ticket keeps it, so that the
+                // neighbours that are waiting for it (or it for them) keep their order.
+                self.own_ticket = reply.get(1).and_then(|ticket| ticket.parse().ok());
+                Ok(Claim::Created)
+            }
             Some("2") if reply.len() == 2 => Ok(Claim::Busy {
                 owner: reply[1].parse::<i64>().map_err(|_| {
                     StoreError::Inconsistent(format!("{fingerprint}: owner {:?}", reply[1]))
@@ -745,6 +803,9 @@ impl ForestStore for RedisStore {
             batch.ignore_last();
         }
         let _: Value = self.run_batch(&batch)?;
+        if let Some(ticket) = self.own_ticket.take() {
+            return Ok(ticket);
+        }
         // The ticket is taken only once every bucket holds the node: see the module docs of
         // `store` for why that order makes the later ticket see the earlier node.
         let mut increment = redis::cmd("INCR");
@@ -932,7 +993,7 @@ impl ForestStore for RedisStore {
         batch.add_command(eval_with(
             TOUCH,
             &self.node_key(fingerprint),
-            &[seen.to_string()],
+            &[seen.to_string(), self.cutoff().to_string()],
         ));
         self.seen_in_partition(&mut batch, fingerprint, seen);
         let (reply,): (Vec<String>,) = self.run_batch(&batch)?;
