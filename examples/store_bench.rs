@@ -8,7 +8,7 @@
 //!     --documents 50000 --writers 8 [--mode seed]
 //! ```
 //!
-//! The documents are generated news-like texts (stories of 1 to 10 reposts), signed by the
+//! The documents are generated news-like texts (stories of 1 to 10 reposts, shuffled), signed by the
 //! library's own pipeline, so default mode stores real sketches. Each run writes under a key
 //! prefix of its own and deletes nothing: flush the cluster between runs when memory matters.
 
@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use tantivy_dedup::dedup::Signer;
 use tantivy_dedup::forest::{Signature, Timestamp};
@@ -102,6 +103,8 @@ fn signatures(config: &DedupConfig, count: usize) -> Vec<Signature> {
         }
     }
     out.truncate(count);
+    // Reposts arrive spread over the stream, as in a feed, not back to back.
+    out.shuffle(&mut rng);
     out
 }
 

@@ -96,6 +96,11 @@ pub struct DedupConfig {
     /// Default mode: the share of both texts' shingles they must share (Jaccard) for a candidate
     /// to verify.
     pub min_jaccard: f64,
+    /// How many tables the pigeonhole index uses: `max_distance + 1` (the default, one a block)
+    /// or one of Manku et al.'s permuted layouts (for k = 3: 10, 16 or 20), whose longer keys
+    /// keep buckets small at billions of fingerprints (docs/tables.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tables: Option<usize>,
 }
 
 impl Default for DedupConfig {
@@ -110,6 +115,7 @@ impl Default for DedupConfig {
             short_text_chars: DEFAULT_SHORT_TEXT_CHARS,
             min_containment: crate::verify::DEFAULT_MIN_CONTAINMENT,
             min_jaccard: crate::verify::DEFAULT_MIN_JACCARD,
+            tables: None,
         }
     }
 }
@@ -458,6 +464,18 @@ impl DedupConfig {
         Config::from_path(path).map(|config| config.dedup)
     }
 
+    /// The pigeonhole tables' layout: `tables` tables for `max_distance`.
+    pub fn layout(&self) -> Result<crate::index::BlockLayout> {
+        match self.tables {
+            None => crate::index::BlockLayout::new(self.max_distance),
+            Some(tables) => crate::index::BlockLayout::with_tables(self.max_distance, tables)
+                .map_err(|error| match error {
+                    Error::Config(message) => Error::Config(format!("tables: {message}")),
+                    other => other,
+                }),
+        }
+    }
+
     /// The window in whole seconds.
     pub fn window_seconds(&self) -> u64 {
         self.window.as_secs()
@@ -505,6 +523,7 @@ impl DedupConfig {
                 "window must be at least one second, e.g. \"7d\"".to_owned(),
             ));
         }
+        self.layout()?;
         if self.fields.is_empty() {
             return Err(Error::Config(
                 "fields must name at least one of \"title\", \"content\"".to_owned(),

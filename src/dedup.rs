@@ -64,10 +64,11 @@ impl Deduplicator {
     /// A deduplicator with an empty forest.
     pub fn new(config: DedupConfig) -> Result<Self> {
         config.validate()?;
+        let layout = config.layout()?;
         let forest = match config.verifier() {
-            None => Forest::new(config.max_distance, config.window_seconds())?,
+            None => Forest::with_layout(layout, config.window_seconds())?,
             Some(verifier) => {
-                Forest::with_verifier(config.max_distance, config.window_seconds(), verifier)?
+                Forest::with_layout_and_verifier(layout, config.window_seconds(), verifier)?
             }
         };
         Ok(Deduplicator {

@@ -36,7 +36,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::index::{PigeonholeIndex, push_compact};
+use crate::index::{BlockLayout, PigeonholeIndex, push_compact};
 use crate::store::{
     Claim, Edge, EdgeState, ForestStore, RootRank, Settlement, StoreError, clamp_time,
 };
@@ -253,13 +253,19 @@ struct Verification {
 impl Forest {
     /// An empty forest for radius `max_distance` (`k`) and an expiry window in seconds (> 0).
     pub fn new(max_distance: u32, window_seconds: u64) -> Result<Self, Error> {
+        Self::with_layout(BlockLayout::new(max_distance)?, window_seconds)
+    }
+
+    /// An empty forest whose index uses `layout`'s tables (`k + 1` blocks, or a permuted
+    /// layout: the decisions are the same, only memory and lookup cost differ).
+    pub fn with_layout(layout: BlockLayout, window_seconds: u64) -> Result<Self, Error> {
         if window_seconds == 0 || window_seconds > u64::from(u32::MAX) {
             return Err(Error::Config(format!(
                 "the expiry window must be between 1 second and about 136 years, got {window_seconds} s"
             )));
         }
         Ok(Forest {
-            index: PigeonholeIndex::new(max_distance)?,
+            index: PigeonholeIndex::with_layout(layout),
             window: window_seconds as Timestamp,
             newest: None,
             expiry: BTreeMap::new(),
@@ -297,7 +303,16 @@ impl Forest {
         window_seconds: u64,
         verifier: Verifier,
     ) -> Result<Self, Error> {
-        let mut forest = Forest::new(max_distance, window_seconds)?;
+        Self::with_layout_and_verifier(BlockLayout::new(max_distance)?, window_seconds, verifier)
+    }
+
+    /// [`with_layout`](Self::with_layout) and [`with_verifier`](Self::with_verifier) together.
+    pub fn with_layout_and_verifier(
+        layout: BlockLayout,
+        window_seconds: u64,
+        verifier: Verifier,
+    ) -> Result<Self, Error> {
+        let mut forest = Forest::with_layout(layout, window_seconds)?;
         forest.verification = Some(Verification {
             verifier,
             sketches: SketchStore::default(),

@@ -1,10 +1,12 @@
 //! The pigeonhole index against a brute-force linear scan.
 //!
 //! SPEC §1: "The result of a lookup must equal a brute-force linear scan, always, including at
-//! distance exactly k and k+1." Part (a) checks that at scale (over 100,000 random fingerprints
-//! plus neighbours planted at every distance 0..=k+2, some with all their differing bits in one
-//! block, some spread over several); part (b) checks small random insert/remove sequences for
-//! every k in 0..=6 against a `HashMap` model.
+//! distance exactly k and k+1." Part (a) checks that at scale for the layouts of 4, 10, 16 and
+//! 20 tables of k = 3 (over 100,000 random fingerprints plus neighbours planted at every
+//! distance 0..=k+2, some with all their differing bits in one block, some spread over several,
+//! crowds sharing a table's key); part (b) checks every layout of other radii the same way at
+//! a smaller scale, and part (c) small random insert/remove sequences for every layout of every
+//! k in 0..=6 against a `HashMap` model.
 
 use std::collections::{HashMap, HashSet};
 
@@ -13,7 +15,7 @@ use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use tantivy_dedup::Fingerprint;
-use tantivy_dedup::index::PigeonholeIndex;
+use tantivy_dedup::index::{BlockLayout, PigeonholeIndex};
 
 /// Every stored fingerprint within `k` of `query`, sorted like `PigeonholeIndex::within`:
 /// by (distance, fingerprint).
@@ -27,15 +29,6 @@ fn brute_force(stored: &[u64], query: u64, k: u32) -> Vec<(Fingerprint, u32)> {
     }
     found.sort_unstable_by_key(|&(fingerprint, distance)| (distance, fingerprint));
     found
-}
-
-/// `distance` distinct bit positions, all inside the 16-bit block `block` (0..4).
-fn bits_in_one_block(rng: &mut SmallRng, block: u32, distance: u32) -> u64 {
-    let mut positions: Vec<u32> = (block * 16..block * 16 + 16).collect();
-    positions.shuffle(rng);
-    positions[..distance as usize]
-        .iter()
-        .fold(0u64, |mask, &bit| mask | (1 << bit))
 }
 
 /// `distance` distinct bit positions spread round-robin over the four 16-bit blocks, starting at
@@ -57,7 +50,16 @@ fn bits_across_blocks(rng: &mut SmallRng, distance: u32) -> u64 {
 
 /// `distance` distinct bit positions anywhere in the 64 bits.
 fn bits_anywhere(rng: &mut SmallRng, distance: u32) -> u64 {
-    let mut positions: Vec<u32> = (0..64).collect();
+    bits_among(rng, u64::MAX, distance)
+}
+
+/// `distance` distinct random bits among the set bits of `among` when it has that many, else
+/// anywhere.
+fn bits_among(rng: &mut SmallRng, among: u64, distance: u32) -> u64 {
+    let mut positions: Vec<u32> = (0..64).filter(|&bit| among >> bit & 1 == 1).collect();
+    if positions.len() < distance as usize {
+        positions = (0..64).collect();
+    }
     positions.shuffle(rng);
     positions[..distance as usize]
         .iter()
@@ -71,6 +73,10 @@ fn lookups_equal_a_linear_scan_at_scale() {
     const PLANTED_QUERIES: usize = 1_500;
     const RANDOM_QUERIES: usize = 500;
     const STORED_QUERIES: usize = 500;
+    let layouts: Vec<BlockLayout> = [4, 10, 16, 20]
+        .into_iter()
+        .map(|tables| BlockLayout::with_tables(K, tables).unwrap())
+        .collect();
 
     let mut rng = SmallRng::seed_from_u64(0x5eed_0001);
     let mut stored: Vec<u64> = Vec::new();
@@ -96,7 +102,7 @@ fn lookups_equal_a_linear_scan_at_scale() {
         for distance in 0..=K + 2 {
             let block = rng.random_range(0..4u32);
             let masks = [
-                bits_in_one_block(&mut rng, block, distance),
+                bits_among(&mut rng, 0xffff << (block * 16), distance),
                 bits_across_blocks(&mut rng, distance),
                 bits_anywhere(&mut rng, distance),
             ];
@@ -107,24 +113,20 @@ fn lookups_equal_a_linear_scan_at_scale() {
                 }
             }
         }
-        // Every fifth query also gets a crowd of neighbours sharing one block with it, so that
-        // its buckets hold many entries, most of them farther than k.
+        // Every fifth query also gets a crowd of neighbours sharing one table's key with it in
+        // each layout, so that its buckets hold many entries, most of them farther than k.
         if q % 5 == 0 {
-            for _ in 0..40 {
-                let keep_block = rng.random_range(0..4u32);
-                let keep_mask = 0xffffu64 << (keep_block * 16);
-                let noise = rng.random::<u64>() & !keep_mask;
-                push(&mut stored, query ^ noise);
+            for layout in &layouts {
+                for _ in 0..10 {
+                    let tables = layout.tables();
+                    let keep = tables[rng.random_range(0..tables.len())].key_mask();
+                    let noise = rng.random::<u64>() & !keep;
+                    push(&mut stored, query ^ noise);
+                }
             }
         }
     }
     assert!(stored.len() >= RANDOM + PLANTED_QUERIES * 13);
-
-    let mut index = PigeonholeIndex::new(K).unwrap();
-    for (position, &value) in stored.iter().enumerate() {
-        assert_eq!(index.insert(Fingerprint(value), position), None);
-    }
-    assert_eq!(index.len(), stored.len());
 
     let mut queries = planted_queries.clone();
     for _ in 0..RANDOM_QUERIES {
@@ -133,124 +135,148 @@ fn lookups_equal_a_linear_scan_at_scale() {
     for _ in 0..STORED_QUERIES {
         queries.push(stored[rng.random_range(0..stored.len())]);
     }
-
-    let mut found_at = [0usize; K as usize + 3];
-    for &query in &queries {
-        let expected = brute_force(&stored, query, K);
-        let actual = index.within(Fingerprint(query));
-        assert_eq!(actual, expected, "query {query:016x}");
-        for &(_, distance) in &actual {
-            found_at[distance as usize] += 1;
-        }
-        // for_each_within visits the same set, each once, with the right distances.
-        let mut visited = Vec::new();
-        index.for_each_within(Fingerprint(query), |fingerprint, distance| {
-            assert_eq!(fingerprint.distance(Fingerprint(query)), distance);
-            visited.push((fingerprint, distance));
-        });
-        visited.sort_unstable_by_key(|&(fingerprint, distance)| (distance, fingerprint));
-        assert_eq!(visited, expected, "for_each_within, query {query:016x}");
-    }
-    // The planted neighbours within k were all found, including those at exactly k; those at
-    // k+1 and k+2 exist in the data but are (rightly) never returned.
-    for distance in 0..=K as usize {
-        assert!(
-            found_at[distance] >= planted_at[distance],
-            "distance {distance}: found {} of {} planted",
-            found_at[distance],
-            planted_at[distance]
-        );
-    }
-    assert!(planted_at[K as usize + 1] > 0 && planted_at[K as usize + 2] > 0);
-    assert_eq!(found_at[K as usize + 1], 0);
-    assert_eq!(found_at[K as usize + 2], 0);
-
-    // Values: each stored fingerprint maps to the position it was inserted with.
-    for _ in 0..2_000 {
-        let position = rng.random_range(0..stored.len());
-        assert_eq!(index.get(Fingerprint(stored[position])), Some(&position));
-    }
-
+    let expected: Vec<_> = queries
+        .iter()
+        .map(|&query| brute_force(&stored, query, K))
+        .collect();
     // Remove a third (including many planted neighbours), then lookups still equal a scan.
-    let mut removed = HashSet::new();
-    for (position, &value) in stored.iter().enumerate() {
-        if position % 3 == 1 {
-            assert_eq!(index.remove(Fingerprint(value)), Some(position));
-            removed.insert(value);
-        }
-    }
-    assert_eq!(index.remove(Fingerprint(stored[1])), None, "removed twice");
+    let removed: HashSet<u64> = stored.iter().skip(1).step_by(3).copied().collect();
     let remaining: Vec<u64> = stored
         .iter()
         .copied()
         .filter(|value| !removed.contains(value))
         .collect();
-    assert_eq!(index.len(), remaining.len());
-    for &query in queries.iter().step_by(3) {
+    let expected_after: Vec<_> = queries
+        .iter()
+        .step_by(3)
+        .map(|&query| brute_force(&remaining, query, K))
+        .collect();
+
+    for layout in layouts {
+        let name = layout.to_string();
+        let mut index = PigeonholeIndex::with_layout(layout);
+        for (position, &value) in stored.iter().enumerate() {
+            assert_eq!(index.insert(Fingerprint(value), position), None);
+        }
+        assert_eq!(index.len(), stored.len());
+
+        let mut found_at = [0usize; K as usize + 3];
+        for (&query, expected) in queries.iter().zip(&expected) {
+            let actual = index.within(Fingerprint(query));
+            assert_eq!(&actual, expected, "{name}: query {query:016x}");
+            for &(_, distance) in &actual {
+                found_at[distance as usize] += 1;
+            }
+            // for_each_within visits the same set, each once, with the right distances.
+            let mut visited = Vec::new();
+            index.for_each_within(Fingerprint(query), |fingerprint, distance| {
+                assert_eq!(fingerprint.distance(Fingerprint(query)), distance);
+                visited.push((fingerprint, distance));
+            });
+            visited.sort_unstable_by_key(|&(fingerprint, distance)| (distance, fingerprint));
+            assert_eq!(
+                &visited, expected,
+                "{name}: for_each_within, query {query:016x}"
+            );
+        }
+        // The planted neighbours within k were all found, including those at exactly k; those
+        // at k+1 and k+2 exist in the data but are (rightly) never returned.
+        for distance in 0..=K as usize {
+            assert!(
+                found_at[distance] >= planted_at[distance],
+                "{name}: distance {distance}: found {} of {} planted",
+                found_at[distance],
+                planted_at[distance]
+            );
+        }
+        assert!(planted_at[K as usize + 1] > 0 && planted_at[K as usize + 2] > 0);
+        assert_eq!(found_at[K as usize + 1], 0, "{name}");
+        assert_eq!(found_at[K as usize + 2], 0, "{name}");
+
+        // Values: each stored fingerprint maps to the position it was inserted with.
+        for _ in 0..2_000 {
+            let position = rng.random_range(0..stored.len());
+            assert_eq!(index.get(Fingerprint(stored[position])), Some(&position));
+        }
+
+        for (position, &value) in stored.iter().enumerate() {
+            if removed.contains(&value) {
+                assert_eq!(index.remove(Fingerprint(value)), Some(position), "{name}");
+            }
+        }
         assert_eq!(
-            index.within(Fingerprint(query)),
-            brute_force(&remaining, query, K),
-            "after removals, query {query:016x}"
+            index.remove(Fingerprint(stored[1])),
+            None,
+            "{name}: removed twice"
         );
-    }
-    for &value in stored.iter().step_by(97) {
-        assert_eq!(
-            index.contains(Fingerprint(value)),
-            !removed.contains(&value)
-        );
+        assert_eq!(index.len(), remaining.len());
+        for (&query, expected) in queries.iter().step_by(3).zip(&expected_after) {
+            assert_eq!(
+                &index.within(Fingerprint(query)),
+                expected,
+                "{name}: after removals, query {query:016x}"
+            );
+        }
+        for &value in stored.iter().step_by(97) {
+            assert_eq!(
+                index.contains(Fingerprint(value)),
+                !removed.contains(&value)
+            );
+        }
+        for (position, &value) in stored.iter().enumerate().step_by(89) {
+            let expected = (!removed.contains(&value)).then_some(&position);
+            assert_eq!(index.get(Fingerprint(value)), expected, "{name}");
+        }
     }
 }
 
-/// Other radii, whose blocks are not all the same width (k = 4: 13,13,13,13,12 bits) or are
-/// wider than 16 bits (sparse tables): neighbours at k and k+1 with bits in one block and
-/// spread out.
+/// Every layout of other radii, whose blocks are not all the same width (k = 4: 13,13,13,13,12
+/// bits) or are wider than 16 bits (sorted buckets): neighbours at k and k+1 with bits in one
+/// block, spread out, and all outside one table's key (so that few tables share a key).
 #[test]
 fn lookups_equal_a_linear_scan_for_other_radii() {
     let mut rng = SmallRng::seed_from_u64(0x5eed_0002);
     for k in [0u32, 1, 2, 4, 5, 7, 15] {
-        let mut index = PigeonholeIndex::new(k).unwrap();
-        let layout = index.layout().clone();
-        let mut stored = Vec::new();
-        let mut seen = HashSet::new();
-        let mut queries = Vec::new();
-        for _ in 0..2_000 {
-            let value = rng.random::<u64>();
-            if seen.insert(value) {
-                stored.push(value);
+        for layout in BlockLayout::choices(k).unwrap() {
+            let name = format!("k={k}, {layout}");
+            let mut stored = Vec::new();
+            let mut seen = HashSet::new();
+            let mut queries = Vec::new();
+            for _ in 0..2_000 {
+                let value = rng.random::<u64>();
+                if seen.insert(value) {
+                    stored.push(value);
+                }
             }
-        }
-        for _ in 0..150 {
-            let query = rng.random::<u64>();
-            queries.push(query);
-            for distance in 0..=(k + 2).min(64) {
-                // All bits inside one block when they fit, else anywhere.
-                let block = layout.blocks()[rng.random_range(0..layout.blocks().len())];
-                let in_block = if distance <= block.width {
-                    let mut positions: Vec<u32> =
-                        (block.shift..block.shift + block.width).collect();
-                    positions.shuffle(&mut rng);
-                    positions[..distance as usize]
-                        .iter()
-                        .fold(0u64, |mask, &bit| mask | (1 << bit))
-                } else {
-                    bits_anywhere(&mut rng, distance)
-                };
-                for mask in [in_block, bits_anywhere(&mut rng, distance)] {
-                    if seen.insert(query ^ mask) {
-                        stored.push(query ^ mask);
+            for _ in 0..150 {
+                let query = rng.random::<u64>();
+                queries.push(query);
+                for distance in 0..=(k + 2).min(64) {
+                    let blocks = layout.blocks();
+                    let block = blocks[rng.random_range(0..blocks.len())];
+                    let in_block =
+                        bits_among(&mut rng, block.key(u64::MAX) << block.shift, distance);
+                    let tables = layout.tables();
+                    let key = tables[rng.random_range(0..tables.len())].key_mask();
+                    let outside_key = bits_among(&mut rng, !key, distance);
+                    for mask in [in_block, outside_key, bits_anywhere(&mut rng, distance)] {
+                        if seen.insert(query ^ mask) {
+                            stored.push(query ^ mask);
+                        }
                     }
                 }
             }
-        }
-        for &value in &stored {
-            index.insert(Fingerprint(value), ());
-        }
-        for &query in &queries {
-            assert_eq!(
-                index.within(Fingerprint(query)),
-                brute_force(&stored, query, k),
-                "k={k}, query {query:016x}"
-            );
+            let mut index = PigeonholeIndex::with_layout(layout);
+            for &value in &stored {
+                index.insert(Fingerprint(value), ());
+            }
+            for &query in &queries {
+                assert_eq!(
+                    index.within(Fingerprint(query)),
+                    brute_force(&stored, query, k),
+                    "{name}, query {query:016x}"
+                );
+            }
         }
     }
 }
@@ -296,10 +322,14 @@ proptest! {
     #[test]
     fn small_sets_agree_with_a_model(
         k in 0u32..=6,
+        layout in any::<prop::sample::Index>(),
         ops in prop::collection::vec(op(), 1..60),
         probes in prop::collection::vec(fingerprint(), 1..12),
     ) {
-        let mut index = PigeonholeIndex::new(k).unwrap();
+        let layouts = BlockLayout::choices(k).unwrap();
+        let layout = layout.get(&layouts).clone();
+        let name = layout.to_string();
+        let mut index = PigeonholeIndex::with_layout(layout);
         let mut model: HashMap<u64, u32> = HashMap::new();
         for op in &ops {
             match *op {
@@ -330,7 +360,7 @@ proptest! {
                 prop_assert_eq!(
                     index.within(Fingerprint(query)),
                     brute_force(&stored, query, k),
-                    "k={}, query {:016x}", k, query
+                    "k={}, {}, query {:016x}", k, name, query
                 );
             }
             for &probe in &probes {

@@ -109,7 +109,8 @@ fn connect(store_arg: &str, config: &DedupConfig) -> RedisStore {
         .with_pending_timeout(Duration::from_secs(2))
 }
 
-/// Places every document in order in an in-memory forest: the sequential run.
+/// Places every document in order in an in-memory forest of `k + 1` tables: the sequential
+/// run.
 fn sequential_roots(config: &DedupConfig, documents: &[Document]) -> Vec<Fingerprint> {
     let mut forest = match config.verifier() {
         Some(verifier) => {
@@ -259,10 +260,18 @@ fn check_invariants(
 #[test]
 fn one_writer_decides_as_the_in_memory_forest() {
     let cluster = RedisCluster::start(3);
-    for mode in [Mode::Default, Mode::Seed] {
+    // The in-memory forest keeps k + 1 tables; the permuted layouts on Redis must find the
+    // same neighbours, so the same decisions.
+    for (mode, tables) in [
+        (Mode::Default, None),
+        (Mode::Seed, None),
+        (Mode::Seed, Some(10)),
+        (Mode::Default, Some(20)),
+    ] {
         cluster.flush_all();
         let config = DedupConfig {
             mode,
+            tables,
             ..Default::default()
         };
         let documents = stream(&config, 150, 6, 7);
@@ -276,7 +285,7 @@ fn one_writer_decides_as_the_in_memory_forest() {
                     .root
             })
             .collect();
-        assert_eq!(got, expected, "{mode:?}");
+        assert_eq!(got, expected, "{mode:?}, {tables:?} tables");
         let acknowledged: Vec<_> = documents
             .iter()
             .map(|d| d.signature.fingerprint)

@@ -8,6 +8,7 @@ use clap::{Args, ValueEnum};
 use serde_json::{Value, json};
 use tantivy_dedup::bench::{self, engine, http};
 use tantivy_dedup::engine::DedupSearcher;
+use tantivy_dedup::index::BlockLayout;
 use tantivy_dedup::text::Fingerprinter;
 use tantivy_dedup::{DedupConfig, Mode};
 
@@ -17,7 +18,7 @@ use super::ConfigArgs;
 enum Part {
     /// Fingerprinting throughput on one core over the news corpus.
     Fingerprint,
-    /// Lookup latency, linear-scan ratio and memory at each --sizes.
+    /// Lookup latency, linear-scan ratio and memory at each --sizes (for each --tables).
     Lookup,
     /// `dedup` end to end on the labeled set.
     Dedup,
@@ -55,6 +56,11 @@ pub struct BenchArgs {
         default_value = "1000000,10000000,50000000"
     )]
     sizes: Vec<usize>,
+    /// Table counts of the layouts the lookup benchmark measures, comma-separated (for k = 3:
+    /// 4, 10, 16, 20, 35 or 56; see docs/tables.md) [default: the k + 1 tables of the default
+    /// layout]
+    #[arg(long, value_delimiter = ',', value_name = "N")]
+    tables: Vec<usize>,
     /// Lookups timed at each size
     #[arg(long, default_value_t = 100_000)]
     queries: usize,
@@ -117,6 +123,8 @@ pub struct LookupArgs {
     scans: usize,
     #[arg(long, default_value_t = 3)]
     max_distance: u32,
+    #[arg(long)]
+    tables: Option<usize>,
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
@@ -141,23 +149,35 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     }
     if wants(Part::Lookup) {
         let exe = std::env::current_exe().context("finding this program to re-run it")?;
+        let layouts = match args.tables.as_slice() {
+            [] => vec![BlockLayout::new(config.max_distance)?],
+            counts => counts
+                .iter()
+                .map(|&tables| BlockLayout::with_tables(config.max_distance, tables))
+                .collect::<Result<_, _>>()?,
+        };
         let mut sizes = Vec::new();
-        for &stored in &args.sizes {
-            eprintln!("bench: lookup at {stored} stored fingerprints (fresh process)");
-            let output = Command::new(&exe)
-                .args(["bench-lookup", "--stored", &stored.to_string()])
-                .args(["--queries", &args.queries.to_string()])
-                .args(["--scans", &args.scans.to_string()])
-                .args(["--max-distance", &config.max_distance.to_string()])
-                .output()
-                .context("running the lookup benchmark")?;
-            if !output.status.success() {
-                bail!(
-                    "lookup benchmark at {stored} failed: {}",
-                    String::from_utf8_lossy(&output.stderr)
+        for layout in &layouts {
+            for &stored in &args.sizes {
+                eprintln!(
+                    "bench: lookup at {stored} stored fingerprints, {layout} (fresh process)"
                 );
+                let output = Command::new(&exe)
+                    .args(["bench-lookup", "--stored", &stored.to_string()])
+                    .args(["--queries", &args.queries.to_string()])
+                    .args(["--scans", &args.scans.to_string()])
+                    .args(["--max-distance", &config.max_distance.to_string()])
+                    .args(["--tables", &layout.table_count().to_string()])
+                    .output()
+                    .context("running the lookup benchmark")?;
+                if !output.status.success() {
+                    bail!(
+                        "lookup benchmark at {stored} failed: {}",
+                        String::from_utf8_lossy(&output.stderr)
+                    );
+                }
+                sizes.push(serde_json::from_slice::<Value>(&output.stdout)?);
             }
-            sizes.push(serde_json::from_slice::<Value>(&output.stdout)?);
         }
         report.insert("lookup".into(), Value::Array(sizes));
     }
@@ -275,7 +295,11 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub fn run_lookup(args: LookupArgs) -> anyhow::Result<ExitCode> {
-    let figures = bench::lookup(args.stored, args.queries, args.scans, args.max_distance)?;
+    let layout = match args.tables {
+        Some(tables) => BlockLayout::with_tables(args.max_distance, tables)?,
+        None => BlockLayout::new(args.max_distance)?,
+    };
+    let figures = bench::lookup(args.stored, args.queries, args.scans, layout)?;
     println!("{}", serde_json::to_string(&figures)?);
     Ok(ExitCode::SUCCESS)
 }

@@ -733,9 +733,11 @@ pub fn stored_settings(dir: &Path) -> Result<Config> {
 fn check_compatible(stored: &Config, requested: &Config) -> Result<()> {
     let mut stored_dedup = stored.dedup.clone();
     stored_dedup.window = requested.dedup.window;
+    // The tables are rebuilt on open and find the same neighbours whatever their layout.
+    stored_dedup.tables = requested.dedup.tables;
     if stored_dedup != requested.dedup {
         return Err(Error::Config(format!(
-            "the index was created with other [dedup] settings; only `window` may change.\n\
+            "the index was created with other [dedup] settings; only `window` and `tables` may change.\n\
              index:     {}\nrequested: {}",
             toml::to_string(&stored.dedup)
                 .unwrap_or_default()

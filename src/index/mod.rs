@@ -1,26 +1,31 @@
 //! The pigeonhole index: every stored fingerprint within Hamming distance `k` of a query, found
-//! by probing `k + 1` exact-match tables instead of scanning everything.
+//! by probing a few exact-match tables instead of scanning everything.
 //!
 //! Two fingerprints within distance `k` differ in at most `k` bits, so of `k + 1` disjoint blocks
 //! at least one holds no differing bit: the two agree exactly on that block. Table `t` files each
 //! fingerprint under its block `t`; a lookup reads one bucket per table and checks the Hamming
 //! distance of what it finds there. With 16-bit blocks (k = 3) a bucket holds about `n / 65,536`
-//! fingerprints, so a lookup at 50 million reads some 3,000 instead of 50 million.
+//! fingerprints, so a lookup at 50 million reads some 3,000 instead of 50 million. Other
+//! layouts ([`BlockLayout::with_tables`]) key more tables by wider sets of bits, trading memory
+//! for fewer fingerprints read.
 
 mod layout;
 mod remainders;
 pub mod scan;
 mod table;
 
-pub use layout::{Block, BlockLayout, MAX_DISTANCE};
+pub use layout::{Block, BlockLayout, MAX_DISTANCE, MAX_TABLES, TableKey};
 
 use crate::{Error, Fingerprint};
-use layout::DENSE_BLOCK_BITS;
-use remainders::{Encoded, Remainders};
+use remainders::{Encoded, Remainders, RunSearch};
 pub(crate) use table::push_compact;
-use table::{Bucket, Table, shrink_compact};
+use table::{Addressing, Bucket, Table, insert_compact};
 
-/// The first table's buckets: fingerprints and, in step with them, each one's value.
+/// Tables whose buckets a lookup finds before it scans any (so that their cache misses
+/// overlap): all of them for every default layout.
+const PROBES: usize = MAX_DISTANCE as usize + 1;
+
+/// Table 0's buckets: fingerprints and, in step with them, each one's value.
 struct Entries<V> {
     remainders: Remainders,
     values: Vec<V>,
@@ -36,8 +41,48 @@ impl<V> Default for Entries<V> {
 }
 
 impl<V> Bucket for Entries<V> {
-    fn is_empty(&self) -> bool {
-        self.remainders.is_empty()
+    type Removed = V;
+
+    fn remainders(&self) -> &Remainders {
+        &self.remainders
+    }
+
+    fn remainders_mut(&mut self) -> &mut Remainders {
+        &mut self.remainders
+    }
+
+    fn remove(&mut self, position: usize, keep_order: bool) -> V {
+        self.remainders.remove(position, keep_order);
+        table::remove_compact(&mut self.values, position, keep_order)
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.remainders.heap_bytes() + self.values.capacity() * std::mem::size_of::<V>()
+    }
+}
+
+/// One table's part of a lookup: the bucket, and the query's value and key there.
+#[derive(Clone, Copy)]
+struct Probe<'a> {
+    addressing: Addressing,
+    bucket: &'a Remainders,
+    stored: u64,
+    key: u64,
+}
+
+impl<'a> Probe<'a> {
+    /// Where `x` is filed in `table`, keyed by `table_key`.
+    #[inline(always)]
+    fn new<B: Bucket>(table: &'a Table<B>, table_key: &TableKey, x: u64) -> Self {
+        let addressing = table.addressing();
+        let key = table_key.key(x);
+        let address = addressing.address(key, table_key.remainder(x));
+        Probe {
+            addressing,
+            bucket: table.bucket(address.bucket).remainders(),
+            stored: address.stored,
+            key,
+        }
     }
 }
 
@@ -45,16 +90,18 @@ impl<V> Bucket for Entries<V> {
 /// `k` of this one?" exactly.
 ///
 /// Invariants: each fingerprint is stored at most once; every table holds the same set of
-/// fingerprints, each under the key of its own block and as the remainder of the other bits;
-/// the first table also holds each fingerprint's value; a lookup visits each stored fingerprint
-/// within `k` exactly once and nothing farther.
+/// fingerprints, each under its key in that table (see [`BlockLayout`]) and as the remainder of
+/// the other bits; the values are kept in step with table 0, bucket by bucket and position by
+/// position; a lookup visits each stored fingerprint within `k` exactly once and nothing
+/// farther.
 ///
 /// With k = 3 a stored fingerprint costs 6 bytes in each of the 4 tables plus
-/// `size_of::<V>()`, plus the few percent of slack that buckets keep for growth.
+/// `size_of::<V>()`, plus the few percent of slack that buckets keep for growth; every table of
+/// the other layouts costs 6 bytes a fingerprint too.
 ///
 /// ```
 /// use tantivy_dedup::Fingerprint;
-/// use tantivy_dedup::index::PigeonholeIndex;
+/// use tantivy_dedup::index::{BlockLayout, PigeonholeIndex};
 ///
 /// let mut index = PigeonholeIndex::new(3).unwrap();
 /// index.insert(Fingerprint(0b1111), "four bits");
@@ -67,38 +114,45 @@ impl<V> Bucket for Entries<V> {
 /// index.for_each_within(Fingerprint(0b0111), |fingerprint, distance| found.push((fingerprint, distance)));
 /// assert_eq!(found, vec![(Fingerprint(0b1111), 1)]);
 /// assert_eq!(index.get(Fingerprint(0b1111)), Some(&"four bits"));
+///
+/// // Ten tables with 25- and 26-bit keys find the same.
+/// let mut wider = PigeonholeIndex::with_layout(BlockLayout::with_tables(3, 10).unwrap());
+/// wider.insert(Fingerprint(0b1111), "four bits");
+/// assert_eq!(wider.within(Fingerprint(0b0111)), vec![(Fingerprint(0b1111), 1)]);
 /// ```
 pub struct PigeonholeIndex<V> {
     layout: BlockLayout,
-    /// Keyed by block 0; holds the values.
+    /// Table 0; its buckets also hold the values.
     primary: Table<Entries<V>>,
-    /// Keyed by blocks 1..=k, in order.
+    /// Tables 1 and on, in order.
     secondary: Vec<Table<Remainders>>,
-    /// Whether remainders are wider than 48 bits (blocks narrower than 16, k > 3).
-    wide: bool,
+    /// Whether some table's buckets are sorted (keys wider than the bucket numbers).
+    sorted: bool,
     len: usize,
 }
 
 impl<V> PigeonholeIndex<V> {
-    /// An empty index for Hamming radius `max_distance` (`k`, 0 to [`MAX_DISTANCE`]).
+    /// An empty index for Hamming radius `max_distance` (`k`, 0 to [`MAX_DISTANCE`]) with the
+    /// default layout.
     pub fn new(max_distance: u32) -> Result<Self, Error> {
         Ok(Self::with_layout(BlockLayout::new(max_distance)?))
     }
 
     /// An empty index over the given layout.
     pub fn with_layout(layout: BlockLayout) -> Self {
-        let blocks = layout.blocks();
-        let primary = Table::new(blocks[0].width, DENSE_BLOCK_BITS);
-        let secondary = blocks[1..]
+        let keys = layout.tables();
+        let primary = Table::new(keys[0].key_bits());
+        let secondary: Vec<Table<Remainders>> = keys[1..]
             .iter()
-            .map(|block| Table::new(block.width, DENSE_BLOCK_BITS))
+            .map(|key| Table::new(key.key_bits()))
             .collect();
-        let wide = blocks.iter().any(|block| block.width < 16);
+        let sorted = primary.addressing().sorted()
+            || secondary.iter().any(|table| table.addressing().sorted());
         PigeonholeIndex {
             layout,
             primary,
             secondary,
-            wide,
+            sorted,
             len: 0,
         }
     }
@@ -123,26 +177,50 @@ impl<V> PigeonholeIndex<V> {
         self.len == 0
     }
 
-    /// Where exactly this fingerprint sits in the first table: its bucket key and position.
+    /// How table `number` files fingerprints.
     #[inline]
-    fn locate(&self, fingerprint: Fingerprint) -> Option<(u64, usize)> {
-        let block = self.layout.blocks()[0];
-        let key = block.key(fingerprint.0);
-        let encoded = Encoded::new(block.remainder(fingerprint.0));
-        let position = self.primary.get(key)?.remainders.position(encoded)?;
-        Some((key, position))
+    fn addressing(&self, number: usize) -> Addressing {
+        match number {
+            0 => self.primary.addressing(),
+            _ => self.secondary[number - 1].addressing(),
+        }
+    }
+
+    /// The fingerprints of bucket `bucket` of table `number`.
+    #[inline]
+    fn remainders(&self, number: usize, bucket: usize) -> &Remainders {
+        match number {
+            0 => self.primary.bucket(bucket).remainders(),
+            _ => self.secondary[number - 1].bucket(bucket),
+        }
+    }
+
+    /// Where `fingerprint` is filed in table `number`.
+    #[inline]
+    fn address(&self, number: usize, fingerprint: u64) -> table::Address {
+        let key = &self.layout.tables()[number];
+        self.addressing(number)
+            .address(key.key(fingerprint), key.remainder(fingerprint))
+    }
+
+    /// Where exactly this fingerprint sits in table 0: its bucket and position.
+    #[inline]
+    fn locate(&self, fingerprint: Fingerprint) -> Option<(usize, usize)> {
+        let address = self.address(0, fingerprint.0);
+        let position = self.primary.find(address)?;
+        Some((address.bucket, position))
     }
 
     /// The value stored for exactly this fingerprint.
     pub fn get(&self, fingerprint: Fingerprint) -> Option<&V> {
-        let (key, position) = self.locate(fingerprint)?;
-        self.primary.get(key)?.values.get(position)
+        let (bucket, position) = self.locate(fingerprint)?;
+        self.primary.bucket(bucket).values.get(position)
     }
 
     /// The value stored for exactly this fingerprint, to change in place.
     pub fn get_mut(&mut self, fingerprint: Fingerprint) -> Option<&mut V> {
-        let (key, position) = self.locate(fingerprint)?;
-        self.primary.get_mut(key)?.values.get_mut(position)
+        let (bucket, position) = self.locate(fingerprint)?;
+        self.primary.bucket_mut(bucket).values.get_mut(position)
     }
 
     /// Whether exactly this fingerprint is stored.
@@ -155,17 +233,13 @@ impl<V> PigeonholeIndex<V> {
         if let Some(slot) = self.get_mut(fingerprint) {
             return Some(std::mem::replace(slot, value));
         }
+        let address = self.address(0, fingerprint.0);
+        let position = self.primary.insert(address);
+        let values = &mut self.primary.bucket_mut(address.bucket).values;
+        insert_compact(values, position, value);
         let x = fingerprint.0;
-        let blocks = self.layout.blocks();
-        let entries = self.primary.bucket_mut(blocks[0].key(x));
-        entries
-            .remainders
-            .push(Encoded::new(blocks[0].remainder(x)), self.wide);
-        push_compact(&mut entries.values, value);
-        for (block, table) in blocks[1..].iter().zip(&mut self.secondary) {
-            table
-                .bucket_mut(block.key(x))
-                .push(Encoded::new(block.remainder(x)), self.wide);
+        for (table, key) in self.secondary.iter_mut().zip(&self.layout.tables()[1..]) {
+            table.insert(table.addressing().address(key.key(x), key.remainder(x)));
         }
         self.len += 1;
         None
@@ -174,24 +248,14 @@ impl<V> PigeonholeIndex<V> {
     /// Removes `fingerprint`; gives back its value if it was stored. A bucket left with a
     /// quarter of its room unused gives the memory back.
     pub fn remove(&mut self, fingerprint: Fingerprint) -> Option<V> {
-        let (key, position) = self.locate(fingerprint)?;
-        let entries = self.primary.get_mut(key)?;
-        entries.remainders.swap_remove(position);
-        let value = entries.values.swap_remove(position);
-        entries.remainders.shrink();
-        shrink_compact(&mut entries.values);
-        self.primary.forget_if_empty(key);
+        let (bucket, position) = self.locate(fingerprint)?;
+        let value = self.primary.remove(bucket, position);
         let x = fingerprint.0;
-        for (block, table) in self.layout.blocks()[1..].iter().zip(&mut self.secondary) {
-            let key = block.key(x);
-            let encoded = Encoded::new(block.remainder(x));
-            if let Some(bucket) = table.get_mut(key)
-                && let Some(position) = bucket.position(encoded)
-            {
-                bucket.swap_remove(position);
-                bucket.shrink();
+        for (table, key) in self.secondary.iter_mut().zip(&self.layout.tables()[1..]) {
+            let address = table.addressing().address(key.key(x), key.remainder(x));
+            if let Some(position) = table.find(address) {
+                table.remove(address.bucket, position);
             }
-            table.forget_if_empty(key);
         }
         self.len -= 1;
         Some(value)
@@ -201,48 +265,94 @@ impl<V> PigeonholeIndex<V> {
     /// of `query` (the query itself included, at distance 0, if stored). The order is
     /// unspecified but deterministic for a given sequence of inserts and removals.
     #[inline]
-    pub fn for_each_within(&self, query: Fingerprint, mut visit: impl FnMut(Fingerprint, u32)) {
-        const NO_BUCKET: Option<&Remainders> = None;
+    pub fn for_each_within(&self, query: Fingerprint, visit: impl FnMut(Fingerprint, u32)) {
+        // Two copies, so that the default layouts' lookups carry no code for sorted buckets.
+        if self.sorted {
+            self.lookup::<true>(query, visit);
+        } else {
+            self.lookup::<false>(query, visit);
+        }
+    }
+
+    /// [`for_each_within`](Self::for_each_within), for an index with sorted buckets or without.
+    #[inline]
+    fn lookup<const SORTED: bool>(
+        &self,
+        query: Fingerprint,
+        mut visit: impl FnMut(Fingerprint, u32),
+    ) {
         let x = query.0;
         let k = self.max_distance();
-        let blocks = self.layout.blocks();
-        // Find every bucket first: the loads of the k + 1 bucket headers, and of the first
-        // sketch of each bucket, do not depend on each other, so their cache misses overlap
-        // instead of following one another.
-        let mut buckets = [NO_BUCKET; MAX_DISTANCE as usize + 1];
-        buckets[0] = self
-            .primary
-            .get(blocks[0].key(x))
-            .map(|entries| &entries.remainders);
-        for (slot, (table, block)) in buckets[1..]
-            .iter_mut()
-            .zip(self.secondary.iter().zip(&blocks[1..]))
-        {
-            *slot = table.get(block.key(x));
-        }
-        let buckets = &buckets[..blocks.len()];
-        let touched = buckets
-            .iter()
-            .flatten()
-            .filter(|bucket| bucket.len() > 0)
-            .fold(0u32, |acc, bucket| acc ^ bucket.get(0).remainder() as u32);
-        std::hint::black_box(touched);
+        let keys = self.layout.tables();
+        for first in (0..keys.len()).step_by(PROBES) {
+            let numbers = first..keys.len().min(first + PROBES);
+            // Find every bucket, then every run of the query's key, before scanning any: the
+            // loads of the bucket headers, of the sketch a search or a scan reads first, and of
+            // each later step of the searches, do not depend on those of the other tables, so
+            // their cache misses overlap instead of following one another.
+            let mut probes = [None; PROBES];
+            for (probe, number) in probes.iter_mut().zip(numbers.clone()) {
+                *probe = Some(match number {
+                    0 => Probe::new(&self.primary, &keys[0], x),
+                    _ => Probe::new(&self.secondary[number - 1], &keys[number], x),
+                });
+            }
+            let probes = &probes[..numbers.len()];
+            let touched = probes
+                .iter()
+                .flatten()
+                .map(|probe| {
+                    let position = match SORTED {
+                        true => probe.addressing.first_read(probe.bucket),
+                        false => 0,
+                    };
+                    (probe.bucket, position)
+                })
+                .filter(|&(bucket, position)| position < bucket.len())
+                .fold(0u32, |acc, (bucket, position)| {
+                    acc ^ bucket.get(position).value() as u32
+                });
+            std::hint::black_box(touched);
 
-        for (table_number, (bucket, block)) in buckets.iter().zip(blocks).enumerate() {
-            let Some(bucket) = bucket else { continue };
-            let key = block.key(x);
-            let query_remainder = Encoded::new(block.remainder(x));
-            bucket.for_each_within(query_remainder, k, |position, distance| {
-                let y = block.restore(key, bucket.get(position).remainder());
-                // A fingerprint that also agrees on an earlier block was visited from that
-                // block's table already.
-                if !blocks[..table_number]
-                    .iter()
-                    .any(|earlier| earlier.key(x) == earlier.key(y))
-                {
-                    visit(Fingerprint(y), distance);
+            let mut scan = |number: usize, probe: &Probe, run| {
+                let table_key = &keys[number];
+                let query = Encoded::new(probe.stored);
+                probe
+                    .bucket
+                    .for_each_within(run, query, k, |position, distance| {
+                        let stored = probe.bucket.get(position).value();
+                        let y = table_key.restore(probe.key, probe.addressing.remainder_of(stored));
+                        // A fingerprint that also has the query's key in an earlier table was
+                        // visited from that table already.
+                        if !keys[..number]
+                            .iter()
+                            .any(|earlier| earlier.key(x) == earlier.key(y))
+                        {
+                            visit(Fingerprint(y), distance);
+                        }
+                    });
+            };
+            if SORTED {
+                let mut searches = [RunSearch::default(); PROBES];
+                for (search, probe) in searches.iter_mut().zip(probes.iter().flatten()) {
+                    *search = probe.addressing.search(probe.bucket, probe.stored);
                 }
-            });
+                let mut searching = true;
+                while searching {
+                    searching = false;
+                    for (search, probe) in searches.iter_mut().zip(probes.iter().flatten()) {
+                        searching |= search.step(probe.bucket);
+                    }
+                }
+                for ((probe, search), number) in probes.iter().flatten().zip(&searches).zip(numbers)
+                {
+                    scan(number, probe, search.run(probe.bucket));
+                }
+            } else {
+                for (probe, number) in probes.iter().flatten().zip(numbers) {
+                    scan(number, probe, 0..probe.bucket.len());
+                }
+            }
         }
     }
 
@@ -256,66 +366,41 @@ impl<V> PigeonholeIndex<V> {
         found
     }
 
-    /// How many stored fingerprints a lookup of `query` compares against (the sizes of the
-    /// buckets it reads): the work a lookup does, for capacity planning.
+    /// How many stored fingerprints a lookup of `query` compares against (the fingerprints
+    /// filed under its key in each table): the work a lookup does, for capacity planning.
     pub fn candidates(&self, query: Fingerprint) -> usize {
-        let x = query.0;
-        let blocks = self.layout.blocks();
-        let primary = self
-            .primary
-            .get(blocks[0].key(x))
-            .map_or(0, |entries| entries.remainders.len());
-        let secondary: usize = self
-            .secondary
-            .iter()
-            .zip(&blocks[1..])
-            .map(|(table, block)| table.get(block.key(x)).map_or(0, Remainders::len))
-            .sum();
-        primary + secondary
+        (0..self.layout.table_count())
+            .map(|number| {
+                let address = self.address(number, query.0);
+                let bucket = self.remainders(number, address.bucket);
+                self.addressing(number).run(bucket, address.stored).len()
+            })
+            .sum()
     }
 
     /// Every stored fingerprint with its value, in storage order.
     pub fn iter(&self) -> impl Iterator<Item = (Fingerprint, &V)> + '_ {
-        let block = self.layout.blocks()[0];
-        self.primary.buckets().flat_map(move |(key, entries)| {
-            entries
-                .values
-                .iter()
-                .enumerate()
-                .map(move |(position, value)| {
-                    let remainder = entries.remainders.get(position).remainder();
-                    (Fingerprint(block.restore(key, remainder)), value)
-                })
-        })
+        let (addressing, key) = (self.primary.addressing(), &self.layout.tables()[0]);
+        self.primary
+            .buckets()
+            .iter()
+            .enumerate()
+            .flat_map(move |(number, entries)| {
+                entries
+                    .values
+                    .iter()
+                    .enumerate()
+                    .map(move |(position, value)| {
+                        let stored = entries.remainders.get(position).value();
+                        let (table_key, remainder) = addressing.key_and_remainder(number, stored);
+                        (Fingerprint(key.restore(table_key, remainder)), value)
+                    })
+            })
     }
 
     /// Heap bytes held by the tables (allocated capacity, not only what is in use).
     pub fn heap_bytes(&self) -> usize {
-        let value_size = std::mem::size_of::<V>();
-        let primary: usize = self
-            .primary
-            .buckets()
-            .map(|(_, entries)| {
-                entries.remainders.heap_bytes() + entries.values.capacity() * value_size
-            })
-            .sum();
-        let secondary: usize = self
-            .secondary
-            .iter()
-            .map(|table| {
-                table
-                    .buckets()
-                    .map(|(_, bucket)| bucket.heap_bytes())
-                    .sum::<usize>()
-            })
-            .sum();
-        let headers: usize = self.primary.header_bytes()
-            + self
-                .secondary
-                .iter()
-                .map(Table::header_bytes)
-                .sum::<usize>();
-        primary + secondary + headers
+        self.primary.heap_bytes() + self.secondary.iter().map(Table::heap_bytes).sum::<usize>()
     }
 }
 
@@ -336,18 +421,23 @@ mod tests {
     #[test]
     fn finds_exactly_k_and_not_k_plus_one() {
         for k in [0, 1, 2, 3, 5] {
-            let mut index = PigeonholeIndex::new(k).unwrap();
-            let query = 0x0123_4567_89ab_cdefu64;
-            // Flip bits spread over all blocks so that no single block holds them all.
-            let at_k = (0..k).fold(query, |f, i| f ^ (1 << (i * 13 % 64)));
-            let at_k_plus_1 = at_k ^ (1 << 63);
-            index.insert(Fingerprint(at_k), ());
-            index.insert(Fingerprint(at_k_plus_1), ());
-            assert_eq!(
-                index.within(Fingerprint(query)),
-                brute_force(&[at_k, at_k_plus_1], query, k),
-                "k={k}"
-            );
+            for layout in BlockLayout::choices(k).unwrap() {
+                let name = format!("k={k}, {layout}");
+                let mut index = PigeonholeIndex::with_layout(layout);
+                let query = 0x0123_4567_89ab_cdefu64;
+                // Flip bits spread over all blocks so that no single block holds them all.
+                let at_k = (0..k).fold(query, |f, i| f ^ (1 << (i * 13 % 64)));
+                let at_k_plus_1 = at_k ^ (1 << 63);
+                index.insert(Fingerprint(at_k), ());
+                index.insert(Fingerprint(at_k_plus_1), ());
+                assert_eq!(
+                    index.within(Fingerprint(query)),
+                    brute_force(&[at_k, at_k_plus_1], query, k),
+                    "{name}"
+                );
+                assert_eq!(index.remove(Fingerprint(at_k)), Some(()), "{name}");
+                assert!(index.within(Fingerprint(query)).is_empty(), "{name}");
+            }
         }
     }
 
@@ -365,11 +455,64 @@ mod tests {
     }
 
     #[test]
-    fn sparse_tables_forget_empty_buckets() {
-        let mut index = PigeonholeIndex::new(1).unwrap(); // two 32-bit blocks: hash-mapped
-        index.insert(Fingerprint(u64::MAX), ());
-        index.remove(Fingerprint(u64::MAX));
+    fn wide_keys_share_buckets_in_sorted_runs() {
+        // Two 32-bit blocks, whose low 16 bits number a bucket. In table 0 the fingerprints
+        // share one bucket, each under its own key; in table 1 all have key 0.
+        let mut index = PigeonholeIndex::new(1).unwrap();
+        let same_bucket: Vec<u64> = (0..200u64).map(|i| (i << 16) | 0xabcd).rev().collect();
+        for (value, &fingerprint) in same_bucket.iter().enumerate() {
+            index.insert(Fingerprint(fingerprint), value);
+        }
+        for (value, &fingerprint) in same_bucket.iter().enumerate() {
+            assert_eq!(index.get(Fingerprint(fingerprint)), Some(&value));
+            assert_eq!(index.candidates(Fingerprint(fingerprint)), 1 + 200);
+        }
+        let mut listed: Vec<u64> = index.iter().map(|(fingerprint, _)| fingerprint.0).collect();
+        listed.sort_unstable();
+        let mut expected = same_bucket.clone();
+        expected.sort_unstable();
+        assert_eq!(listed, expected);
+        for &fingerprint in &same_bucket {
+            index.remove(Fingerprint(fingerprint));
+        }
         assert_eq!(index.candidates(Fingerprint(u64::MAX)), 0);
         assert!(index.iter().next().is_none());
+        assert!(index.is_empty());
+    }
+
+    #[test]
+    fn the_highest_key_of_a_sorted_bucket_is_found() {
+        // Keys wider than 16 bits sort their buckets by the bits above; all ones is the last
+        // run of its bucket (k = 0: one 64-bit key; k = 1: two of 32 bits; and so on).
+        let top = u64::MAX;
+        let stored = [
+            top,
+            top ^ 1 << 40,
+            top ^ 1 << 3,
+            top ^ 0b11,
+            top ^ 0b111 << 20,
+        ];
+        for k in 0..=3 {
+            for layout in BlockLayout::choices(k).unwrap() {
+                let name = format!("k={k}, {layout}");
+                let mut index = PigeonholeIndex::with_layout(layout);
+                for fingerprint in stored {
+                    index.insert(Fingerprint(fingerprint), ());
+                }
+                for query in stored {
+                    let expected = brute_force(&stored, query, k);
+                    assert_eq!(index.within(Fingerprint(query)), expected, "{name}");
+                }
+                assert_eq!(index.remove(Fingerprint(top)), Some(()), "{name}");
+                assert!(!index.contains(Fingerprint(top)), "{name}");
+            }
+        }
+        // Two 32-bit keys: in table 0, top and top ^ 1 << 40 share the key of all ones; in
+        // table 1, top, top ^ 1 << 3 and top ^ 0b11 do.
+        let mut index = PigeonholeIndex::new(1).unwrap();
+        for fingerprint in &stored[..4] {
+            index.insert(Fingerprint(*fingerprint), ());
+        }
+        assert_eq!(index.candidates(Fingerprint(top)), 2 + 3);
     }
 }

@@ -439,7 +439,8 @@ impl Waiting {
             }
         }
         std::thread::sleep(self.pause);
-        self.pause = (self.pause * 2).min(Duration::from_millis(20));
+        // A neighbour mid-insert settles within a few round trips: look again soon.
+        self.pause = (self.pause * 2).min(Duration::from_millis(2));
         false
     }
 }

@@ -231,6 +231,9 @@ impl RedisStore {
             .build()
             .map_err(|error| StoreError::Config(format!("cannot start a runtime: {error}")))?;
         let client = redis::cluster::ClusterClient::builder(address.nodes.clone())
+            // Each step waits for its replies before the next is sent: Nagle's algorithm would
+            // hold small requests back for the previous reply's acknowledgement.
+            .tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true))
             .connection_timeout(Duration::from_secs(2))
             .response_timeout(Duration::from_secs(2))
             // The client's own defaults retry a dead node for minutes; the caller retries
@@ -240,7 +243,8 @@ impl RedisStore {
             .max_retry_wait(300)
             .build()?;
         let connection = runtime.block_on(client.get_async_connection())?;
-        let layout = BlockLayout::new(config.max_distance)
+        let layout = config
+            .layout()
             .map_err(|error| StoreError::Config(error.to_string()))?;
         let mut store = RedisStore {
             runtime,
