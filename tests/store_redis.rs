@@ -129,6 +129,18 @@ fn sequential_roots(config: &DedupConfig, documents: &[Document]) -> Vec<Fingerp
         .collect()
 }
 
+/// Places every document in order through one writer; gives the roots answered.
+fn place_all(store: &mut RedisStore, documents: &[Document]) -> Vec<Fingerprint> {
+    documents
+        .iter()
+        .map(|document| {
+            place(store, &document.signature, document.time, new_token())
+                .unwrap()
+                .root
+        })
+        .collect()
+}
+
 /// Places a document, retrying (same token, so a half-done attempt is resumed) while the
 /// cluster refuses; gives the root and how many attempts failed.
 fn place_until_acknowledged(store: &mut RedisStore, document: &Document) -> (Fingerprint, u32) {
@@ -277,14 +289,7 @@ fn one_writer_decides_as_the_in_memory_forest() {
         let documents = stream(&config, 150, 6, 7);
         let expected = sequential_roots(&config, &documents);
         let mut store = connect(&cluster.store_arg(), &config);
-        let got: Vec<Fingerprint> = documents
-            .iter()
-            .map(|document| {
-                place(&mut store, &document.signature, document.time, new_token())
-                    .unwrap()
-                    .root
-            })
-            .collect();
+        let got = place_all(&mut store, &documents);
         assert_eq!(got, expected, "{mode:?}, {tables:?} tables");
         let acknowledged: Vec<_> = documents
             .iter()
@@ -310,23 +315,18 @@ fn expiry_matches_the_in_memory_forest_and_the_sweep_deletes_old_nodes() {
     }
     let expected = sequential_roots(&config, &documents);
     let mut store = connect(&cluster.store_arg(), &config);
-    let got: Vec<Fingerprint> = documents
-        .iter()
-        .map(|document| {
-            place(&mut store, &document.signature, document.time, new_token())
-                .unwrap()
-                .root
-        })
-        .collect();
+    let got = place_all(&mut store, &documents);
     assert_eq!(got, expected);
-    let restarts = expected
-        .iter()
-        .zip(&documents)
-        .filter(|(root, document)| **root == document.signature.fingerprint)
-        .count();
+    // Stories whose copies ended in more than one cluster: split by expiry, since no other
+    // story is near them.
+    let mut story_roots: HashMap<usize, HashSet<Fingerprint>> = HashMap::new();
+    for (document, root) in documents.iter().zip(&got) {
+        story_roots.entry(document.story).or_default().insert(*root);
+    }
+    let restarted = story_roots.values().filter(|roots| roots.len() > 1).count();
     assert!(
-        restarts > 200,
-        "only {restarts} clusters started: expiry was not exercised"
+        restarted > 50,
+        "only {restarted} stories restarted: expiry was not exercised"
     );
     // Whatever is left is within the window plus the sweep's grace and hour partitions.
     let newest = documents.last().map_or(T0, |document| document.time);
