@@ -1,7 +1,8 @@
 //! The forest on a real 3-node Redis Cluster: one writer equals the in-memory forest; eight
 //! concurrent writers (with bursts of identical and near-identical documents released at one
 //! instant) keep SPEC §1's invariants and split no story the sequential run keeps whole; a node
-//! killed and restarted during ingest loses no acknowledged insert.
+//! killed and restarted during ingest loses no acknowledged insert; processes (`dedup`, `ingest`,
+//! `serve`) share the forest through the command line.
 
 #[path = "support/redis_cluster.rs"]
 mod redis_cluster;
@@ -644,4 +645,170 @@ fn processes_share_the_forest_through_the_command_line() {
     assert!(!refused.status.success());
     let message = String::from_utf8_lossy(&refused.stderr);
     assert!(message.contains("expected redis://HOST:PORT"), "{message}");
+}
+
+/// A `tantivy-dedup serve --store` process on its own index, killed when dropped.
+struct Served {
+    child: std::process::Child,
+    base: String,
+    agent: ureq::Agent,
+}
+
+impl Served {
+    /// Starts `serve` on a fresh index in `dir`, sharing the forest at `store_arg`; waits
+    /// until it listens.
+    fn start(dir: &std::path::Path, store_arg: &str) -> Served {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tantivy-dedup"))
+            .args(["serve", "--addr", "127.0.0.1:0", "--commit-delay", "20ms"])
+            .args(["--store", store_arg, "--index"])
+            .arg(dir.join("index"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::fs::File::create(dir.join("serve.log")).unwrap())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = std::io::BufReader::new(stdout).lines();
+        let base = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find_map(|line| Some(line.strip_prefix("listening on ")?.trim().to_owned()));
+        let Some(base) = base else {
+            let _ = child.kill();
+            panic!(
+                "serve stopped before listening:\n{}",
+                std::fs::read_to_string(dir.join("serve.log")).unwrap_or_default()
+            );
+        };
+        // Keep reading stdout so that the server never writes into a closed pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(60)))
+            .build()
+            .into();
+        Served { child, base, agent }
+    }
+
+    /// POSTs `documents` as one batch; the answered root of each, in order.
+    fn post(&self, documents: &[serde_json::Value]) -> Vec<String> {
+        let body = serde_json::Value::Array(documents.to_vec()).to_string();
+        let mut response = self
+            .agent
+            .post(format!("{}/v1/documents", self.base))
+            .header("content-type", "application/json")
+            .send(body.as_str())
+            .unwrap();
+        let text = response.body_mut().read_to_string().unwrap();
+        assert_eq!(response.status().as_u16(), 200, "{text}");
+        let answer: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(answer["indexed"], documents.len(), "{text}");
+        answer["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|result| result["root"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    /// The root and the cluster size (in this server's shard) of document `id`.
+    fn cluster_of(&self, id: &str) -> (String, u64) {
+        let mut response = self
+            .agent
+            .get(format!("{}/v1/documents/{id}", self.base))
+            .call()
+            .unwrap();
+        let text = response.body_mut().read_to_string().unwrap();
+        assert_eq!(response.status().as_u16(), 200, "{text}");
+        let page: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let cluster = &page["cluster"];
+        (
+            cluster["root"].as_str().unwrap().to_owned(),
+            cluster["size"].as_u64().unwrap(),
+        )
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn two_servers_share_the_forest_over_http() {
+    const STORIES: usize = 24;
+    let cluster = RedisCluster::start(3);
+    let store = cluster.store_arg();
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let servers: Vec<Served> = dirs
+        .iter()
+        .map(|dir| Served::start(dir.path(), &store))
+        .collect();
+    let log = std::fs::read_to_string(dirs[0].path().join("serve.log")).unwrap();
+    assert!(log.contains("forest on Redis"), "{log}");
+
+    // Each server gets one batch per round holding a repost of every story; both batches of a
+    // round are released at one instant, so each story's copies race across the servers.
+    let mut rng = SmallRng::seed_from_u64(43);
+    let bases: Vec<String> = (0..STORIES).map(|_| story(&mut rng)).collect();
+    let rounds = 3;
+    let barrier = Barrier::new(servers.len());
+    let answers: Vec<Vec<(String, String)>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = servers
+            .iter()
+            .enumerate()
+            .map(|(number, server)| {
+                let (bases, barrier) = (&bases, &barrier);
+                scope.spawn(move || {
+                    let mut answered = Vec::new();
+                    for round in 0..rounds {
+                        let batch: Vec<(String, serde_json::Value)> = bases
+                            .iter()
+                            .enumerate()
+                            .map(|(story, base)| {
+                                let id = format!("s{number}-{story}-{round}");
+                                let document = serde_json::json!({
+                                    "id": id,
+                                    "content": variant(base, number * rounds + round),
+                                    "published_at": "2026-11-01T08:00:00Z",
+                                });
+                                (id, document)
+                            })
+                            .collect();
+                        let documents: Vec<_> = batch.iter().map(|(_, d)| d.clone()).collect();
+                        barrier.wait();
+                        let roots = server.post(&documents);
+                        answered.extend(batch.into_iter().map(|(id, _)| id).zip(roots));
+                    }
+                    answered
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+
+    // One root per story, whichever server answered; each shard shows it on every copy it
+    // holds, with the copies it holds counted.
+    let mut roots: HashMap<String, HashSet<String>> = HashMap::new();
+    for answered in &answers {
+        for (id, root) in answered {
+            let story = id.split('-').nth(1).unwrap().to_owned();
+            roots.entry(story).or_default().insert(root.clone());
+        }
+    }
+    assert_eq!(roots.len(), STORIES);
+    for (story, story_roots) in &roots {
+        assert_eq!(
+            story_roots.len(),
+            1,
+            "story {story} has roots {story_roots:?}"
+        );
+    }
+    for (server, answered) in servers.iter().zip(&answers) {
+        for (id, root) in answered {
+            assert_eq!(server.cluster_of(id), (root.clone(), rounds as u64), "{id}");
+        }
+    }
 }

@@ -15,7 +15,8 @@ use serde::Serialize;
 use crate::article::{Article, ArticleError};
 use crate::config::DedupConfig;
 use crate::dedup::Deduplicator;
-use crate::index::{BlockLayout, PigeonholeIndex};
+use crate::forest::Forest;
+use crate::index::BlockLayout;
 use crate::input::{Lines, open};
 use crate::text::Fingerprinter;
 use crate::{Error, Fingerprint, Result};
@@ -138,7 +139,7 @@ impl PlantedFingerprints {
     }
 }
 
-/// Lookups in an index of `stored` fingerprints, against a linear scan of the same set.
+/// Lookups in a forest of `stored` fingerprints, against a linear scan of the same set.
 #[derive(Debug, Clone, Serialize)]
 pub struct LookupReport {
     /// Fingerprints stored.
@@ -149,7 +150,7 @@ pub struct LookupReport {
     pub tables: usize,
     /// The layout: blocks, and the bits of a key.
     pub layout: String,
-    /// Inserts per second while building the index (each one a lookup and an insert).
+    /// Inserts per second while building the forest (each one a lookup and a placement).
     pub inserts_per_second: f64,
     /// Lookups timed.
     pub queries: usize,
@@ -165,7 +166,7 @@ pub struct LookupReport {
     pub linear_scan_ns: f64,
     /// `linear_scan_ns / mean_ns`.
     pub speedup: f64,
-    /// Resident memory added by building the index, per fingerprint (Linux only).
+    /// Resident memory added by building the forest, per fingerprint (Linux only).
     pub rss_bytes_per_fingerprint: Option<f64>,
     /// Heap the index reports holding, per fingerprint.
     pub heap_bytes_per_fingerprint: f64,
@@ -182,13 +183,9 @@ pub fn resident_bytes() -> Option<u64> {
     Some(kilobytes * 1024)
 }
 
-/// The forest's 16-byte node, as the index's value (the forest keeps its nodes in table 0).
-type NodeSized = [u64; 2];
-
-/// Builds the forest's index over `layout` with `stored` fingerprints (1% planted
-/// near-duplicates; each insert first looks its fingerprint up, as the forest does), then
-/// times `queries` lookups and `scans` linear scans. The forest would add its placement work
-/// and an 8-byte expiry entry a node.
+/// Builds a forest over `layout` with `stored` fingerprints (1% planted near-duplicates, seed
+/// mode: all at one time, nothing expires), then times `queries` lookups and `scans` linear
+/// scans.
 pub fn lookup(
     stored: usize,
     queries: usize,
@@ -199,13 +196,11 @@ pub fn lookup(
     let (tables, description) = (layout.table_count(), layout.to_string());
     let mut stream = PlantedFingerprints::new(0x5eed, 0.01, max_distance);
     let before = resident_bytes();
-    let mut index = PigeonholeIndex::<NodeSized>::with_layout(layout);
+    let mut forest = Forest::with_layout(layout, 7 * 86_400)?;
     let start = Instant::now();
-    for number in 0..stored {
+    for _ in 0..stored {
         let fingerprint = stream.next_fingerprint();
-        let mut near = 0u64;
-        index.for_each_within(fingerprint, |_, _| near += 1);
-        index.insert(fingerprint, [number as u64, near]);
+        forest.insert(fingerprint, 0);
     }
     let build_seconds = start.elapsed().as_secs_f64();
     let query_set: Vec<Fingerprint> = (0..queries).map(|_| stream.query()).collect();
@@ -214,7 +209,7 @@ pub fn lookup(
         (Some(before), Some(after)) => Some(after.saturating_sub(before) as f64 / stored as f64),
         _ => None,
     };
-    let heap = index.heap_bytes() as f64 / stored as f64;
+    let heap = forest.stats().heap_bytes as f64 / stored as f64;
 
     let mut times = Vec::with_capacity(queries);
     let mut candidates = 0usize;
@@ -222,12 +217,12 @@ pub fn lookup(
     for &query in &query_set {
         let start = Instant::now();
         let mut found = 0usize;
-        index.for_each_within(query, |_, _| found += 1);
+        forest.for_each_within(query, |_, _| found += 1);
         times.push(start.elapsed().as_nanos() as f64);
         found_by_lookup.push(std::hint::black_box(found));
-        candidates += index.candidates(query);
+        candidates += forest.candidates(query);
     }
-    let flat: Vec<u64> = index.iter().map(|(fingerprint, _)| fingerprint.0).collect();
+    let flat: Vec<u64> = forest.fingerprints().map(|f| f.0).collect();
     let scans = scans.clamp(1, queries.max(1));
     let start = Instant::now();
     for query in query_set.iter().take(scans) {
@@ -249,7 +244,7 @@ pub fn lookup(
         .take(scans);
     let agrees = with_neighbours.chain(without).all(|(&query, _)| {
         let mut by_lookup = Vec::new();
-        index.for_each_within(query, |fingerprint, _| by_lookup.push(fingerprint.0));
+        forest.for_each_within(query, |fingerprint, _| by_lookup.push(fingerprint.0));
         by_lookup.sort_unstable();
         let mut by_scan: Vec<u64> = flat
             .iter()

@@ -16,7 +16,7 @@ use super::{ConfigArgs, StoreArgs};
 #[derive(Args)]
 pub struct ServeArgs {
     /// Index directory; created with the settings of --config (or the defaults) when it does
-    /// not hold an index yet, reopened (its forest replayed) when it does
+    /// not hold an index yet, reopened when it does (its forest replayed from it, unless --store)
     #[arg(long, value_name = "DIR")]
     index: PathBuf,
     /// Address to listen on; port 0 picks a free port [default: server.addr of --config, else
@@ -85,9 +85,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let config = args.config.load_if_given()?;
     let server_config = args.server_config(config.as_ref());
     server_config.validate()?;
-    tracing::info!(index = %args.index.display(), "opening the index (replaying its forest)");
-    let index =
-        DedupIndex::open_or_create_with_store(&args.index, config, args.store.address()?.as_ref())?;
+    let store = args.store.address()?;
+    let forest = match &store {
+        Some(address) => format!("forest on Redis at {}", address.nodes.join(",")),
+        None => "replaying its forest".to_string(),
+    };
+    tracing::info!(index = %args.index.display(), "opening the index ({forest})");
+    let index = DedupIndex::open_or_create_with_store(&args.index, config, store.as_ref())?;
     let recovery = index.recovery();
     tracing::info!(
         replayed = recovery.replayed,

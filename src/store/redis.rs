@@ -19,7 +19,7 @@
 //!
 //! The store is synchronous (the forest's writer is one thread); each call runs on the
 //! store's own single-threaded tokio runtime and connection, and the operations of one step
-//! of the protocol go out together (a [`Batch`]: sent at once, each to its key's node).
+//! of the protocol go out together (a `Batch`: sent at once, each to its key's node).
 
 use std::time::Duration;
 
