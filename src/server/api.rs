@@ -580,7 +580,9 @@ pub struct StatsResponse {
     pub uptime_seconds: u64,
 }
 
-/// The forest's size.
+/// The forest's size. With a shared store (`serve --store`), this process's own share: the
+/// nodes it created and the clusters it started since it started (the shared forest's totals
+/// would need a scan of the cluster).
 #[derive(Debug, Serialize)]
 pub struct ForestSize {
     /// Distinct fingerprints in the window.

@@ -108,12 +108,12 @@ impl Metrics {
             forest_nodes: gauge(
                 &mut registry,
                 "forest_nodes",
-                "Distinct fingerprints in the window (after the last commit)",
+                "Distinct fingerprints in the window (after the last commit; with --store, those this process created)",
             ),
             forest_roots: gauge(
                 &mut registry,
                 "forest_roots",
-                "Clusters in the window (after the last commit)",
+                "Clusters in the window (after the last commit; with --store, those this process started)",
             ),
             index_documents: gauge(
                 &mut registry,

@@ -224,7 +224,8 @@ pub trait ForestStore {
     /// Takes one document off a node's count (after a delete); `false` if it had none.
     fn remove_document(&mut self, fingerprint: Fingerprint) -> Result<bool, StoreError>;
 
-    /// Node and root counts, as far as the store knows them cheaply.
+    /// Node and root counts, as far as the store knows them cheaply: the whole forest in
+    /// memory; on a shared store, what this writer created, started and swept.
     fn stats(&self) -> ForestStats;
 }
 
