@@ -690,8 +690,8 @@ impl Served {
         Served { child, base, agent }
     }
 
-    /// POSTs `documents` as one batch; the answered root of each, in order.
-    fn post(&self, documents: &[serde_json::Value]) -> Vec<String> {
+    /// POSTs `documents` as one batch: the status and the answer.
+    fn try_post(&self, documents: &[serde_json::Value]) -> (u16, serde_json::Value) {
         let body = serde_json::Value::Array(documents.to_vec()).to_string();
         let mut response = self
             .agent
@@ -700,8 +700,15 @@ impl Served {
             .send(body.as_str())
             .unwrap();
         let text = response.body_mut().read_to_string().unwrap();
-        assert_eq!(response.status().as_u16(), 200, "{text}");
-        let answer: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let answer = serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}"));
+        (response.status().as_u16(), answer)
+    }
+
+    /// POSTs `documents` as one batch; the answered root of each, in order.
+    fn post(&self, documents: &[serde_json::Value]) -> Vec<String> {
+        let (status, answer) = self.try_post(documents);
+        let text = answer.to_string();
+        assert_eq!(status, 200, "{text}");
         assert_eq!(answer["indexed"], documents.len(), "{text}");
         answer["results"]
             .as_array()
@@ -709,6 +716,12 @@ impl Served {
             .iter()
             .map(|result| result["root"].as_str().unwrap().to_owned())
             .collect()
+    }
+
+    /// The status of `GET path`.
+    fn status(&self, path: &str) -> u16 {
+        let response = self.agent.get(format!("{}{path}", self.base)).call();
+        response.unwrap().status().as_u16()
     }
 
     /// The root and the cluster size (in this server's shard) of document `id`.
@@ -810,5 +823,44 @@ fn two_servers_share_the_forest_over_http() {
         for (id, root) in answered {
             assert_eq!(server.cluster_of(id), (root.clone(), rounds as u64), "{id}");
         }
+    }
+}
+
+#[test]
+fn a_store_outage_fails_only_the_requests_it_meets() {
+    let mut cluster = RedisCluster::start(3);
+    let dir = tempfile::tempdir().unwrap();
+    let server = Served::start(dir.path(), &cluster.store_arg());
+    let mut rng = SmallRng::seed_from_u64(47);
+    let bases: Vec<String> = (0..6).map(|_| story(&mut rng)).collect();
+    let batch = |copy: usize| -> Vec<serde_json::Value> {
+        bases
+            .iter()
+            .enumerate()
+            .map(|(story, base)| {
+                serde_json::json!({
+                    "id": format!("{story}-{copy}"),
+                    "content": variant(base, copy),
+                    "published_at": "2026-11-01T08:00:00Z",
+                })
+            })
+            .collect()
+    };
+    let first = server.post(&batch(0));
+
+    // A master down: the request that needs it is refused as retryable, and nothing else.
+    cluster.stop_node(0);
+    let (status, answer) = server.try_post(&batch(1));
+    assert_eq!(status, 503, "{answer}");
+    assert_eq!(answer["error"]["code"], "store_unavailable", "{answer}");
+    assert_eq!(server.status("/healthz"), 200);
+    assert_eq!(server.cluster_of("0-0").0, first[0]);
+
+    // Back up: the same request, sent again, goes through and joins the first batch's stories.
+    cluster.restart_node(0);
+    let second = server.post(&batch(1));
+    assert_eq!(second, first);
+    for (story, root) in first.iter().enumerate() {
+        assert_eq!(server.cluster_of(&format!("{story}-1")), (root.clone(), 2));
     }
 }

@@ -77,6 +77,9 @@ impl From<WriteError> for ApiError {
                 ApiError::unavailable("queue_full", error.to_string(), 1)
             }
             WriteError::Stopping => ApiError::unavailable("stopping", error.to_string(), 5),
+            WriteError::StoreUnavailable(_) => {
+                ApiError::unavailable("store_unavailable", error.to_string(), 1)
+            }
             // Not worth retrying: the server needs a restart.
             WriteError::Failed(_) => {
                 ApiError::internal(error.to_string()).with_code("writer_failed")

@@ -66,6 +66,11 @@ pub enum WriteError {
     /// (which reopens the index at its last commit).
     #[error("the index writer failed and takes no writes until the server restarts: {0}")]
     Failed(String),
+    /// The shared forest's store (`--store`) failed; the writer goes on. Documents of the
+    /// request placed before the failure are indexed; the rest are not: re-sending the request
+    /// is safe (the placed ones are unchanged re-sends, which change nothing).
+    #[error("the shared forest's store failed, so the request was not completed; retry it: {0}")]
+    StoreUnavailable(String),
 }
 
 /// The writer's state as handlers see it.
@@ -416,7 +421,7 @@ impl Writer {
                     // the commit of other requests: the batch is answered as failed, and a
                     // retry of it is then a no-op for them.
                     Err(error) => {
-                        let _ = reply.send(Err(self.fail(error.to_string())));
+                        let _ = reply.send(Err(self.fail_unless_store(error)));
                     }
                 }
             }
@@ -433,7 +438,7 @@ impl Writer {
                 match self.index.delete(&id) {
                     Ok(deleted) => self.waiting.push(Waiting::Delete(reply, deleted)),
                     Err(error) => {
-                        let _ = reply.send(Err(self.fail(error.to_string())));
+                        let _ = reply.send(Err(self.fail_unless_store(error)));
                     }
                 }
             }
@@ -450,6 +455,20 @@ impl Writer {
             format!("{message}; restart the server to reopen the index at its last commit");
         self.shared.set(State::Failed(message.clone()));
         WriteError::Failed(message)
+    }
+
+    /// The answer to a write that failed: a shared store's failure fails only that request,
+    /// because the store keeps its own consistency (an unsettled insert is abandoned) and there
+    /// is no in-memory forest to fall out of step with the index; anything else stops the
+    /// writer ([`fail`](Self::fail)).
+    fn fail_unless_store(&mut self, error: crate::Error) -> WriteError {
+        match error {
+            crate::Error::Store(error) => {
+                tracing::warn!(%error, "shared store failed; the request is answered 503");
+                WriteError::StoreUnavailable(error.to_string())
+            }
+            error => self.fail(error.to_string()),
+        }
     }
 
     /// When the next commit may be made.
