@@ -142,8 +142,9 @@ fn place_all(store: &mut RedisStore, documents: &[Document]) -> Vec<Fingerprint>
         .collect()
 }
 
-/// Places a document, retrying (same token, so a half-done attempt is resumed) while the
-/// cluster refuses; gives the root and how many attempts failed.
+/// Places a document, retrying while the cluster refuses (under the same token, so that a
+/// pending node the failed attempt could not give up is resumed); gives the root and how many
+/// attempts failed.
 fn place_until_acknowledged(store: &mut RedisStore, document: &Document) -> (Fingerprint, u32) {
     let token = new_token();
     let mut failures = 0;
@@ -298,6 +299,20 @@ fn one_writer_decides_as_the_in_memory_forest() {
             .zip(got)
             .collect();
         check_invariants(&mut store, &config, &acknowledged, Timestamp::MIN);
+
+        // One family of bucket keys a table of the configured layout, each key as wide as
+        // its table's.
+        let layout = config.layout().unwrap();
+        let mut tables_seen = HashSet::new();
+        for key in cluster.keys("td:b*") {
+            let (table, bucket) = key["td:b".len()..].split_once(':').unwrap();
+            let table: usize = table.parse().unwrap();
+            let bucket = u64::from_str_radix(bucket, 16).unwrap();
+            assert!(bucket < 1 << layout.tables()[table].key_bits(), "{key}");
+            tables_seen.insert(table);
+        }
+        let all: HashSet<usize> = (0..layout.table_count()).collect();
+        assert_eq!(tables_seen, all, "{tables:?} tables");
     }
 }
 

@@ -317,10 +317,8 @@ impl RedisStore {
     /// The bucket keys of a fingerprint, one a table.
     fn bucket_keys(&self, fingerprint: Fingerprint) -> Vec<String> {
         self.layout
-            .blocks()
-            .iter()
-            .enumerate()
-            .map(|(table, block)| format!("{}b{table}:{:x}", self.prefix, block.key(fingerprint.0)))
+            .bucket_keys(fingerprint.0)
+            .map(|(table, key)| format!("{}b{table}:{key:x}", self.prefix))
             .collect()
     }
 
@@ -364,16 +362,14 @@ impl RedisStore {
         redis::from_redis_value(Value::Array(kept)).map_err(parsing)
     }
 
-    /// Every node this store's prefix holds, read with SCAN on every master: for tests and
-    /// diagnostics (it reads the whole forest).
+    /// Every node this store's prefix holds, read with KEYS on every master: for tests and
+    /// diagnostics (it reads the whole forest, and KEYS blocks each master while it runs).
     pub fn dump(&mut self) -> Result<Vec<StoredNode>, StoreError> {
         let pattern = format!("{}n:*", self.prefix);
-        let mut keys: Vec<String> = Vec::new();
         let mut command = redis::cmd("KEYS");
         command.arg(&pattern);
         // KEYS is routed to every master by the cluster client and the answers concatenated.
-        let found: Vec<String> = self.run(command)?;
-        keys.extend(found);
+        let keys: Vec<String> = self.run(command)?;
         let mut nodes = Vec::with_capacity(keys.len());
         for chunk in keys.chunks(512) {
             let mut batch = Batch::default();
@@ -664,6 +660,16 @@ fn eval_with(script: &str, key: &str, args: &[String]) -> Cmd {
 }
 
 /// A fingerprint written as a signed decimal (`''` for none).
+/// A number field `name` of `node`'s record.
+fn parse_number<T: std::str::FromStr>(
+    node: Fingerprint,
+    name: &str,
+    text: &str,
+) -> Result<T, StoreError> {
+    text.parse()
+        .map_err(|_| StoreError::Inconsistent(format!("{node}'s field {name} holds {text:?}")))
+}
+
 fn parse_fingerprint(text: &str) -> Result<Option<Fingerprint>, StoreError> {
     if text.is_empty() {
         return Ok(None);
@@ -815,13 +821,12 @@ impl ForestStore for RedisStore {
         let mut increment = redis::cmd("INCR");
         increment.arg(self.key("ticket"));
         let ticket: u64 = self.run(increment)?;
-        let recorded: i64 = self.run(eval_with(
+        // Not recorded (0): a neighbour abandoned this insert; `settle` will fail and retry it.
+        let _recorded: i64 = self.run(eval_with(
             SET_TICKET,
             &self.node_key(fingerprint),
             &[(token as i64).to_string(), ticket.to_string()],
         ))?;
-        // Not recorded: a neighbour abandoned this insert; `settle` will fail and retry it.
-        let _ = recorded;
         Ok(ticket)
     }
 
@@ -908,8 +913,11 @@ impl ForestStore for RedisStore {
             }
             let state = match field(0) {
                 Some(owner) => EdgeState::Pending {
-                    ticket: field(1).and_then(|ticket| ticket.parse().ok()),
-                    owner: owner.parse::<i64>().unwrap_or_default() as u64,
+                    // No ticket yet: still publishing.
+                    ticket: field(1)
+                        .map(|ticket| parse_number(node, "q", &ticket))
+                        .transpose()?,
+                    owner: parse_number::<i64>(node, "o", &owner)? as u64,
                 },
                 None => EdgeState::Settled {
                     root: parse_fingerprint(&field(3).unwrap_or_default())?.unwrap_or(node),
@@ -937,7 +945,8 @@ impl ForestStore for RedisStore {
         let cutoff = self.cutoff();
         replies
             .chunks(2)
-            .map(|pair| {
+            .zip(roots)
+            .map(|(pair, &root)| {
                 let record: Vec<Option<String>> =
                     redis::from_redis_value(pair[0].clone()).map_err(parsing)?;
                 let children: u64 = redis::from_redis_value(pair[1].clone()).map_err(parsing)?;
@@ -946,9 +955,16 @@ impl ForestStore for RedisStore {
                 let live = field(3)
                     .and_then(|seen| seen.parse::<Timestamp>().ok())
                     .is_some_and(|seen| seen >= cutoff);
-                Ok((is_settled_root && live).then(|| RootRank {
+                if !(is_settled_root && live) {
+                    return Ok(None);
+                }
+                // A settled root always has its ticket: settle writes it.
+                let ticket = field(2).ok_or_else(|| {
+                    StoreError::Inconsistent(format!("root {root} has no ticket"))
+                })?;
+                Ok(Some(RootRank {
                     children: children.min(u64::from(u32::MAX)) as u32,
-                    sequence: field(2).and_then(|ticket| ticket.parse().ok()).unwrap_or(0),
+                    sequence: parse_number(root, "q", &ticket)?,
                 }))
             })
             .collect()

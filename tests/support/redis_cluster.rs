@@ -173,6 +173,16 @@ impl RedisCluster {
             .sum()
     }
 
+    /// The keys matching `pattern` on every running node (`KEYS`: for small test data only).
+    pub fn keys(&self, pattern: &str) -> Vec<String> {
+        self.running()
+            .flat_map(|(i, node)| {
+                node.query::<Vec<String>>(redis::cmd("KEYS").arg(pattern))
+                    .unwrap_or_else(|e| panic!("KEYS on node {i}: {e}"))
+            })
+            .collect()
+    }
+
     /// Deletes every key on every node (`FLUSHALL` acts on one node only in a cluster).
     ///
     /// Panics if a node is stopped: its keys would come back with it.
