@@ -18,10 +18,11 @@ use std::time::Instant;
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
+use tantivy_dedup::bench::percentile;
 use tantivy_dedup::dedup::Signer;
 use tantivy_dedup::forest::{Signature, Timestamp};
 use tantivy_dedup::store::redis::{RedisAddress, RedisStore};
-use tantivy_dedup::store::{ForestStore, new_token, place};
+use tantivy_dedup::store::{ForestStore, StoreError, new_token, place};
 use tantivy_dedup::{Article, DedupConfig, Forest, Mode};
 
 const T0: Timestamp = 1_750_000_000;
@@ -108,10 +109,6 @@ fn signatures(config: &DedupConfig, count: usize) -> Vec<Signature> {
     out
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
-}
-
 /// `used_memory` summed over the cluster's masters.
 fn used_memory(address: &RedisAddress) -> Result<u64, Box<dyn std::error::Error>> {
     let mut total = 0;
@@ -122,7 +119,7 @@ fn used_memory(address: &RedisAddress) -> Result<u64, Box<dyn std::error::Error>
             .lines()
             .find_map(|line| line.strip_prefix("used_memory:"))
             .and_then(|value| value.trim().parse::<u64>().ok())
-            .unwrap_or(0);
+            .ok_or_else(|| format!("no used_memory in INFO memory of {node}"))?;
     }
     Ok(total)
 }
@@ -132,19 +129,19 @@ fn scan_latencies(
     store: &mut dyn ForestStore,
     signatures: &[Signature],
     queries: usize,
-) -> Vec<f64> {
-    let mut latencies: Vec<f64> = signatures
+) -> Result<Vec<f64>, StoreError> {
+    let mut latencies = signatures
         .iter()
         .take(queries)
         .map(|signature| {
             let start = Instant::now();
-            let edges = store.edges(signature.fingerprint, signature.sketch.as_ref());
-            std::hint::black_box(edges.ok());
-            start.elapsed().as_secs_f64() * 1e3
+            let edges = store.edges(signature.fingerprint, signature.sketch.as_ref())?;
+            std::hint::black_box(edges);
+            Ok(start.elapsed().as_secs_f64() * 1e3)
         })
-        .collect();
+        .collect::<Result<Vec<f64>, StoreError>>()?;
     latencies.sort_by(f64::total_cmp);
-    latencies
+    Ok(latencies)
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -172,7 +169,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         forest.insert(signature.clone(), T0 + i as Timestamp / 100);
     }
     let memory_rate = signatures.len() as f64 / start.elapsed().as_secs_f64();
-    let latencies = scan_latencies(&mut forest, &signatures, 5_000);
+    let latencies = scan_latencies(&mut forest, &signatures, 5_000)?;
     println!(
         "in memory: {memory_rate:.0} inserts/s (one writer), scan p50 {:.4} ms p99 {:.4} ms, {} nodes",
         percentile(&latencies, 0.5),
@@ -210,7 +207,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let after = used_memory(&address)?;
     let mut store = RedisStore::connect(&address, &config)?;
     let nodes = store.dump()?.len();
-    let latencies = scan_latencies(&mut store, &signatures, 5_000);
+    let latencies = scan_latencies(&mut store, &signatures, 5_000)?;
     println!(
         "redis cluster: {redis_rate:.0} inserts/s ({} writers), scan p50 {:.3} ms p99 {:.3} ms, {nodes} nodes, {:.0} bytes per fingerprint (used_memory {} -> {} bytes)",
         options.writers,

@@ -103,21 +103,23 @@ impl Deduplicator {
         }
     }
 
+    /// The store inserts go to, to read from.
+    fn store_ref(&self) -> &dyn ForestStore {
+        match &self.shared {
+            Some(shared) => shared.as_ref(),
+            None => &self.forest,
+        }
+    }
+
     /// Node and root counts of the store in use (for a shared store: what this process
     /// settled and swept).
     pub fn stats(&self) -> ForestStats {
-        match &self.shared {
-            Some(shared) => shared.stats(),
-            None => self.forest.stats(),
-        }
+        self.store_ref().stats()
     }
 
     /// The newest event time seen.
     pub fn newest_time(&self) -> Option<Timestamp> {
-        match &self.shared {
-            Some(shared) => shared.newest_time(),
-            None => self.forest.newest_time(),
-        }
+        self.store_ref().newest_time()
     }
 
     /// Takes one document off the count of its node (after a delete).
@@ -135,7 +137,7 @@ impl Deduplicator {
         &self.forest
     }
 
-    /// The forest, for callers that rebuild or prune it (the index's recovery and deletes).
+    /// The in-memory forest, for callers that rebuild it (the index's recovery).
     pub fn forest_mut(&mut self) -> &mut Forest {
         &mut self.forest
     }

@@ -57,8 +57,8 @@ pub struct BenchArgs {
     )]
     sizes: Vec<usize>,
     /// Table counts of the layouts the lookup benchmark measures, comma-separated (for k = 3:
-    /// 4, 10, 16, 20, 35 or 56; see docs/tables.md) [default: the k + 1 tables of the default
-    /// layout]
+    /// 4, 10, 16, 20, 35 or 56; see docs/tables.md) [default: `[dedup] tables` of --config, else
+    /// the k + 1 tables of the default layout]
     #[arg(long, value_delimiter = ',', value_name = "N")]
     tables: Vec<usize>,
     /// Lookups timed at each size
@@ -150,7 +150,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     if wants(Part::Lookup) {
         let exe = std::env::current_exe().context("finding this program to re-run it")?;
         let layouts = match args.tables.as_slice() {
-            [] => vec![BlockLayout::new(config.max_distance)?],
+            [] => vec![config.layout()?],
             counts => counts
                 .iter()
                 .map(|&tables| BlockLayout::with_tables(config.max_distance, tables))

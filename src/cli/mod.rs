@@ -85,7 +85,6 @@ enum Command {
     BenchLookup(bench::LookupArgs),
 }
 
-/// Where the dedup settings come from: a TOML file, then flags over it.
 /// Where the forest lives: in memory (the default), or on a Redis Cluster shared by several
 /// processes.
 #[derive(Args)]
@@ -109,6 +108,7 @@ impl StoreArgs {
     }
 }
 
+/// Where the dedup settings come from: a TOML file, then flags over it.
 #[derive(Args)]
 struct ConfigArgs {
     /// Settings file such as schema/news.toml ([dedup], [fields.*], [index], [server]) [default:

@@ -49,6 +49,28 @@ struct InsertEvent {
     root: Option<Fingerprint>,
 }
 
+/// One past the largest sequence number of a live insert (what [`replay`] gives), read
+/// without decoding anything else.
+fn next_sequence(searcher: &Searcher) -> tantivy::Result<u64> {
+    let mut next = 0;
+    for segment in searcher.segment_readers() {
+        let fast = segment.fast_fields();
+        let (sequences, simhashes, times) = (
+            fast.u64(SEQUENCE)?,
+            fast.u64(SIMHASH)?,
+            fast.i64(EVENT_TIME)?,
+        );
+        for doc in segment.doc_ids_alive() {
+            if let (Some(sequence), Some(_), Some(_)) =
+                (sequences.first(doc), simhashes.first(doc), times.first(doc))
+            {
+                next = next.max(sequence + 1);
+            }
+        }
+    }
+    Ok(next)
+}
+
 /// Replays every insert the index remembers into `forest` (which must be empty), and returns
 /// what it did with the next free sequence number. Without a forest (the forest is shared and
 /// already holds them) only the sequence number is read.
@@ -57,6 +79,13 @@ pub fn replay(
     forest: Option<&mut Forest>,
 ) -> tantivy::Result<(RecoveryReport, u64)> {
     let started = Instant::now();
+    let Some(forest) = forest else {
+        let report = RecoveryReport {
+            elapsed: started.elapsed(),
+            ..RecoveryReport::default()
+        };
+        return Ok((report, next_sequence(searcher)?));
+    };
     let mut events = Vec::with_capacity(searcher.num_docs() as usize);
     for segment in searcher.segment_readers() {
         let fast = segment.fast_fields();
@@ -87,10 +116,6 @@ pub fn replay(
     events.sort_unstable_by_key(|event| event.sequence);
     let mut report = RecoveryReport::default();
     let next_sequence = events.last().map_or(0, |event| event.sequence + 1);
-    let Some(forest) = forest else {
-        report.elapsed = started.elapsed();
-        return Ok((report, next_sequence));
-    };
     for event in &mut events {
         let signature = Signature {
             fingerprint: event.simhash,

@@ -273,7 +273,9 @@ impl DedupIndex {
         store: Option<&RedisAddress>,
     ) -> Result<Self> {
         if !dir.join("meta.json").exists() {
-            create_files(dir, &config.clone().unwrap_or_default())?;
+            let config = config.unwrap_or_default();
+            create_files(dir, &config)?;
+            return Self::open_with(dir, config, store);
         }
         let stored = stored_settings(dir)?;
         let config = match config {
@@ -532,7 +534,6 @@ impl DedupIndex {
             return Ok(false);
         };
         self.remove(id, &live.insert)?;
-        self.uncommitted.insert(id.to_owned(), None);
         Ok(true)
     }
 
@@ -544,12 +545,15 @@ impl DedupIndex {
         }
     }
 
-    /// Deletes the live document `id` and leaves a tombstone of its insert in its place.
+    /// Deletes the live document `id` and leaves a tombstone of its insert in its place. The
+    /// forest goes first: a shared store's failure then leaves nothing done, and once it is
+    /// done `id` is recorded as gone, so that a retry never takes the document off twice.
     fn remove(&mut self, id: &str, insert: &Insert) -> Result<()> {
+        self.dedup.remove_document(insert.simhash)?;
+        self.uncommitted.insert(id.to_owned(), None);
         self.writer
             .delete_term(Term::from_field_text(self.fields.id, id));
         self.add_tombstone(insert)?;
-        self.dedup.remove_document(insert.simhash)?;
         Ok(())
     }
 

@@ -70,8 +70,8 @@ fn low_mask(bits: u32) -> u64 {
     1u64.checked_shl(bits).map_or(u64::MAX, |bit| bit - 1)
 }
 
-/// The most runs a key or a remainder of any layout on offer has (the test
-/// `every_layout_keeps_its_promises` builds them all; four is the most they need).
+/// Room for the runs of a key or a remainder (the test `every_layout_keeps_its_promises` builds
+/// every layout on offer: they need at most four; the rest is headroom).
 const MAX_RUNS: usize = 6;
 
 /// `width` bits at `shift` of a fingerprint, packed at `offset` of a key or remainder.
@@ -347,7 +347,8 @@ impl BlockLayout {
         Ok(choices)
     }
 
-    /// The layout of `shape` (whose table count the caller checked).
+    /// The layout that cuts the bits as `cuts` says; callers drop those over `MAX_TABLES` or
+    /// `MAX_KEY_BITS`.
     fn build(max_distance: u32, cuts: Vec<u32>) -> Self {
         let blocks = split(u64::MAX, cuts[0])
             .into_iter()

@@ -3,8 +3,8 @@
 //!
 //! Two fingerprints within distance `k` differ in at most `k` bits, so of `k + 1` disjoint blocks
 //! at least one holds no differing bit: the two agree exactly on that block. Table `t` files each
-//! fingerprint under its block `t`; a lookup reads one bucket per table and checks the Hamming
-//! distance of what it finds there. With 16-bit blocks (k = 3) a bucket holds about `n / 65,536`
+//! fingerprint under its key (in the default layout, its block `t`); a lookup reads one bucket
+//! per table and checks the Hamming distance of what it finds there. With 16-bit blocks (k = 3) a bucket holds about `n / 65,536`
 //! fingerprints, so a lookup at 50 million reads some 3,000 instead of 50 million. Other
 //! layouts ([`BlockLayout::with_tables`]) key more tables by wider sets of bits, trading memory
 //! for fewer fingerprints read.

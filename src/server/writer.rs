@@ -67,8 +67,9 @@ pub enum WriteError {
     #[error("the index writer failed and takes no writes until the server restarts: {0}")]
     Failed(String),
     /// The shared forest's store (`--store`) failed; the writer goes on. Documents of the
-    /// request placed before the failure are indexed; the rest are not: re-sending the request
-    /// is safe (the placed ones are unchanged re-sends, which change nothing).
+    /// request placed before the failure are indexed and the rest are not (a replacement that
+    /// failed may have deleted the old version): re-sending the request completes it, the
+    /// placed ones being unchanged re-sends, which change nothing.
     #[error("the shared forest's store failed, so the request was not completed; retry it: {0}")]
     StoreUnavailable(String),
 }

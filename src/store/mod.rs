@@ -257,8 +257,9 @@ pub fn place<S: ForestStore + ?Sized>(
     let placed = place_once(store, signature, time, token);
     if placed.is_err() {
         // Best effort: an insert that failed while its node was pending gives the node up, so
-        // that its retry (under a new token) or a neighbour does not wait for it. A settled
-        // node is not the token's any more, so this does nothing to it.
+        // that neither a neighbour nor a retry under a new token waits for it (a retry under
+        // the same token resumes a node that could not be given up). A settled node is not the
+        // token's any more, so this does nothing to it.
         let _ = store.abandon(signature.fingerprint, token);
     }
     placed
