@@ -80,8 +80,9 @@ pub struct DedupConfig {
     /// How long a cluster lives after its last document, in event time ("7d", "36h").
     #[serde(with = "humantime_serde_compat")]
     pub window: Duration,
-    /// Feature weights.
-    pub weighting: Weighting,
+    /// Feature weights; unset, the mode's own: `tf` in seed mode, `log-tf` in default mode.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub weighting: Option<Weighting>,
     /// Which article fields feed the fingerprint, joined by a line break.
     pub fields: Vec<String>,
     /// Fingerprint only the longest sentence.
@@ -96,6 +97,12 @@ pub struct DedupConfig {
     /// Default mode: the share of both texts' shingles they must share (Jaccard) for a candidate
     /// to verify.
     pub min_jaccard: f64,
+    /// Default mode: texts with fewer shingles than this (about this many letters) are posts,
+    /// whose pairs need [`min_jaccard_post`](Self::min_jaccard_post): a post wholly contained
+    /// in a longer text is mostly a quote of it, not a copy.
+    pub post_chars: usize,
+    /// Default mode: the Jaccard a pair needs when its smaller text is a post.
+    pub min_jaccard_post: f64,
     /// How many tables the pigeonhole index uses: `max_distance + 1` (the default, one a block)
     /// or one of Manku et al.'s permuted layouts (for k = 3: 10, 16 or 20), whose longer keys
     /// keep buckets small at billions of fingerprints (docs/tables.md).
@@ -109,12 +116,14 @@ impl Default for DedupConfig {
             mode: Mode::Default,
             max_distance: 3,
             window: Duration::from_secs(7 * 86_400),
-            weighting: Weighting::Tf,
+            weighting: None,
             fields: vec!["content".to_owned()],
             longest_sentence: false,
             short_text_chars: DEFAULT_SHORT_TEXT_CHARS,
             min_containment: crate::verify::DEFAULT_MIN_CONTAINMENT,
             min_jaccard: crate::verify::DEFAULT_MIN_JACCARD,
+            post_chars: crate::verify::DEFAULT_POST_SHINGLES,
+            min_jaccard_post: crate::verify::DEFAULT_MIN_JACCARD_POST,
             tables: None,
         }
     }
@@ -481,11 +490,30 @@ impl DedupConfig {
         self.window.as_secs()
     }
 
+    /// The feature weights in use: [`weighting`](Self::weighting) if set, else the mode's own
+    /// (seed mode: term frequency, as the seed algorithm documents it; default mode:
+    /// sublinear term frequency, which no repeated token can dominate).
+    pub fn effective_weighting(&self) -> Weighting {
+        self.weighting.unwrap_or(match self.mode {
+            Mode::Seed => Weighting::Tf,
+            Mode::Default => Weighting::LogTf,
+        })
+    }
+
+    /// The fingerprinter these settings ask for: default mode's is
+    /// [guarded](crate::text::Fingerprinter::guarded).
+    pub fn fingerprinter(&self) -> crate::text::Fingerprinter {
+        crate::text::Fingerprinter::new(self.effective_weighting(), self.longest_sentence)
+            .guarded(self.mode == Mode::Default)
+    }
+
     /// The verification rule of default mode; `None` in seed mode.
     pub fn verifier(&self) -> Option<Verifier> {
         (self.mode == Mode::Default).then_some(Verifier {
             min_containment: self.min_containment,
             min_jaccard: self.min_jaccard,
+            post_shingles: self.post_chars,
+            min_jaccard_post: self.min_jaccard_post,
         })
     }
 
@@ -499,6 +527,7 @@ impl DedupConfig {
         for (name, value) in [
             ("min_containment", self.min_containment),
             ("min_jaccard", self.min_jaccard),
+            ("min_jaccard_post", self.min_jaccard_post),
         ] {
             if !(value > 0.0 && value <= 1.0) {
                 return Err(Error::Config(format!(

@@ -23,7 +23,9 @@ use crate::{Fingerprint, Result};
 pub struct Decision {
     /// The document's id.
     pub id: String,
-    /// Its fingerprint.
+    /// Its node in the forest: its text's fingerprint, or in default mode, when that value
+    /// already names a node whose text does not verify against this one, the nearest free
+    /// value ([`store::node_candidates`](crate::store::node_candidates)).
     pub simhash: Fingerprint,
     /// The root hash of its cluster.
     pub root: Fingerprint,
@@ -175,11 +177,10 @@ impl Deduplicator {
         signature: Signature,
         arrival: Timestamp,
     ) -> Result<Decision> {
-        let fingerprint = signature.fingerprint;
         let placement = self.place(signature, article.published_at.unwrap_or(arrival))?;
         Ok(Decision {
             id: article.id.clone(),
-            simhash: fingerprint,
+            simhash: placement.node,
             root: placement.root,
             duplicate: placement.is_duplicate(),
         })
@@ -259,7 +260,7 @@ impl Signer {
     /// The signer a configuration asks for.
     pub fn new(config: &DedupConfig) -> Self {
         Signer {
-            fingerprinter: Fingerprinter::new(config.weighting, config.longest_sentence),
+            fingerprinter: config.fingerprinter(),
             fields: config.fields.clone(),
             sketch_capacity: config.sketch_capacity(),
         }

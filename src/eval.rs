@@ -110,6 +110,43 @@ pub fn pair_scores<'a>(documents: impl IntoIterator<Item = &'a Labeled>) -> Pair
     )
 }
 
+/// How far predicted clusters run past the truth: a list page that shows one line for a
+/// cluster holding several true stories hides all but one of them, which users notice more
+/// than any pairwise figure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct OverMerging {
+    /// Predicted clusters that hold documents of more than one true cluster.
+    pub clusters: usize,
+    /// The most true clusters any one predicted cluster holds (1 when none over-merges, 0
+    /// without documents).
+    pub largest: usize,
+}
+
+/// Counts the predicted clusters (by root) that hold more than one true cluster.
+///
+/// ```
+/// use tantivy_dedup::Fingerprint;
+/// use tantivy_dedup::eval::{Labeled, over_merging};
+///
+/// let doc = |cluster: &str, root| Labeled { cluster: cluster.into(), kind: None, chars: 50, root: Fingerprint(root) };
+/// // Root 1 swallows true clusters a, b and c; root 2 holds d alone.
+/// let merged = over_merging(&[doc("a", 1), doc("b", 1), doc("c", 1), doc("c", 1), doc("d", 2)]);
+/// assert_eq!((merged.clusters, merged.largest), (1, 3));
+/// ```
+pub fn over_merging(documents: &[Labeled]) -> OverMerging {
+    let mut labels: HashMap<Fingerprint, std::collections::HashSet<&str>> = HashMap::new();
+    for document in documents {
+        labels
+            .entry(document.root)
+            .or_default()
+            .insert(&document.cluster);
+    }
+    OverMerging {
+        clusters: labels.values().filter(|held| held.len() > 1).count(),
+        largest: labels.values().map(|held| held.len()).max().unwrap_or(0),
+    }
+}
+
 /// Recall of the true pairs that involve at least one document of each kind.
 pub fn recall_by_kind(documents: &[Labeled]) -> BTreeMap<String, PairScores> {
     let mut members: HashMap<&str, Vec<&Labeled>> = HashMap::new();
@@ -151,6 +188,8 @@ pub struct EvalReport {
     pub long: PairScores,
     /// Pairs of two short texts.
     pub short: PairScores,
+    /// Predicted clusters that hold more than one true cluster.
+    pub over_merged: OverMerging,
     /// Recall of the true pairs touching each kind (precision is not defined per kind).
     pub recall_by_kind: BTreeMap<String, f64>,
     /// Documents per second through the dedup pipeline.
@@ -166,6 +205,7 @@ impl EvalReport {
             all: pair_scores(documents),
             long: pair_scores(documents.iter().filter(is_long)),
             short: pair_scores(documents.iter().filter(|document| !is_long(document))),
+            over_merged: over_merging(documents),
             recall_by_kind: recall_by_kind(documents)
                 .into_iter()
                 .map(|(kind, scores)| (kind, scores.recall))
@@ -295,6 +335,14 @@ mod tests {
         assert!((scores.f1 - 8.0 / 13.0).abs() < 1e-12);
 
         let report = EvalReport::new(&documents, 1.0);
+        // Root 20 holds A's document 4 and B's 5 and 6.
+        assert_eq!(
+            report.over_merged,
+            OverMerging {
+                clusters: 1,
+                largest: 2
+            }
+        );
         // Long: {1,2,3} in A (one cluster, one root) and 7: 3 true pairs, all found.
         assert_eq!(
             (

@@ -3,7 +3,10 @@
 //! Every distinct fingerprint is one node. A root's fingerprint is the cluster id ("root hash")
 //! stored on every document of its tree. The insertion rules (SPEC §1):
 //!
-//! - the fingerprint is already a node: the document joins that node's tree;
+//! - the fingerprint is already a node: the document joins that node's tree (in a verifying
+//!   forest only if its text verifies against the node's; otherwise the node takes the next
+//!   free value of [`node_candidates`](crate::store::node_candidates), so texts with one
+//!   simhash may form several nodes, in one tree or in several);
 //! - no node within `k`: it becomes a new root;
 //! - nodes within `k`, all under one root: it becomes a leaf of that root;
 //! - nodes within `k` under several roots: it joins the root with the most children, then the
@@ -155,6 +158,11 @@ pub enum PlacementKind {
 /// Where a document went: its cluster's root, and how it got there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Placement {
+    /// The node the document was counted on. It is the signature's fingerprint, except in a
+    /// verifying forest when that value already names a node whose text does not verify: then
+    /// the document's node takes the nearest free value instead (see
+    /// [`store::node_candidates`](crate::store::node_candidates)).
+    pub node: Fingerprint,
     /// The root hash of the document's cluster.
     pub root: Fingerprint,
     /// What the insert did to the forest.
@@ -733,6 +741,23 @@ impl ForestStore for Forest {
             }
             None => Claim::Created,
         })
+    }
+
+    fn verifies_node(
+        &mut self,
+        node: Fingerprint,
+        sketch: &Sketch,
+    ) -> Result<Option<bool>, StoreError> {
+        if self.index.get(node).is_none() {
+            return Ok(None);
+        }
+        Ok(Some(match &self.verification {
+            None => true,
+            Some(verification) => verification
+                .sketches
+                .get(node)
+                .is_some_and(|stored| verification.verifier.matches(sketch, stored)),
+        }))
     }
 
     fn publish(

@@ -170,15 +170,36 @@ impl Model {
         }
     }
 
-    /// SPEC §1's insertion: the root of the document's cluster and how it was placed.
-    fn insert(&mut self, h: u64, time: Timestamp, text: u32) -> (u64, PlacementKind) {
+    /// SPEC §1's insertion: the document's node, the root of its cluster and how it was
+    /// placed.
+    fn insert(
+        &mut self,
+        fingerprint: u64,
+        time: Timestamp,
+        text: u32,
+    ) -> (u64, u64, PlacementKind) {
         let sketch = &text_pool()[text as usize % text_pool().len()];
         self.advance_to(time);
         // A late document counts as seen at the window's start.
         let time = time.max(self.cutoff());
+        // Default mode: an equal fingerprint is joined only when the texts verify; otherwise
+        // the node takes the fingerprint with one bit flipped, lowest first.
+        let values =
+            std::iter::once(fingerprint).chain((0..64).map(|bit| fingerprint ^ (1 << bit)));
+        let mut h = fingerprint;
+        for value in values {
+            h = value;
+            let refused = match (&self.sketches, self.nodes.contains_key(&value)) {
+                (Some(sketches), true) => !Verifier::default().matches(sketch, &sketches[&value]),
+                _ => false,
+            };
+            if !refused {
+                break;
+            }
+        }
         if let Some(node) = self.nodes.get_mut(&h) {
             node.documents += 1;
-            return (self.refresh_chain(h, time), PlacementKind::ExistingNode);
+            return (h, self.refresh_chain(h, time), PlacementKind::ExistingNode);
         }
         // Live nodes with an edge to h, grouped by root.
         if let Some(sketches) = &mut self.sketches {
@@ -206,7 +227,7 @@ impl Model {
                 },
             );
             self.next_sequence += 1;
-            return (h, PlacementKind::NewRoot);
+            return (h, h, PlacementKind::NewRoot);
         }
         // Most children, then added earliest, then the smaller root hash.
         let children = if trees.len() > 1 {
@@ -251,7 +272,7 @@ impl Model {
         if through != root {
             self.stats.through_sibling += 1;
         }
-        (root, PlacementKind::NewLeaf)
+        (h, root, PlacementKind::NewLeaf)
     }
 
     /// Every live node as (fingerprint, root, attached through, last seen, documents).
@@ -667,6 +688,7 @@ fn run_forest(
         match *event {
             Event::Insert(fingerprint, time, text) => {
                 let placement = forest.insert(mode.signature(fingerprint, text), time);
+                let fingerprint = placement.node.0;
                 if placement.kind != PlacementKind::ExistingNode {
                     node_sketches.insert(fingerprint, pooled(text).clone());
                 }
@@ -753,12 +775,12 @@ fn compare_with_model(
         match *event {
             Event::Insert(fingerprint, time, text) => {
                 let placement = forest.insert(mode.signature(fingerprint, text), time);
-                let (root, kind) = model.insert(fingerprint, time, text);
-                if (placement.root.0, placement.kind) != (root, kind) {
+                let (node, root, kind) = model.insert(fingerprint, time, text);
+                if (placement.node.0, placement.root.0, placement.kind) != (node, root, kind) {
                     return Err(format!(
-                        "step {step}: insert {fingerprint:016x} at {time}: forest {} {:?}, \
-                         model {root:016x} {kind:?}",
-                        placement.root, placement.kind
+                        "step {step}: insert {fingerprint:016x} at {time}: forest {} under {} \
+                         {:?}, model {node:016x} under {root:016x} {kind:?}",
+                        placement.node, placement.root, placement.kind
                     ));
                 }
             }

@@ -371,3 +371,121 @@ fn seed_mode_stays_the_documented_algorithm() {
     assert_ne!(first.root, second.root, "seed mode joins only within k");
     assert_found("the same cut copy", &policy(), &cut);
 }
+
+/// Inserts every text, in order, into a fresh default-mode deduplicator; the roots they got.
+fn roots(texts: &[&str]) -> Vec<tantivy_dedup::Fingerprint> {
+    let mut dedup = Deduplicator::new(DedupConfig::default()).unwrap();
+    let roots = texts
+        .iter()
+        .enumerate()
+        .map(|(i, text)| {
+            dedup
+                .insert(&article(&format!("t{i}"), text, i as i64), T0)
+                .unwrap()
+                .root
+        })
+        .collect();
+    dedup.forest().check_invariants().unwrap();
+    roots
+}
+
+/// Asserts that no two of `texts` share a cluster.
+fn assert_all_apart(what: &str, texts: &[&str]) {
+    let roots = roots(texts);
+    for (i, a) in roots.iter().enumerate() {
+        for (j, b) in roots.iter().enumerate().skip(i + 1) {
+            assert_ne!(a, b, "{what}: {:?} joined {:?}", texts[i], texts[j]);
+        }
+    }
+}
+
+/// Unrelated posts of our own whose only common part is a run of one emoticon code, repeated
+/// word or character: under plain term frequency the run decides the fingerprint, and all of
+/// them got one simhash (and so one cluster, before equal fingerprints were verified).
+#[test]
+fn one_repeated_token_does_not_merge_unrelated_posts() {
+    let emoticon = "[威武][威武][威武][威武][威武][威武][威武][威武]";
+    assert_all_apart(
+        "emoticon runs",
+        &[
+            &format!("今晚主场三比零大胜，球迷嗨翻天{emoticon}"),
+            &format!("{emoticon}新馆开放第一天就排起长队"),
+            &format!("考试终于通过了，请大家吃饭{emoticon}"),
+            emoticon,
+        ],
+    );
+    assert_all_apart(
+        "repeated characters",
+        &[
+            "哈哈哈哈哈哈哈哈哈哈哈哈哈哈哈哈哈哈这也太好笑了",
+            "哈哈哈哈哈哈哈哈哈哈哈哈哈哈哈哈哈哈明天一起去爬山",
+            "！！！！！！！！！！！！快来看新开的书店！！！！！！！",
+            "！！！！！！！！！！！！地铁三号线今天停运！！！！！！！",
+        ],
+    );
+    assert_all_apart(
+        "repeated words",
+        &[
+            "no no no no no no no no no no the bridge is closed today",
+            "no no no no no no no no no no we lost the final again",
+        ],
+    );
+}
+
+/// A scraped copy whose line breaks became the two characters `\` `n`, whose entities lost
+/// their semicolons or were escaped twice, and which carries zero-width characters and a BOM
+/// joins the clean story; two unrelated stories with the same damage stay apart.
+#[test]
+fn scraping_damage_is_undone() {
+    let clean = policy();
+    let escaped = POLICY.join("\\n\\n").replace('，', "，\\t");
+    let entities = POLICY
+        .join("&nbsp&nbsp&nbsp\n")
+        .replace('。', "。&amp;nbsp;");
+    let invisible = format!("\u{feff}{}", clean.replace("资金", "资\u{200b}金"));
+    let unicode_escapes = POLICY.join("\\u3000\\u3000");
+    assert_found("literal \\n and \\t escapes", &clean, &escaped);
+    assert_found("entities without ';' and escaped twice", &clean, &entities);
+    assert_found("zero-width characters and a BOM", &clean, &invisible);
+    assert_found("\\uXXXX escapes", &clean, &unicode_escapes);
+    let damage = "\\n\\n\\n\\n\\n\\n\\n\\n\\n\\n&nbsp&nbsp&nbsp&nbsp&nbsp&nbsp";
+    assert_all_apart(
+        "unrelated stories with the same scraping damage",
+        &[
+            &format!("{damage}{}{damage}", POLICY[0]),
+            &format!("{damage}{POST}{damage}"),
+        ],
+    );
+}
+
+/// Texts that share a fingerprint but not their words are separate nodes: the second text
+/// neither joins the first's node nor its cluster, and a copy of either joins only its own.
+#[test]
+fn equal_fingerprints_are_verified() {
+    use tantivy_dedup::forest::{Forest, PlacementKind, Signature};
+    use tantivy_dedup::verify::{Sketch, Verifier};
+
+    let mut forest = Forest::with_verifier(3, 7 * 86_400, Verifier::default()).unwrap();
+    let signature = |text: &str| Signature {
+        fingerprint: tantivy_dedup::Fingerprint(42),
+        sketch: Some(Sketch::of(&[text], 200)),
+    };
+    let first = forest.insert(signature(POST), T0);
+    let other = forest.insert(signature(POLICY[0]), T0 + 1);
+    assert_eq!(other.kind, PlacementKind::NewRoot);
+    assert_ne!(other.node, first.node);
+    assert_ne!(other.root, first.root);
+    let copy_of_other = forest.insert(signature(POLICY[0]), T0 + 2);
+    assert_eq!(copy_of_other.kind, PlacementKind::ExistingNode);
+    assert_eq!(
+        (copy_of_other.node, copy_of_other.root),
+        (other.node, other.root)
+    );
+    let copy_of_first = forest.insert(signature(POST), T0 + 3);
+    assert_eq!(
+        (copy_of_first.node, copy_of_first.root),
+        (first.node, first.root)
+    );
+    forest.check_invariants().unwrap();
+    assert_eq!(forest.stats().nodes, 2);
+}

@@ -602,9 +602,7 @@ fn tokens(text: &str) -> HashSet<String> {
 fn fingerprint(content: &str) -> u64 {
     let config = DedupConfig::default();
     assert_eq!(config.fields, ["content"]);
-    Fingerprinter::new(config.weighting, config.longest_sentence)
-        .fingerprint(content)
-        .0
+    config.fingerprinter().fingerprint(content).0
 }
 
 // ---- the model of the index -----------------------------------------------------------------
@@ -3233,20 +3231,22 @@ proptest! {
             prop_assert!(!token.is_empty());
             prop_assert_eq!(&normalized[span.range()], token);
         }
-        for weighting in [Weighting::Tf, Weighting::TfIdf] {
+        for weighting in [Weighting::Tf, Weighting::TfIdf, Weighting::LogTf, Weighting::LogTfIdf] {
             for longest_sentence in [false, true] {
-                let fingerprinter = Fingerprinter::new(weighting, longest_sentence);
-                prop_assert_eq!(
-                    fingerprinter.fingerprint(&text),
-                    fingerprinter.fingerprint_analyzed(&[&analyzed]),
-                    "{:?} {}", weighting, longest_sentence
-                );
+                for guarded in [false, true] {
+                    let fingerprinter = Fingerprinter::new(weighting, longest_sentence).guarded(guarded);
+                    prop_assert_eq!(
+                        fingerprinter.fingerprint(&text),
+                        fingerprinter.fingerprint_analyzed(&[&analyzed]),
+                        "{:?} {} {}", weighting, longest_sentence, guarded
+                    );
+                }
             }
         }
         let dedup = Deduplicator::new(DedupConfig::default()).expect("default settings");
         let article = Article { id: "p".into(), title: Some(text.clone()), content: text.clone(), ..Default::default() };
         let print = dedup.fingerprint(&article);
-        prop_assert_eq!(print, Fingerprinter::new(Weighting::Tf, false).fingerprint(&text));
+        prop_assert_eq!(print, DedupConfig::default().fingerprinter().fingerprint(&text));
         prop_assert_eq!(print, dedup.fingerprint(&article.clone()));
     }
 }

@@ -9,7 +9,6 @@ use serde_json::{Value, json};
 use tantivy_dedup::bench::{self, engine, http};
 use tantivy_dedup::engine::DedupSearcher;
 use tantivy_dedup::index::BlockLayout;
-use tantivy_dedup::text::Fingerprinter;
 use tantivy_dedup::{DedupConfig, Mode};
 
 use super::ConfigArgs;
@@ -139,7 +138,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     if wants(Part::Fingerprint) {
         eprintln!("bench: loading {}", args.corpus.display());
         let texts = bench::load_contents(&args.corpus, args.limit)?;
-        let fingerprinter = Fingerprinter::new(config.weighting, config.longest_sentence);
+        let fingerprinter = config.fingerprinter();
         eprintln!(
             "bench: fingerprinting {} documents on one core",
             texts.len()

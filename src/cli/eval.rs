@@ -18,6 +18,9 @@ pub struct EvalArgs {
     /// Print the report as JSON
     #[arg(long)]
     json: bool,
+    /// Exit with status 1 when the F1 of all pairs is below this (a quality gate for CI)
+    #[arg(long, value_name = "F1")]
+    min_f1: Option<f64>,
     #[command(flatten)]
     config: ConfigArgs,
 }
@@ -36,7 +39,18 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
     };
     match written {
         // A closed pipe (`| head`) is the reader's choice, not a failure.
-        Err(error) if error.kind() != io::ErrorKind::BrokenPipe => Err(error.into()),
+        Err(error) if error.kind() != io::ErrorKind::BrokenPipe => return Err(error.into()),
+        _ => {}
+    }
+    match args.min_f1 {
+        Some(floor) if report.all.f1 < floor => {
+            eprintln!(
+                "eval: F1 {:.4} is below the required {floor} on {}",
+                report.all.f1,
+                args.file.display()
+            );
+            Ok(ExitCode::FAILURE)
+        }
         _ => Ok(ExitCode::SUCCESS),
     }
 }
@@ -64,6 +78,18 @@ fn write_table(out: &mut impl Write, report: &EvalReport, mode: &str) -> io::Res
             scores.precision, scores.recall, scores.f1, scores.actual, scores.predicted
         )?;
     }
+    let merged = report.over_merged;
+    writeln!(
+        out,
+        "over-merged: {} predicted {} more than one true cluster; the largest holds {}",
+        merged.clusters,
+        if merged.clusters == 1 {
+            "cluster holds"
+        } else {
+            "clusters hold"
+        },
+        merged.largest
+    )?;
     if !report.recall_by_kind.is_empty() {
         writeln!(out, "recall of the true pairs each kind takes part in:")?;
         for (kind, recall) in &report.recall_by_kind {

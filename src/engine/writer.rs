@@ -71,7 +71,6 @@ pub struct Preparer {
     signer: Signer,
     fingerprinted: Vec<String>,
     fields: NewsFields,
-    layout: BlockLayout,
     analyze_title: bool,
     analyze_content: bool,
 }
@@ -102,7 +101,6 @@ impl Preparer {
             })
             .collect();
         let signature = self.signer.sign_analyzed(&parts);
-        let simhash = signature.fingerprint;
         let sketch = signature.sketch.clone().map(Arc::new);
 
         let fields = &self.fields;
@@ -117,9 +115,6 @@ impl Preparer {
         }
         if let Some(url) = url {
             document.add(fields.url, NewsValue::Str(url));
-        }
-        for (field, block) in fields.segments.iter().zip(self.layout.blocks()) {
-            document.add(*field, NewsValue::U64(block.key(simhash.0)));
         }
         for &key in signature.sketch.iter().flat_map(Sketch::keys) {
             document.add(fields.sketch_keys, NewsValue::U64(u64::from(key)));
@@ -386,7 +381,6 @@ impl DedupIndex {
             signer: self.dedup.signer().clone(),
             fingerprinted: self.config.dedup.fields.clone(),
             fields: self.fields.clone(),
-            layout: self.layout.clone(),
             analyze_title: schema.get_field_entry(self.fields.title).is_indexed()
                 || fingerprinted("title"),
             analyze_content: schema.get_field_entry(self.fields.content).is_indexed()
@@ -410,7 +404,6 @@ impl DedupIndex {
             digest,
             mut document,
         } = prepared;
-        let simhash = signature.fingerprint;
         if let Some(live) = self.live(&id)? {
             if live.digest == digest {
                 return Ok(Decision {
@@ -424,6 +417,8 @@ impl DedupIndex {
         }
         let time = published_at.unwrap_or(arrival);
         let placement = self.dedup.place(signature, time)?;
+        // The document is stored under its node, which is what a replay places it by.
+        let simhash = placement.node;
         let live = Live {
             insert: Insert {
                 sequence: self.next_sequence,
@@ -441,6 +436,9 @@ impl DedupIndex {
             fields.published_at,
             NewsValue::Date(DateTime::from_timestamp_secs(time)),
         );
+        for (field, block) in fields.segments.iter().zip(self.layout.blocks()) {
+            document.add(*field, NewsValue::U64(block.key(simhash.0)));
+        }
         document.add(fields.root, NewsValue::U64(live.root.0));
         document.add(fields.digest, NewsValue::U64(digest));
         document.add(fields.duplicate, NewsValue::Bool(live.duplicate));

@@ -169,6 +169,15 @@ pub trait ForestStore {
         token: u64,
     ) -> Result<Claim, StoreError>;
 
+    /// Whether the live node stored under `node` holds a text that `sketch` verifies against:
+    /// `None` when no live node has that value (or, in a shared store, its sketch is not
+    /// written yet). A store that does not verify answers `Some(true)` for any live node.
+    fn verifies_node(
+        &mut self,
+        node: Fingerprint,
+        sketch: &Sketch,
+    ) -> Result<Option<bool>, StoreError>;
+
     /// Publishes the claimed node under its bucket keys, then takes and records its ticket.
     fn publish(
         &mut self,
@@ -265,20 +274,77 @@ pub fn place<S: ForestStore + ?Sized>(
     placed
 }
 
+/// The values a document's node may take, in the order they are tried: its fingerprint
+/// first; then, for as long as each value names a node whose text does not verify against the
+/// document's (default mode: equal fingerprints are candidates like any other), the
+/// fingerprint with one bit flipped (lowest bit first), which keeps the node within one bit of
+/// its text's simhash; past those 64, values drawn from a hash of the fingerprint.
+///
+/// ```
+/// use tantivy_dedup::Fingerprint;
+/// use tantivy_dedup::store::node_candidates;
+///
+/// let tried: Vec<Fingerprint> = node_candidates(Fingerprint(0b100)).take(4).collect();
+/// assert_eq!(tried, [Fingerprint(0b100), Fingerprint(0b101), Fingerprint(0b110), Fingerprint(0b000)]);
+/// assert_eq!(node_candidates(Fingerprint(7)).count(), MAX_NODE_CANDIDATES);
+/// # use tantivy_dedup::store::MAX_NODE_CANDIDATES;
+/// ```
+pub fn node_candidates(fingerprint: Fingerprint) -> impl Iterator<Item = Fingerprint> {
+    let flips = (0..64).map(move |bit| Fingerprint(fingerprint.0 ^ (1 << bit)));
+    let drawn = (64..MAX_NODE_CANDIDATES as u64 - 1).map(move |attempt| {
+        let mut bytes = [0u8; 16];
+        bytes[..8].copy_from_slice(&fingerprint.0.to_le_bytes());
+        bytes[8..].copy_from_slice(&attempt.to_le_bytes());
+        Fingerprint(xxhash_rust::xxh3::xxh3_64(&bytes))
+    });
+    std::iter::once(fingerprint).chain(flips).chain(drawn)
+}
+
+/// How many values [`node_candidates`] offers: far more texts than this sharing one simhash
+/// and verifying against none of each other's is taken for a broken store.
+pub const MAX_NODE_CANDIDATES: usize = 1 << 16;
+
 fn place_once<S: ForestStore + ?Sized>(
     store: &mut S,
     signature: &Signature,
     time: Timestamp,
     token: u64,
 ) -> Result<Placement, StoreError> {
-    let fingerprint = signature.fingerprint;
     let sketch = signature.sketch.as_ref();
     let mut waiting = Waiting::new(store.pending_timeout());
+    let mut nodes = node_candidates(signature.fingerprint);
+    let mut fingerprint = signature.fingerprint;
+    nodes.next(); // the fingerprint itself, tried first
     loop {
         let newest = store.advance_to(time)?;
         // A late document counts as seen at the window's start, so that it is live.
         let seen = clamp_time(time.max(newest - store.window()));
+        // Default mode: a document joins the node of its value only if its text verifies
+        // against that node's; otherwise it tries the next value.
+        let verified = match sketch {
+            None => true,
+            Some(sketch) => match store.verifies_node(fingerprint, sketch)? {
+                Some(false) => {
+                    fingerprint = nodes.next().ok_or_else(|| {
+                        StoreError::Inconsistent(format!(
+                            "{MAX_NODE_CANDIDATES} nodes near {} refuse its text",
+                            signature.fingerprint
+                        ))
+                    })?;
+                    continue;
+                }
+                Some(true) => true,
+                None => false,
+            },
+        };
         match store.claim(fingerprint, seen, token)? {
+            Claim::Existing { .. } if !verified => {
+                // The node appeared between the look and the claim (another writer settled
+                // it): the claim counted this document on a text it has not verified against.
+                // Take the count back and look again.
+                store.remove_document(fingerprint)?;
+                continue;
+            }
             Claim::Existing { attached_to, root } => {
                 let top = match attached_to {
                     None => Some(fingerprint),
@@ -288,6 +354,7 @@ fn place_once<S: ForestStore + ?Sized>(
                     StoreError::Inconsistent(format!("{fingerprint}'s chain reaches a gone node"))
                 })?;
                 return Ok(Placement {
+                    node: fingerprint,
                     root,
                     kind: PlacementKind::ExistingNode,
                 });
@@ -338,12 +405,14 @@ fn place_once<S: ForestStore + ?Sized>(
         }
         return Ok(match settlement {
             Settlement::Root { .. } => Placement {
+                node: fingerprint,
                 root: fingerprint,
                 kind: PlacementKind::NewRoot,
             },
             Settlement::Leaf { root, .. } => {
                 store.add_child(root, fingerprint)?;
                 Placement {
+                    node: fingerprint,
                     root,
                     kind: PlacementKind::NewLeaf,
                 }

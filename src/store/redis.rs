@@ -782,6 +782,30 @@ impl ForestStore for RedisStore {
         }
     }
 
+    fn verifies_node(
+        &mut self,
+        node: Fingerprint,
+        sketch: &Sketch,
+    ) -> Result<Option<bool>, StoreError> {
+        let mut batch = Batch::default();
+        batch.cmd("HGET").arg(self.node_key(node)).arg("t");
+        batch.cmd("GET").arg(self.sketch_key(node));
+        let (last_seen, bytes): (Option<String>, Option<Vec<u8>>) = self.run_batch(&batch)?;
+        // Gone, expired (its records wait for the sweep) or not yet published: nothing to
+        // refuse; the claim decides.
+        let live = last_seen
+            .and_then(|seen| seen.parse::<Timestamp>().ok())
+            .is_some_and(|seen| seen >= self.cutoff());
+        let Some(stored) = bytes.as_deref().and_then(decode_sketch).filter(|_| live) else {
+            return Ok(None);
+        };
+        Ok(Some(
+            self.verifier
+                .as_ref()
+                .is_none_or(|verifier| verifier.matches(sketch, &stored)),
+        ))
+    }
+
     fn publish(
         &mut self,
         fingerprint: Fingerprint,

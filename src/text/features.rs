@@ -13,15 +13,76 @@ use serde::{Deserialize, Serialize};
 
 use super::segment::jieba;
 
-/// How much each occurrence of a feature weighs in the simhash.
+/// How much a feature weighs in the simhash.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Weighting {
-    /// Term frequency: every occurrence weighs 1.
+    /// Term frequency: every occurrence weighs 1 (seed mode's weights).
     #[default]
     Tf,
     /// Term frequency times the word's IDF from jieba's table (its median for unknown words).
     TfIdf,
+    /// Sublinear term frequency, `1 + ln tf`: a word said ten times weighs 3.3, not 10, so no
+    /// repeated token (a scraped `\n`, an emoticon run, "哈哈哈") can outvote the rest of the
+    /// text. Default mode's weights.
+    LogTf,
+    /// `(1 + ln tf)` times the word's IDF.
+    LogTfIdf,
+}
+
+impl Weighting {
+    /// Whether repeated occurrences count sublinearly (`1 + ln tf`).
+    pub fn is_sublinear(self) -> bool {
+        matches!(self, Weighting::LogTf | Weighting::LogTfIdf)
+    }
+
+    /// Whether words are weighted by their IDF.
+    pub fn uses_idf(self) -> bool {
+        matches!(self, Weighting::TfIdf | Weighting::LogTfIdf)
+    }
+
+    /// The weight of a word that occurs `tf` times (`tf >= 1`), before IDF.
+    pub fn frequency_weight(self, tf: u32) -> f32 {
+        if self.is_sublinear() {
+            1.0 + (tf as f32).ln()
+        } else {
+            tf as f32
+        }
+    }
+}
+
+/// Byte ranges of the bracketed emoticon codes of Weibo and similar sites (`[哈哈]`, `[good]`,
+/// `[蜡烛]`) in a normalised text: a `[`, one to eight letters or digits, a `]`.
+///
+/// ```
+/// use tantivy_dedup::text::emoticon_codes;
+///
+/// let text = "笑死我了[哈哈][哈哈] see [1] and [good]";
+/// let codes: Vec<&str> = emoticon_codes(text).map(|range| &text[range]).collect();
+/// assert_eq!(codes, ["[哈哈]", "[哈哈]", "[1]", "[good]"]);
+/// ```
+pub fn emoticon_codes(text: &str) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+    text.match_indices('[').filter_map(move |(start, _)| {
+        let inner = &text[start + 1..];
+        let (length, chars) = inner
+            .char_indices()
+            .take(MAX_EMOTICON_CHARS + 1)
+            .find(|(_, c)| !has_letter_or_digit_char(*c))
+            .filter(|&(_, c)| c == ']')
+            .map(|(offset, _)| (offset, inner[..offset].chars().count()))?;
+        (chars >= 1).then_some(start..start + 1 + length + 1)
+    })
+}
+
+/// The most letters an emoticon code holds between its brackets.
+const MAX_EMOTICON_CHARS: usize = 8;
+
+/// Whether a character is a letter or digit. CJK ideographs and ASCII are tested first: the
+/// general Unicode tables are slow.
+fn has_letter_or_digit_char(c: char) -> bool {
+    c.is_ascii_alphanumeric()
+        || matches!(c, '\u{4e00}'..='\u{9fff}')
+        || (!c.is_ascii() && c.is_alphanumeric())
 }
 
 /// Whether `word` is a stop word: a function word too common to tell articles apart.
@@ -171,12 +232,7 @@ pub fn is_feature(word: &str) -> bool {
 /// Whether a word has a letter or a digit (in any script), unlike punctuation, white space and
 /// emoji.
 pub fn has_letter_or_digit(word: &str) -> bool {
-    // CJK ideographs and ASCII are tested first: the general Unicode tables are slow.
-    word.chars().any(|c| {
-        c.is_ascii_alphanumeric()
-            || matches!(c, '\u{4e00}'..='\u{9fff}')
-            || (!c.is_ascii() && c.is_alphanumeric())
-    })
+    word.chars().any(has_letter_or_digit_char)
 }
 
 /// jieba's IDF table, read one word at a time through jieba-rs's TF-IDF extractor (which keeps

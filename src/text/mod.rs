@@ -10,7 +10,8 @@ mod segment;
 
 pub(crate) use features::SENTENCE_ENDS;
 pub use features::{
-    IdfTable, Weighting, has_letter_or_digit, is_feature, is_stop_word, longest_sentence,
+    IdfTable, Weighting, emoticon_codes, has_letter_or_digit, is_feature, is_stop_word,
+    longest_sentence,
 };
 pub use normalize::normalize;
 pub use segment::{TokenSpan, USE_HMM, jieba, search_tokens, segment};
@@ -114,7 +115,19 @@ impl AnalyzedText {
 pub struct Fingerprinter {
     weighting: Weighting,
     longest_sentence: bool,
+    guarded: bool,
 }
+
+/// What an emoticon code's words weigh against a word of text, under
+/// [`guarded`](Fingerprinter::guarded) fingerprints: they still tell an emoticon-only post
+/// from another, but a run of them cannot outvote the post's words.
+pub const EMOTICON_WEIGHT: f32 = 0.25;
+
+/// Under [`guarded`](Fingerprinter::guarded) fingerprints, a text with fewer distinct
+/// features than this is degenerate: its few words make a simhash that unrelated texts share
+/// by chance, so it gets an exact fingerprint of its feature set instead, and only the
+/// sketch finds its near-duplicates.
+pub const MIN_DISTINCT_FEATURES: usize = 4;
 
 impl Fingerprinter {
     /// A fingerprinter with the given weighting; with `longest_sentence`, only the longest
@@ -123,7 +136,27 @@ impl Fingerprinter {
         Fingerprinter {
             weighting,
             longest_sentence,
+            guarded: false,
         }
+    }
+
+    /// With `guarded` (default mode), no single feature decides the fingerprint: emoticon
+    /// codes weigh [`EMOTICON_WEIGHT`], and texts with fewer than [`MIN_DISTINCT_FEATURES`]
+    /// distinct features get an exact hash of their feature set, so that unrelated short
+    /// posts never share a fingerprint by their one repeated word. Seed mode is unguarded.
+    ///
+    /// ```
+    /// use tantivy_dedup::text::{Fingerprinter, Weighting};
+    ///
+    /// let seed = Fingerprinter::new(Weighting::Tf, false);
+    /// let guarded = seed.guarded(true);
+    /// let a = "今晚嗨翻天[威武][威武][威武][威武][威武][威武][威武][威武]";
+    /// let b = "真给国人真气[威武][威武][威武][威武][威武][威武][威武]";
+    /// assert_eq!(seed.fingerprint(a), seed.fingerprint(b)); // the emoticon decided both
+    /// assert_ne!(guarded.fingerprint(a), guarded.fingerprint(b));
+    /// ```
+    pub fn guarded(self, guarded: bool) -> Self {
+        Fingerprinter { guarded, ..self }
     }
 
     /// The fingerprint of raw text (normalised first).
@@ -182,28 +215,40 @@ impl Fingerprinter {
     }
 
     /// The simhash of the regions' words (`words(region, add)` calls `add` with each word of
-    /// one region, in order); of their character pairs when they have no word features (only
-    /// punctuation, emoji or stop words); a plain hash of the raw texts (`raw_hashes`) when
-    /// they have no visible character at all.
+    /// one region, in order, as a slice of that region); of their character pairs when they
+    /// have no word features (only punctuation, emoji or stop words); a plain hash of the raw
+    /// texts (`raw_hashes`) when they have no visible character at all.
     fn weigh<'a>(
         &self,
         regions: &[&'a str],
         raw_hashes: &[u64],
-        mut words: impl FnMut(&'a str, &mut dyn FnMut(&str)),
+        mut words: impl FnMut(&'a str, &mut dyn FnMut(&'a str)),
     ) -> Fingerprint {
-        let mut builder = SimhashBuilder::new();
-        let idf = (self.weighting == Weighting::TfIdf).then(IdfTable::global);
-        let mut features = 0usize;
+        let idf = self.weighting.uses_idf().then(IdfTable::global);
+        // Each occurrence as (hash, weight of one occurrence).
+        let mut occurrences: Vec<(u64, f32)> = Vec::new();
         for region in regions {
+            let emoticons: Vec<Range<usize>> = if self.guarded && region.contains('[') {
+                emoticon_codes(region).collect()
+            } else {
+                Vec::new()
+            };
             words(region, &mut |word| {
-                if is_feature(word) {
-                    let weight = idf.map_or(1.0, |table| table.idf(word));
-                    builder.add_feature(word.as_bytes(), weight);
-                    features += 1;
+                if !is_feature(word) {
+                    return;
                 }
+                let mut weight = idf.map_or(1.0, |table| table.idf(word));
+                if !emoticons.is_empty() {
+                    let offset = word.as_ptr() as usize - region.as_ptr() as usize;
+                    if emoticons.iter().any(|code| code.contains(&offset)) {
+                        weight *= EMOTICON_WEIGHT;
+                    }
+                }
+                occurrences.push((xxh3_64(word.as_bytes()), weight));
             });
         }
-        if features == 0 {
+        let mut builder = SimhashBuilder::new();
+        if occurrences.is_empty() {
             // Without words every such text would share the empty simhash (all zero bits) and
             // so one cluster; its characters still tell texts apart.
             let visible: Vec<char> = regions
@@ -211,17 +256,41 @@ impl Fingerprinter {
                 .flat_map(|region| region.chars())
                 .filter(|c| !c.is_whitespace())
                 .collect();
-            for pair in visible.windows(2.min(visible.len()).max(1)) {
+            if visible.is_empty() {
+                return opaque_fingerprint(raw_hashes);
+            }
+            for pair in visible.windows(2.min(visible.len())) {
                 let pair: String = pair.iter().collect();
                 builder.add_feature(pair.as_bytes(), 1.0);
-                features += 1;
             }
+            return builder.finish();
         }
-        if features > 0 {
-            builder.finish()
-        } else {
-            opaque_fingerprint(raw_hashes)
+        if !self.weighting.is_sublinear() && !self.guarded {
+            // Plain term frequency: each occurrence adds its weight, in any order.
+            for (hash, weight) in occurrences {
+                builder.add_hash(hash, weight);
+            }
+            return builder.finish();
         }
+        // Count each distinct feature once, with the weight of its frequency.
+        occurrences.sort_unstable_by_key(|&(hash, _)| hash);
+        let mut distinct: Vec<(u64, f32)> = Vec::with_capacity(occurrences.len());
+        for run in occurrences.chunk_by(|a, b| a.0 == b.0) {
+            let (hash, weight) = run[0];
+            let tf = run.len() as u32;
+            distinct.push((hash, weight * self.weighting.frequency_weight(tf)));
+        }
+        if self.guarded && distinct.len() < MIN_DISTINCT_FEATURES {
+            let bytes: Vec<u8> = distinct
+                .iter()
+                .flat_map(|(hash, _)| hash.to_le_bytes())
+                .collect();
+            return Fingerprint(xxh3_64(&bytes));
+        }
+        for (hash, weight) in distinct {
+            builder.add_hash(hash, weight);
+        }
+        builder.finish()
     }
 }
 

@@ -20,7 +20,8 @@ use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfkc_quick};
 /// assert_eq!(normalize("  Hello \t World \n\n 第二段 "), "hello world\n第二段");
 /// ```
 pub fn normalize(text: &str) -> String {
-    let without_markup = strip_markup(text);
+    let unescaped = undo_literal_escapes(text);
+    let without_markup = strip_markup(&unescaped);
     // One pass for the text news is made of; the full NFKC pass only when it needs one.
     fold_common(&without_markup).unwrap_or_else(|| fold_case_and_space(&nfkc(&without_markup)))
 }
@@ -60,6 +61,48 @@ fn nfkc(text: &str) -> Cow<'_, str> {
         IsNormalized::Yes => Cow::Borrowed(text),
         _ => Cow::Owned(text.nfkc().collect()),
     }
+}
+
+/// Undoes the escapes that double-escaped scrapes leave in text as literal characters: `\n`,
+/// `\r` and `\t` (however many backslashes) become a line break or a space, `\uXXXX` the
+/// character it names, `\"` and `\/` the quote and slash. Other backslashes stay. Borrows
+/// when there is no backslash.
+///
+/// Left alone, the two characters `\` `n` are a word to the segmenter, and a scraped article
+/// carries dozens of them: enough to decide a term-frequency fingerprint on their own.
+fn undo_literal_escapes(text: &str) -> Cow<'_, str> {
+    if !text.contains('\\') {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(position) = rest.find('\\') {
+        out.push_str(&rest[..position]);
+        let backslashes = rest[position..].bytes().take_while(|&b| b == b'\\').count();
+        let after = &rest[position + backslashes..];
+        let (replacement, used) = match after.as_bytes().first() {
+            Some(b'n' | b'r') => (Some('\n'), 1),
+            Some(b't') => (Some(' '), 1),
+            Some(b'"') => (Some('"'), 1),
+            Some(b'/') => (Some('/'), 1),
+            Some(b'u') => match after
+                .get(1..5)
+                .and_then(|hex| u32::from_str_radix(hex, 16).ok())
+                .and_then(char::from_u32)
+            {
+                Some(c) => (Some(c), 5),
+                None => (None, 0),
+            },
+            _ => (None, 0),
+        };
+        match replacement {
+            Some(c) => out.push(c),
+            None => out.push_str(&rest[position..position + backslashes]),
+        }
+        rest = &after[used..];
+    }
+    out.push_str(rest);
+    Cow::Owned(out)
 }
 
 /// Removes tags, comments and script/style elements; decodes entities. Borrows when there is
@@ -176,12 +219,23 @@ fn closing_tag_end(text: &str, name: &str) -> Option<usize> {
     None
 }
 
-/// If `text` starts with an HTML entity, its length in bytes and the character it stands for
-/// (`None` for a named entity this decoder does not know, which is dropped).
+/// If `text` starts with an entity (`&name;`, `&#123;`, `&#x7b;`), its length in bytes and
+/// what it decodes to (`None`: an unknown name, which is dropped).
+///
+/// Scraped text also carries entities without their semicolon (`&nbsp&nbsp`) and entities
+/// escaped twice (`&amp;nbsp;`): the common names are decoded without a `;` when no letter
+/// follows them, and an `&amp;` that is followed by another entity stands for that entity.
 fn entity(text: &str) -> Option<(usize, Option<char>)> {
-    // The longest entity decoded here, `&#x10ffff;`, is 10 bytes; look a little further.
-    let end = text.bytes().take(12).position(|b| b == b';')?;
-    let body = &text[1..end];
+    entity_after_ampersand(&text[1..]).map(|(len, decoded)| (1 + len, decoded))
+}
+
+/// [`entity`] of the text after its `&`.
+fn entity_after_ampersand(text: &str) -> Option<(usize, Option<char>)> {
+    // The longest entity decoded here, `#x10ffff;`, is 9 bytes; look a little further.
+    let Some(end) = text.bytes().take(11).position(|b| b == b';') else {
+        return bare_entity(text);
+    };
+    let body = &text[..end];
     let decoded = if let Some(number) = body.strip_prefix('#') {
         let code = match number.strip_prefix(['x', 'X']) {
             Some(hex) => u32::from_str_radix(hex, 16).ok()?,
@@ -190,29 +244,53 @@ fn entity(text: &str) -> Option<(usize, Option<char>)> {
         Some(char::from_u32(code).unwrap_or(' '))
     } else {
         if body.len() < 2 || !body.bytes().all(|b| b.is_ascii_alphanumeric()) {
-            return None;
+            return bare_entity(text);
         }
-        match body {
-            "nbsp" | "ensp" | "emsp" | "thinsp" => Some(' '),
-            "amp" => Some('&'),
-            "lt" => Some('<'),
-            "gt" => Some('>'),
-            "quot" => Some('"'),
-            "apos" => Some('\''),
-            "ldquo" => Some('“'),
-            "rdquo" => Some('”'),
-            "lsquo" => Some('‘'),
-            "rsquo" => Some('’'),
-            "hellip" => Some('…'),
-            "mdash" => Some('—'),
-            "ndash" => Some('–'),
-            "middot" => Some('·'),
-            "times" => Some('×'),
-            "copy" => Some('©'),
-            _ => None,
+        if body == "amp" {
+            // Escaped twice: `&amp;nbsp;` is `&nbsp;`.
+            if let Some((len, decoded)) = entity_after_ampersand(&text[end + 1..]) {
+                return Some((end + 1 + len, decoded));
+            }
         }
+        named_entity(body)
     };
     Some((end + 1, decoded))
+}
+
+/// A common entity name at the start of `text` without its `;` (`&nbsp&nbsp`), when no
+/// letter or digit runs on after it (so `&ltd` and `AT&T` stay text).
+fn bare_entity(text: &str) -> Option<(usize, Option<char>)> {
+    ["nbsp", "amp", "quot", "lt", "gt"].iter().find_map(|name| {
+        let after = text.strip_prefix(name)?;
+        let runs_on = after
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphanumeric());
+        (!runs_on).then(|| (name.len(), named_entity(name)))
+    })
+}
+
+/// The character of an entity name; `None` for a name not decoded here.
+fn named_entity(name: &str) -> Option<char> {
+    match name {
+        "nbsp" | "ensp" | "emsp" | "thinsp" => Some(' '),
+        "amp" => Some('&'),
+        "lt" => Some('<'),
+        "gt" => Some('>'),
+        "quot" => Some('"'),
+        "apos" => Some('\''),
+        "ldquo" => Some('“'),
+        "rdquo" => Some('”'),
+        "lsquo" => Some('‘'),
+        "rsquo" => Some('’'),
+        "hellip" => Some('…'),
+        "mdash" => Some('—'),
+        "ndash" => Some('–'),
+        "middot" => Some('·'),
+        "times" => Some('×'),
+        "copy" => Some('©'),
+        _ => None,
+    }
 }
 
 fn is_zero_width(c: char) -> bool {
