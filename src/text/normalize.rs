@@ -231,6 +231,23 @@ fn entity(text: &str) -> Option<(usize, Option<char>)> {
 
 /// [`entity`] of the text after its `&`.
 fn entity_after_ampersand(text: &str) -> Option<(usize, Option<char>)> {
+    // Escaped twice or more: `&amp;nbsp;` and `&amp;amp;nbsp;` stand for `&nbsp;`. A loop, not
+    // recursion: a body of a million `&amp;` must not exhaust the stack.
+    let mut escapes = 0;
+    while text[escapes..].starts_with("amp;") {
+        escapes += 4;
+    }
+    if escapes > 0 {
+        return Some(match single_entity(&text[escapes..]) {
+            Some((len, decoded)) => (escapes + len, decoded),
+            None => (escapes, Some('&')),
+        });
+    }
+    single_entity(text)
+}
+
+/// One entity after its `&`, `&amp;` read as `&`.
+fn single_entity(text: &str) -> Option<(usize, Option<char>)> {
     // The longest entity decoded here, `#x10ffff;`, is 9 bytes; look a little further.
     let Some(end) = text.bytes().take(11).position(|b| b == b';') else {
         return bare_entity(text);
@@ -245,12 +262,6 @@ fn entity_after_ampersand(text: &str) -> Option<(usize, Option<char>)> {
     } else {
         if body.len() < 2 || !body.bytes().all(|b| b.is_ascii_alphanumeric()) {
             return bare_entity(text);
-        }
-        if body == "amp" {
-            // Escaped twice: `&amp;nbsp;` is `&nbsp;`.
-            if let Some((len, decoded)) = entity_after_ampersand(&text[end + 1..]) {
-                return Some((end + 1 + len, decoded));
-            }
         }
         named_entity(body)
     };
@@ -386,6 +397,26 @@ mod tests {
         assert_eq!(normalize("a&amp;b &#20013;&#x56fd; &bogus; &"), "a&b中国&");
         assert_eq!(normalize("x &lt; y"), "x < y");
         assert_eq!(normalize("AT&T"), "at&t");
+    }
+
+    #[test]
+    fn scraping_damage_is_undone() {
+        assert_eq!(normalize("第一段\\n\\n第二段\\t完"), "第一段\n第二段完");
+        assert_eq!(normalize("a\\\\nb \\u4e2d\\u56fd \\x"), "a\nb中国\\x");
+        assert_eq!(
+            normalize("甲&nbsp&nbsp乙&amp;nbsp;丙&amp;amp;lt;丁"),
+            "甲乙丙<丁"
+        );
+        assert_eq!(normalize("AT&T &ltd &amp;b"), "at&t &ltd &b");
+    }
+
+    #[test]
+    fn escaped_ampersands_cost_no_stack() {
+        // An entity escaped 200,000 times over: recursion per level would overflow the stack.
+        let nested = format!("&{}nbsp;正文", "amp;".repeat(200_000));
+        assert_eq!(normalize(&nested), "正文");
+        assert_eq!(normalize(&format!("&{}", "amp;".repeat(200_000))), "&");
+        assert_eq!(normalize("&amp;&amp;&amp;"), "&&&");
     }
 
     #[test]
