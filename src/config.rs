@@ -103,6 +103,10 @@ pub struct DedupConfig {
     pub post_chars: usize,
     /// Default mode: the Jaccard a pair needs when its smaller text is a post.
     pub min_jaccard_post: f64,
+    /// Default mode: the share of the figure shingles (shingles with a digit) of the text with
+    /// fewer that the other must share, so that bulletins of one template with other figures
+    /// stay apart.
+    pub min_figure_containment: f64,
     /// How many tables the pigeonhole index uses: `max_distance + 1` (the default, one a block)
     /// or one of Manku et al.'s permuted layouts (for k = 3: 10, 16 or 20), whose longer keys
     /// keep buckets small at billions of fingerprints (docs/tables.md).
@@ -124,6 +128,7 @@ impl Default for DedupConfig {
             min_jaccard: crate::verify::DEFAULT_MIN_JACCARD,
             post_chars: crate::verify::DEFAULT_POST_SHINGLES,
             min_jaccard_post: crate::verify::DEFAULT_MIN_JACCARD_POST,
+            min_figure_containment: crate::verify::DEFAULT_MIN_FIGURE_CONTAINMENT,
             tables: None,
         }
     }
@@ -514,6 +519,7 @@ impl DedupConfig {
             min_jaccard: self.min_jaccard,
             post_shingles: self.post_chars,
             min_jaccard_post: self.min_jaccard_post,
+            min_figure_containment: self.min_figure_containment,
         })
     }
 
@@ -528,6 +534,7 @@ impl DedupConfig {
             ("min_containment", self.min_containment),
             ("min_jaccard", self.min_jaccard),
             ("min_jaccard_post", self.min_jaccard_post),
+            ("min_figure_containment", self.min_figure_containment),
         ] {
             if !(value > 0.0 && value <= 1.0) {
                 return Err(Error::Config(format!(

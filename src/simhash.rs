@@ -133,7 +133,10 @@ const SPREAD: [u64; 256] = {
 };
 
 /// Fixed-point steps per unit of weight.
-const WEIGHT_SCALE: f32 = 65_536.0;
+const WEIGHT_SCALE: f32 = (1u32 << WEIGHT_BITS) as f32;
+
+/// The fixed point's fractional bits.
+const WEIGHT_BITS: u32 = 16;
 
 impl Default for SimhashBuilder {
     fn default() -> Self {
@@ -191,6 +194,42 @@ impl SimhashBuilder {
             self.unit_counts = [0; 8];
             self.units = 0;
         }
+    }
+
+    /// Adds every feature of `other` again, its weight multiplied by `factor`. When `other`
+    /// holds only features of weight 1, this equals adding each of them with weight `factor`
+    /// (the same fixed-point sums), at 64 multiplications for all of them instead of 64 steps
+    /// for each: features of one term frequency share their weight.
+    ///
+    /// ```
+    /// use tantivy_dedup::simhash::SimhashBuilder;
+    ///
+    /// let mut repeated = SimhashBuilder::new();
+    /// repeated.add_feature(b"story", 1.0);
+    /// repeated.add_feature(b"news", 1.0);
+    /// let mut scaled = SimhashBuilder::new();
+    /// scaled.add_feature(b"report", 1.0);
+    /// scaled.add_scaled(&repeated, 1.7);
+    ///
+    /// let mut each = SimhashBuilder::new();
+    /// each.add_feature(b"report", 1.0);
+    /// each.add_feature(b"story", 1.7);
+    /// each.add_feature(b"news", 1.7);
+    /// assert_eq!(scaled.finish(), each.finish());
+    /// ```
+    pub fn add_scaled(&mut self, other: &SimhashBuilder, factor: f32) {
+        let factor = i64::from((factor.max(0.0) * WEIGHT_SCALE).round() as i32);
+        // Sums are never negative: the shift is the division by the fixed-point scale. The
+        // product fits in 64 bits but for absurd sums, which take the wide path.
+        let scale = |weight: i64| match weight.checked_mul(factor) {
+            Some(product) => product >> WEIGHT_BITS,
+            None => ((i128::from(weight) * i128::from(factor)) >> WEIGHT_BITS) as i64,
+        };
+        let (ones, total) = other.with_units();
+        for (mine, theirs) in self.ones.iter_mut().zip(ones) {
+            *mine += scale(theirs);
+        }
+        self.total += scale(total);
     }
 
     /// `ones` and `total` with the pending unit features folded in.

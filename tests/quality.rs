@@ -38,11 +38,19 @@ fn article(id: &str, content: &str, minutes: i64) -> Article {
 /// Inserts `original` then `copy` into a fresh deduplicator of `mode`; whether they share a
 /// cluster.
 fn joined(mode: Mode, original: &str, copy: &str) -> bool {
-    let mut dedup = Deduplicator::new(DedupConfig {
-        mode,
-        ..DedupConfig::default()
-    })
-    .unwrap();
+    joined_with(
+        DedupConfig {
+            mode,
+            ..DedupConfig::default()
+        },
+        original,
+        copy,
+    )
+}
+
+/// [`joined`] under any settings.
+fn joined_with(config: DedupConfig, original: &str, copy: &str) -> bool {
+    let mut dedup = Deduplicator::new(config).unwrap();
     let first = dedup.insert(&article("original", original, 0), T0).unwrap();
     let second = dedup.insert(&article("copy", copy, 30), T0).unwrap();
     dedup.forest().check_invariants().unwrap();
@@ -188,6 +196,51 @@ fn templated_bulletins_with_different_facts_are_not_merged() {
         &report("十一月七日", 89, 24, 65, 1202),
         &report("十一月十五日", 22, 11, 11, 1295),
     );
+}
+
+/// A daily bulletin of one template (invented figures): every sentence is the template's,
+/// only the figures are the day's.
+fn daily_bulletin(day: u32, figures: [u32; 5]) -> String {
+    let [new, suspected, cured, current, total] = figures;
+    format!(
+        "国家卫生健康委今天（3月{day}日）通报，3月{}日0—24时，31个省（自治区、直辖市）和新疆生产建设兵团\
+         报告新增确诊病例{new}例，均为境外输入病例；无新增死亡病例；新增疑似病例{suspected}例，均为境外输入\
+         病例。当日新增治愈出院病例{cured}例，重症病例与前一日持平。境外输入现有确诊病例{current}例，累计\
+         确诊病例{total}例，无死亡病例。国家卫生健康委提醒，境外疫情仍在蔓延，各地要坚持外防输入、内防反弹，\
+         加强入境人员闭环管理，落实重点场所常态化防控措施。公众外出要科学佩戴口罩，保持社交距离，勤洗手、\
+         常通风，出现发热等症状及时就医。",
+        day - 1
+    )
+}
+
+#[test]
+fn bulletins_that_differ_only_in_their_figures_are_not_merged() {
+    let monday = daily_bulletin(10, [15, 3, 21, 186, 5319]);
+    let tuesday = daily_bulletin(11, [11, 2, 18, 179, 5330]);
+    // Their words alone verify: without the figures rule they are one story.
+    let words_only = DedupConfig {
+        min_figure_containment: 0.01,
+        ..DedupConfig::default()
+    };
+    assert!(joined_with(words_only, &monday, &tuesday));
+    assert_apart("two days' bulletins of one template", &monday, &tuesday);
+    // A repost of one day's bulletin still joins it, as does a copy with a typo beside a figure
+    // and a copy cut short.
+    assert_found(
+        "a reposted bulletin",
+        &monday,
+        &format!("转发：{monday}（来源：健康时报）"),
+    );
+    assert_found(
+        "a bulletin with a typo",
+        &monday,
+        &monday.replacen("新增确诊", "新增确珍", 1),
+    );
+    let cut: String = monday
+        .chars()
+        .take(monday.chars().count() * 2 / 3)
+        .collect();
+    assert_found("a truncated bulletin", &monday, &cut);
 }
 
 #[test]

@@ -85,133 +85,42 @@ fn has_letter_or_digit_char(c: char) -> bool {
         || (!c.is_ascii() && c.is_alphanumeric())
 }
 
+/// The stop words: function words too common to tell articles apart.
+const STOP_WORDS: [&str; 123] = [
+    "的", "了", "和", "是", "在", "也", "就", "都", "而", "及", "与", "着", "或", "之", "其", "把",
+    "被", "对", "从", "以", "为", "于", "这", "那", "个", "有", "我", "你", "他", "她", "它", "们",
+    "我们", "你们", "他们", "她们", "它们", "这个", "那个", "这些", "那些", "一个", "没有", "不",
+    "很", "还", "又", "并", "但", "但是", "而且", "因为", "所以", "如果", "虽然", "已经", "可以",
+    "以及", "等", "等等", "中", "上", "下", "将", "让", "给", "向", "由", "到", "吧", "吗", "呢",
+    "啊", "嘛", "哦", "呀", "得", "地", "所", "该", "此", "各", "每", "即", "则", "却", "且", "只",
+    "再", "更", "最", "会", "要", "能", "就是", "还是", "或者", "其中", "a", "an", "the", "of",
+    "to", "in", "on", "at", "for", "by", "with", "from", "and", "or", "but", "is", "are", "was",
+    "were", "be", "been", "it", "this", "that", "as",
+];
+
 /// Whether `word` is a stop word: a function word too common to tell articles apart.
 pub fn is_stop_word(word: &str) -> bool {
-    matches!(
-        word,
-        "的" | "了"
-            | "和"
-            | "是"
-            | "在"
-            | "也"
-            | "就"
-            | "都"
-            | "而"
-            | "及"
-            | "与"
-            | "着"
-            | "或"
-            | "之"
-            | "其"
-            | "把"
-            | "被"
-            | "对"
-            | "从"
-            | "以"
-            | "为"
-            | "于"
-            | "这"
-            | "那"
-            | "个"
-            | "有"
-            | "我"
-            | "你"
-            | "他"
-            | "她"
-            | "它"
-            | "们"
-            | "我们"
-            | "你们"
-            | "他们"
-            | "她们"
-            | "它们"
-            | "这个"
-            | "那个"
-            | "这些"
-            | "那些"
-            | "一个"
-            | "没有"
-            | "不"
-            | "很"
-            | "还"
-            | "又"
-            | "并"
-            | "但"
-            | "但是"
-            | "而且"
-            | "因为"
-            | "所以"
-            | "如果"
-            | "虽然"
-            | "已经"
-            | "可以"
-            | "以及"
-            | "等"
-            | "等等"
-            | "中"
-            | "上"
-            | "下"
-            | "将"
-            | "让"
-            | "给"
-            | "向"
-            | "由"
-            | "到"
-            | "吧"
-            | "吗"
-            | "呢"
-            | "啊"
-            | "嘛"
-            | "哦"
-            | "呀"
-            | "得"
-            | "地"
-            | "所"
-            | "该"
-            | "此"
-            | "各"
-            | "每"
-            | "即"
-            | "则"
-            | "却"
-            | "且"
-            | "只"
-            | "再"
-            | "更"
-            | "最"
-            | "会"
-            | "要"
-            | "能"
-            | "就是"
-            | "还是"
-            | "或者"
-            | "其中"
-            | "a"
-            | "an"
-            | "the"
-            | "of"
-            | "to"
-            | "in"
-            | "on"
-            | "at"
-            | "for"
-            | "by"
-            | "with"
-            | "from"
-            | "and"
-            | "or"
-            | "but"
-            | "is"
-            | "are"
-            | "was"
-            | "were"
-            | "be"
-            | "been"
-            | "it"
-            | "this"
-            | "that"
-            | "as"
-    )
+    // Every stop word fits in eight bytes: packed into an integer, one is found by a binary
+    // search of a sorted table (a `match` on strings compares them one after the other, and
+    // this runs once for every word of every text).
+    static PACKED: std::sync::LazyLock<Vec<u64>> = std::sync::LazyLock::new(|| {
+        let mut packed: Vec<u64> = STOP_WORDS.iter().filter_map(|word| pack(word)).collect();
+        packed.sort_unstable();
+        packed
+    });
+    pack(word).is_some_and(|key| PACKED.binary_search(&key).is_ok())
+}
+
+/// A word of at most eight bytes as an integer (zero bytes after it: no word holds a zero
+/// byte, so two words pack alike only when they are equal).
+fn pack(word: &str) -> Option<u64> {
+    let bytes = word.as_bytes();
+    if bytes.is_empty() || bytes.len() > 8 || bytes.contains(&0) {
+        return None;
+    }
+    let mut key = [0u8; 8];
+    key[..bytes.len()].copy_from_slice(bytes);
+    Some(u64::from_le_bytes(key))
 }
 
 /// Whether a segmented word counts as a feature: it has a letter or digit and is no stop word.
@@ -337,6 +246,32 @@ pub fn longest_sentence(text: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stop_words_are_exactly_the_listed_words() {
+        for word in STOP_WORDS {
+            assert!(is_stop_word(word), "{word}");
+            for longer in [format!("{word}的"), format!("x{word}"), format!("{word}\0")] {
+                assert_eq!(
+                    is_stop_word(&longer),
+                    STOP_WORDS.contains(&longer.as_str()),
+                    "{longer:?}"
+                );
+            }
+        }
+        for word in [
+            "",
+            "新闻",
+            "\0",
+            "the\0",
+            "they",
+            "中国",
+            "thes",
+            "abcdefghi",
+        ] {
+            assert!(!is_stop_word(word), "{word:?}");
+        }
+    }
 
     #[test]
     fn idf_prefers_rare_words() {

@@ -225,8 +225,12 @@ impl Fingerprinter {
         mut words: impl FnMut(&'a str, &mut dyn FnMut(&'a str)),
     ) -> Fingerprint {
         let idf = self.weighting.uses_idf().then(IdfTable::global);
-        // Each occurrence as (hash, weight of one occurrence).
-        let mut occurrences: Vec<(u64, f32)> = Vec::new();
+        // Each occurrence's hash; those of a weight other than 1 (IDF, emoticon codes) apart
+        // with their weight, so that the common case sorts plain integers.
+        // About one word in six bytes of Chinese text (two characters).
+        let bytes: usize = regions.iter().map(|region| region.len()).sum();
+        let mut plain: Vec<u64> = Vec::with_capacity(bytes / 6 + 8);
+        let mut weighted: Vec<(u64, f32)> = Vec::new();
         for region in regions {
             let emoticons: Vec<Range<usize>> = if self.guarded && region.contains('[') {
                 emoticon_codes(region).collect()
@@ -250,11 +254,16 @@ impl Fingerprinter {
                         weight *= EMOTICON_WEIGHT;
                     }
                 }
-                occurrences.push((xxh3_64(word.as_bytes()), weight));
+                let hash = xxh3_64(word.as_bytes());
+                if weight == 1.0 {
+                    plain.push(hash);
+                } else {
+                    weighted.push((hash, weight));
+                }
             });
         }
         let mut builder = SimhashBuilder::new();
-        if occurrences.is_empty() {
+        if plain.is_empty() && weighted.is_empty() {
             // Without words every such text would share the empty simhash (all zero bits) and
             // so one cluster; its characters still tell texts apart.
             let visible: Vec<char> = regions
@@ -273,28 +282,62 @@ impl Fingerprinter {
         }
         if !self.weighting.is_sublinear() && !self.guarded {
             // Plain term frequency: each occurrence adds its weight, in any order.
-            for (hash, weight) in occurrences {
-                builder.add_hash(hash, weight);
-            }
+            plain.iter().for_each(|&hash| builder.add_hash(hash, 1.0));
+            weighted
+                .iter()
+                .for_each(|&(hash, weight)| builder.add_hash(hash, weight));
             return builder.finish();
         }
-        // Count each distinct feature once, with the weight of its frequency.
-        occurrences.sort_unstable_by_key(|&(hash, _)| hash);
-        let mut distinct: Vec<(u64, f32)> = Vec::with_capacity(occurrences.len());
-        for run in occurrences.chunk_by(|a, b| a.0 == b.0) {
-            let (hash, weight) = run[0];
-            let tf = run.len() as u32;
-            distinct.push((hash, weight * self.weighting.frequency_weight(tf)));
+        // Count each distinct feature once, with the weight of its frequency; a feature seen
+        // with several weights (a word both inside and outside an emoticon code) takes the
+        // largest. Repeated features of weight 1 and one frequency share their weight: they
+        // are counted as unit features of their frequency's builder, added once, scaled.
+        let mut distinct = 0;
+        let mut first_distinct = [0u64; MIN_DISTINCT_FEATURES];
+        let mut by_frequency: Vec<(u32, SimhashBuilder)> = Vec::new();
+        let mut add_run = |hash: u64, weight: f32, tf: usize| {
+            let tf = tf as u32;
+            if weight != 1.0 {
+                builder.add_hash(hash, weight * self.weighting.frequency_weight(tf));
+            } else if tf == 1 {
+                builder.add_hash(hash, 1.0);
+            } else {
+                let class = match by_frequency.iter().position(|&(of, _)| of == tf) {
+                    Some(at) => at,
+                    None => {
+                        by_frequency.push((tf, SimhashBuilder::new()));
+                        by_frequency.len() - 1
+                    }
+                };
+                by_frequency[class].1.add_hash(hash, 1.0);
+            }
+            if let Some(slot) = first_distinct.get_mut(distinct) {
+                *slot = hash;
+            }
+            distinct += 1;
+        };
+        if weighted.is_empty() {
+            plain.sort_unstable();
+            for run in plain.chunk_by(|a, b| a == b) {
+                add_run(run[0], 1.0, run.len());
+            }
+        } else {
+            weighted.extend(plain.iter().map(|&hash| (hash, 1.0)));
+            weighted.sort_unstable_by_key(|&(hash, _)| hash);
+            for run in weighted.chunk_by(|a, b| a.0 == b.0) {
+                let weight = run.iter().map(|&(_, weight)| weight).fold(0.0, f32::max);
+                add_run(run[0].0, weight, run.len());
+            }
         }
-        if self.guarded && distinct.len() < MIN_DISTINCT_FEATURES {
-            let bytes: Vec<u8> = distinct
+        for (tf, features) in &by_frequency {
+            builder.add_scaled(features, self.weighting.frequency_weight(*tf));
+        }
+        if self.guarded && distinct < MIN_DISTINCT_FEATURES {
+            let bytes: Vec<u8> = first_distinct[..distinct]
                 .iter()
-                .flat_map(|(hash, _)| hash.to_le_bytes())
+                .flat_map(|hash| hash.to_le_bytes())
                 .collect();
             return Fingerprint(xxh3_64(&bytes));
-        }
-        for (hash, weight) in distinct {
-            builder.add_hash(hash, weight);
         }
         builder.finish()
     }

@@ -1,22 +1,25 @@
-//! A compact, consistent sample of a text's character shingles.
+//! A compact, consistent sample of a text's shingles.
 
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::text::SENTENCE_ENDS;
 
-/// Characters per shingle. Four Chinese characters are about two words: long enough that
-/// unrelated texts share few shingles, short enough that a typo costs only four.
-pub const SHINGLE_CHARS: usize = 4;
+/// Units per shingle. A unit is a character of a script written without spaces (a Chinese
+/// character), a digit, or a word of a script written with spaces (English). Four Chinese
+/// characters are about two words: long enough that unrelated texts share few shingles, short
+/// enough that a typo costs only four. Four English words are the usual word shingle; four of
+/// its letters would be shared by any two English texts ("tion", "ther").
+pub const SHINGLE_UNITS: usize = 4;
 
 /// How many of a sketch's smallest hashes are its candidate keys (see [`Sketch::keys`]).
 pub const KEYS: usize = 8;
 
-/// The character shingles of a text, hashed to 32 bits, and a consistent sample of them.
+/// The shingles of a text, hashed to 32 bits, and a consistent sample of them.
 ///
-/// A text's shingles are the runs of [`SHINGLE_CHARS`] letters and digits inside each sentence
-/// of its normalised text (punctuation, spaces and symbols are skipped; a sentence shorter than
-/// a shingle is one shingle). Shingles never span a sentence boundary, so moving sentences or
-/// paragraphs around keeps every shingle.
+/// A text's shingles are the runs of [`SHINGLE_UNITS`] units inside each sentence of its
+/// normalised text (punctuation, spaces and symbols only separate units; a sentence shorter
+/// than a shingle is one shingle). Shingles never span a sentence boundary, so moving sentences
+/// or paragraphs around keeps every shingle.
 ///
 /// The sketch keeps the hashes below a threshold `2^32 >> shift`, with the smallest `shift`
 /// that keeps at most `capacity` of them: a text with at most `capacity` distinct shingles is
@@ -60,12 +63,12 @@ impl Sketch {
         let bytes: usize = normalized.iter().map(|text| text.len()).sum();
         // CJK text is three bytes a character, and each character starts one shingle.
         let mut hashes = Vec::with_capacity(bytes / 3 + 1);
-        let mut sentence = Vec::new();
+        let mut units = Vec::new();
         for text in normalized {
-            for part in text.split(SENTENCE_ENDS) {
-                sentence.clear();
-                sentence.extend(part.chars().filter(|&c| is_letter_or_digit(c)));
-                shingle_hashes(&sentence, &mut hashes);
+            for sentence in text.split(SENTENCE_ENDS) {
+                units.clear();
+                push_units(sentence, &mut units);
+                shingle_hashes(&units, &mut hashes);
             }
         }
         hashes.sort_unstable();
@@ -162,12 +165,59 @@ impl Sketch {
     }
 }
 
-/// `char::is_alphanumeric`, with the common CJK ideographs and ASCII answered without the
-/// Unicode tables.
-fn is_letter_or_digit(c: char) -> bool {
-    matches!(c, '\u{4e00}'..='\u{9fff}')
-        || c.is_ascii_alphanumeric()
-        || (!c.is_ascii() && c.is_alphanumeric())
+/// Appends a sentence's units (see [`SHINGLE_UNITS`]): a character of a script written
+/// without spaces is its code point, a digit its code point tagged with [`DIGIT_UNIT`]; a word
+/// of a script written with spaces is a hash of its letters with the top bit set. No two kinds
+/// overlap, since code points end at 0x10FFFF.
+fn push_units(sentence: &str, units: &mut Vec<u32>) {
+    let mut word_start = None;
+    for (at, c) in sentence.char_indices() {
+        let unit = if matches!(c, '\u{4e00}'..='\u{9fff}') {
+            // Most characters of Chinese text: answered first, without the Unicode tables.
+            u32::from(c)
+        } else if is_word_letter(c) {
+            word_start.get_or_insert(at);
+            continue;
+        } else if c.is_ascii_digit() || (!c.is_ascii() && c.is_numeric()) {
+            DIGIT_UNIT | u32::from(c)
+        } else if c.is_alphanumeric() {
+            u32::from(c)
+        } else {
+            if let Some(start) = word_start.take() {
+                units.push(word_unit(&sentence[start..at]));
+            }
+            continue;
+        };
+        if let Some(start) = word_start.take() {
+            units.push(word_unit(&sentence[start..at]));
+        }
+        units.push(unit);
+    }
+    if let Some(start) = word_start {
+        units.push(word_unit(&sentence[start..]));
+    }
+}
+
+/// The tag of a digit's unit (fullwidth digits are folded to ASCII by normalisation).
+const DIGIT_UNIT: u32 = 1 << 30;
+
+/// Whether a unit is a digit's.
+fn is_digit(unit: u32) -> bool {
+    unit & (DIGIT_UNIT | WORD_UNIT) == DIGIT_UNIT
+}
+
+/// The tag of a word's unit.
+const WORD_UNIT: u32 = 1 << 31;
+
+/// The unit of a word of a spaced script.
+fn word_unit(word: &str) -> u32 {
+    (xxh3_64(word.as_bytes()) as u32) | WORD_UNIT
+}
+
+/// A letter of a script written with spaces between words: the Latin, Greek, Cyrillic,
+/// Armenian, Hebrew and Arabic blocks and the other alphabets below the CJK ones (U+2E80).
+fn is_word_letter(c: char) -> bool {
+    c.is_ascii_alphabetic() || (!c.is_ascii() && c < '\u{2e80}' && c.is_alphabetic())
 }
 
 /// The sample's bound for a shift: hashes below it are kept.
@@ -175,22 +225,47 @@ fn threshold(shift: u8) -> u64 {
     (1u64 << 32) >> shift
 }
 
-/// Appends the hashes of a sentence's shingles (the sentence's letters and digits, in order).
-fn shingle_hashes(sentence: &[char], out: &mut Vec<u32>) {
-    match sentence.len() {
-        0 => {}
-        short if short <= SHINGLE_CHARS => out.push(hash32(sentence)),
-        _ => out.extend(sentence.windows(SHINGLE_CHARS).map(hash32)),
+/// Appends the hashes of a sentence's shingles (the sentence's units, in order).
+fn shingle_hashes(units: &[u32], out: &mut Vec<u32>) {
+    if units.len() <= SHINGLE_UNITS {
+        if !units.is_empty() {
+            out.push(hash32(units, units.iter().any(|&unit| is_digit(unit))));
+        }
+        return;
     }
+    // One past the last digit among the units seen, so that each unit is asked once.
+    let mut after_digit = units[..SHINGLE_UNITS - 1]
+        .iter()
+        .rposition(|&unit| is_digit(unit))
+        .map_or(0, |at| at + 1);
+    let shingles = units.windows(SHINGLE_UNITS).enumerate();
+    out.extend(shingles.map(|(start, shingle)| {
+        if is_digit(shingle[SHINGLE_UNITS - 1]) {
+            after_digit = start + SHINGLE_UNITS;
+        }
+        hash32(shingle, after_digit > start)
+    }));
 }
 
-/// The hash of a shingle: xxh3 of its characters as 32-bit code points, high half.
-fn hash32(shingle: &[char]) -> u32 {
-    let mut bytes = [0u8; 4 * SHINGLE_CHARS];
-    for (slot, &c) in bytes.chunks_exact_mut(4).zip(shingle) {
-        slot.copy_from_slice(&u32::from(c).to_le_bytes());
+/// The hash of a shingle: xxh3 of its units, high half, with the lowest bit replaced by
+/// whether the shingle holds a digit (see [`is_figure`]).
+fn hash32(shingle: &[u32], figure: bool) -> u32 {
+    let mut bytes = [0u8; 4 * SHINGLE_UNITS];
+    for (slot, &unit) in bytes.chunks_exact_mut(4).zip(shingle) {
+        slot.copy_from_slice(&unit.to_le_bytes());
     }
-    (xxh3_64(&bytes[..4 * shingle.len()]) >> 32) as u32
+    let hash = (xxh3_64(&bytes[..4 * shingle.len()]) >> 32) as u32;
+    (hash & !FIGURE_BIT) | if figure { FIGURE_BIT } else { 0 }
+}
+
+/// The bit of a shingle hash that tells a figure shingle (one that holds a digit) from a
+/// shingle of words. Taking it from the hash leaves 31 random bits, and the tag costs no
+/// memory: the sample knows which of its shingles are figures.
+const FIGURE_BIT: u32 = 1;
+
+/// Whether a sketched shingle hash is a figure shingle: one that holds a digit.
+pub(crate) fn is_figure(hash: u32) -> bool {
+    hash & FIGURE_BIT != 0
 }
 
 impl Similarity {
@@ -233,15 +308,27 @@ pub(crate) fn count_shared_at_least(a: &[u32], b: &[u32], needed: usize) -> Opti
     (shared >= needed).then_some(shared)
 }
 
+/// Figure hashes (see [`is_figure`]) in each of two strictly increasing slices, and how many
+/// of them the two share.
+pub(crate) fn count_figures(a: &[u32], b: &[u32]) -> (usize, usize, usize) {
+    let figures = |hashes: &[u32]| hashes.iter().filter(|&&hash| is_figure(hash)).count();
+    (figures(a), figures(b), count_shared_where(a, b, is_figure))
+}
+
 /// Elements two strictly increasing slices share.
 pub(crate) fn count_shared(a: &[u32], b: &[u32]) -> usize {
+    count_shared_where(a, b, |_| true)
+}
+
+/// Elements two strictly increasing slices share that `counts`.
+fn count_shared_where(a: &[u32], b: &[u32], counts: impl Fn(u32) -> bool) -> usize {
     let (mut i, mut j, mut shared) = (0, 0, 0);
     while i < a.len() && j < b.len() {
         match a[i].cmp(&b[j]) {
             std::cmp::Ordering::Less => i += 1,
             std::cmp::Ordering::Greater => j += 1,
             std::cmp::Ordering::Equal => {
-                shared += 1;
+                shared += usize::from(counts(a[i]));
                 i += 1;
                 j += 1;
             }
@@ -291,6 +378,26 @@ mod tests {
         let similarity = Sketch::of(&[&long], 200).similarity(&Sketch::of(&[&cut], 200));
         assert!(similarity.containment > 0.9, "{similarity:?}");
         assert!(similarity.jaccard < 0.5, "{similarity:?}");
+    }
+
+    #[test]
+    fn words_of_spaced_scripts_are_units() {
+        // Fourteen words: eleven shingles of four words (as characters they would be 57 and
+        // share "said", "that", "ther" and the like with any English text).
+        let report = "the committee said on monday that the new rules would take effect next year";
+        let other = "the company said on tuesday that its new chief would take office next month";
+        let (a, b) = (Sketch::of(&[report], 200), Sketch::of(&[other], 200));
+        assert_eq!(a.hashes().len(), 11);
+        assert_eq!(a.similarity(&b).containment, 0.0);
+        // Mixed text: each Chinese character and each digit is a unit, each word one unit.
+        let mixed = Sketch::of(&["苹果公司发布iPhone 15新品"], 200);
+        assert_eq!(mixed.hashes().len(), 11 - SHINGLE_UNITS + 1);
+        assert!(mixed.hashes().iter().any(|&hash| is_figure(hash)));
+        // Punctuation and spaces separate units and are otherwise ignored.
+        assert_eq!(
+            Sketch::of(&["new rules, take effect!"], 200),
+            Sketch::of(&["new  rules take-effect"], 200)
+        );
     }
 
     #[test]
