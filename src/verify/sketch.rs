@@ -216,6 +216,8 @@ fn word_unit(word: &str) -> u32 {
 
 /// A letter of a script written with spaces between words: the Latin, Greek, Cyrillic,
 /// Armenian, Hebrew and Arabic blocks and the other alphabets below the CJK ones (U+2E80).
+/// (Thai and the few other scripts in that range that go without spaces come out as one unit
+/// a phrase: coarser shingles, still consistent.)
 fn is_word_letter(c: char) -> bool {
     c.is_ascii_alphabetic() || (!c.is_ascii() && c < '\u{2e80}' && c.is_alphabetic())
 }
