@@ -382,9 +382,10 @@ fn long_reports_on_one_beat_stay_apart_and_their_copies_join() {
         reports.len(),
         "unrelated long reports merged"
     );
-    // A copy of each, with a footer and its last third cut, joins its own report. The
-    // exception is the forest's first rule: a copy whose fingerprint is already a node joins
-    // that node whatever its text, and drift makes such exact collisions happen here.
+    // A copy of each, with a footer and its last third cut, joins its own report. Copies
+    // whose fingerprint is already a node are set aside and counted: drift makes such exact
+    // collisions happen here, and they must stay rare. (Such a copy is verified against that
+    // node like any candidate and takes the next free value when it does not verify.)
     let mut collisions = 0;
     for (i, text) in reports.iter().enumerate() {
         let kept: String = text.chars().take(text.chars().count() * 2 / 3).collect();

@@ -226,8 +226,8 @@ impl Fingerprinter {
     ) -> Fingerprint {
         let idf = self.weighting.uses_idf().then(IdfTable::global);
         // Each occurrence's hash; those of a weight other than 1 (IDF, emoticon codes) apart
-        // with their weight, so that the common case sorts plain integers.
-        // About one word in six bytes of Chinese text (two characters).
+        // with their weight, so that the common case sorts plain integers. Room for about one
+        // word in six bytes of Chinese text (two characters).
         let bytes: usize = regions.iter().map(|region| region.len()).sum();
         let mut plain: Vec<u64> = Vec::with_capacity(bytes / 6 + 8);
         let mut weighted: Vec<(u64, f32)> = Vec::new();
