@@ -97,7 +97,11 @@ fn required_text(
             ));
         }
     };
-    if text.trim().is_empty() {
+    // Zero-width characters and byte-order marks count as blank: normalisation drops them.
+    if text
+        .chars()
+        .all(|c| c.is_whitespace() || crate::text::is_zero_width(c))
+    {
         return Err(invalid(field, "must not be empty"));
     }
     Ok(text)
@@ -220,6 +224,17 @@ impl Article {
                 format!("must be at most {MAX_ID_BYTES} bytes, got {}", id.len()),
             ));
         }
+        // An id travels in URLs, logs and terminals, where control characters do harm.
+        if let Some(control) = id.chars().find(|c| c.is_control()) {
+            return Err(invalid(
+                "id",
+                format!(
+                    "must not contain control characters, got {:?} at byte {}",
+                    control,
+                    id.find(control).unwrap_or(0)
+                ),
+            ));
+        }
         Ok(Article {
             id,
             content: required_text("content", raw.content, false)?,
@@ -300,6 +315,18 @@ mod tests {
             (
                 r#"{"id": "a", "content": "  "}"#,
                 "`content` must not be empty",
+            ),
+            (
+                "{\"id\": \"a\", \"content\": \"\u{feff}\u{200b} \u{200d}\"}",
+                "`content` must not be empty",
+            ),
+            (
+                r#"{"id": "a\u0000b", "content": "x"}"#,
+                "`id` must not contain control characters",
+            ),
+            (
+                r#"{"id": "a\nb", "content": "x"}"#,
+                "`id` must not contain control characters",
             ),
             (
                 r#"{"id": true, "content": "x"}"#,

@@ -428,6 +428,142 @@ pub struct ServerConfig {
     /// would move the forest's clock and expire every cluster.
     #[serde(with = "humantime_serde_compat")]
     pub max_future: Duration,
+    /// Connections served at once; further ones wait in the listen queue until one closes.
+    /// Lowered at start to what the process's open-file limit leaves room for, so that idle
+    /// connections can never take the files the index needs.
+    pub max_connections: usize,
+    /// A connection that has not sent a whole request head within this time is closed: slow
+    /// headers, and keep-alive connections idle between requests.
+    #[serde(with = "humantime_serde_compat")]
+    pub header_timeout: Duration,
+    /// The longest a request body may take to arrive, whole; a slower one is answered 408.
+    #[serde(with = "humantime_serde_compat")]
+    pub body_timeout: Duration,
+    /// On SIGTERM or Ctrl-C, how long requests in flight may take to finish before their
+    /// connections are closed; what was queued for the writer is committed either way.
+    #[serde(with = "humantime_serde_compat")]
+    pub shutdown_grace: Duration,
+    /// Host names (with or without `:port`) that requests may name in `Host`, besides the
+    /// bound address and, on loopback, `localhost`. A request naming another is refused
+    /// (421), which stops DNS-rebinding pages from reaching a server on loopback. Empty on a
+    /// server bound to all interfaces (`0.0.0.0`, `::`): any host.
+    pub allowed_hosts: Vec<String>,
+    /// Origins (`https://monitor.example.com`) whose web pages may call the API from a
+    /// browser (CORS). Empty: none.
+    pub cors_origins: Vec<String>,
+    /// The API keys; never read from or written to a settings file (see
+    /// [`AccessKeys`](crate::server::AccessKeys)).
+    #[serde(skip)]
+    pub keys: AccessKeys,
+    /// Whether to serve an address other than loopback without keys (`--insecure-no-auth`;
+    /// never from a settings file). Refused otherwise: anyone who can reach such a server could
+    /// write and delete.
+    #[serde(skip)]
+    pub insecure_no_auth: bool,
+}
+
+/// The API keys of `serve` (SPEC: `Authorization: Bearer <key>`). With a write key, POST and
+/// DELETE need it; with a read key too, every other endpoint but `/healthz` needs one of the
+/// two. Keys come from the environment or from files, never from the command line or a
+/// settings file, and are never shown: `Debug` prints `[redacted]`.
+///
+/// ```
+/// use tantivy_dedup::config::{AccessKeys, Secret};
+///
+/// let keys = AccessKeys {
+///     write: Some(Secret::new("a-write-key-of-some-length".to_owned())?),
+///     read: None,
+/// };
+/// assert!(format!("{keys:?}").contains("[redacted]"));
+/// assert!(keys.write.as_ref().is_some_and(|key| key.matches(b"a-write-key-of-some-length")));
+/// assert!(Secret::new("short".to_owned()).is_err());
+/// # Ok::<(), tantivy_dedup::Error>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AccessKeys {
+    /// Needed to write (and accepted for reads).
+    pub write: Option<Secret>,
+    /// Needed to read, when set.
+    pub read: Option<Secret>,
+}
+
+/// The environment variable that holds the write key.
+pub const WRITE_KEY_VARIABLE: &str = "TANTIVY_DEDUP_WRITE_KEY";
+/// The environment variable that holds the read key.
+pub const READ_KEY_VARIABLE: &str = "TANTIVY_DEDUP_READ_KEY";
+
+impl AccessKeys {
+    /// The keys of the environment ([`WRITE_KEY_VARIABLE`], [`READ_KEY_VARIABLE`]) or of the
+    /// files given (the file's text, surrounding white space removed). A key given both ways
+    /// is refused, as is an empty or short one.
+    pub fn load(write_file: Option<&Path>, read_file: Option<&Path>) -> Result<Self> {
+        Ok(AccessKeys {
+            write: Secret::load(WRITE_KEY_VARIABLE, write_file)?,
+            read: Secret::load(READ_KEY_VARIABLE, read_file)?,
+        })
+    }
+
+    /// Whether any key is set (writes then need the write key).
+    pub fn enabled(&self) -> bool {
+        self.write.is_some()
+    }
+}
+
+/// An API key: compared in constant time, never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// The fewest characters a key may have.
+    pub const MIN_CHARS: usize = 16;
+
+    /// A key: at least [`MIN_CHARS`](Self::MIN_CHARS) visible ASCII characters (it travels in
+    /// an HTTP header).
+    pub fn new(key: String) -> Result<Self> {
+        if key.len() < Self::MIN_CHARS || !key.bytes().all(|byte| byte.is_ascii_graphic()) {
+            return Err(Error::Config(format!(
+                "an API key must be at least {} visible ASCII characters without spaces (`openssl rand -hex 32` makes a good one)",
+                Self::MIN_CHARS
+            )));
+        }
+        Ok(Secret(key))
+    }
+
+    /// The key in `variable` or in `file`, if either is given.
+    fn load(variable: &str, file: Option<&Path>) -> Result<Option<Self>> {
+        let from_environment = std::env::var_os(variable);
+        let key = match (from_environment, file) {
+            (Some(_), Some(file)) => {
+                return Err(Error::Config(format!(
+                    "a key is given both in ${variable} and in {}; give it one way",
+                    file.display()
+                )));
+            }
+            (Some(value), None) => value
+                .into_string()
+                .map_err(|_| Error::Config(format!("${variable} is not valid UTF-8")))?,
+            (None, Some(file)) => std::fs::read_to_string(file).map_err(|source| Error::Io {
+                path: file.to_owned(),
+                source,
+            })?,
+            (None, None) => return Ok(None),
+        };
+        let source = file.map_or_else(|| format!("${variable}"), |file| file.display().to_string());
+        Secret::new(key.trim().to_owned())
+            .map(Some)
+            .map_err(|error| Error::Config(format!("{source}: {error}")))
+    }
+
+    /// Whether `candidate` is this key, in time that depends only on the lengths.
+    pub fn matches(&self, candidate: &[u8]) -> bool {
+        subtle::ConstantTimeEq::ct_eq(self.0.as_bytes(), candidate).into()
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("[redacted]")
+    }
 }
 
 impl Default for ServerConfig {
@@ -440,11 +576,33 @@ impl Default for ServerConfig {
             max_batch_documents: 1000,
             queue_mib: 256,
             max_future: Duration::from_secs(86_400),
+            max_connections: 512,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(60),
+            shutdown_grace: Duration::from_secs(10),
+            allowed_hosts: Vec::new(),
+            cors_origins: Vec::new(),
+            keys: AccessKeys::default(),
+            insecure_no_auth: false,
         }
     }
 }
 
 impl ServerConfig {
+    /// Refuses to serve `bound`, an address other than loopback, without API keys unless
+    /// [`insecure_no_auth`](Self::insecure_no_auth): anyone who can reach such a server could
+    /// write and delete.
+    pub fn check_exposure(&self, bound: std::net::SocketAddr) -> Result<()> {
+        if bound.ip().is_loopback() || self.keys.enabled() || self.insecure_no_auth {
+            return Ok(());
+        }
+        Err(Error::Config(format!(
+            "refusing to serve {bound} without API keys: anyone who can reach it could write and delete. \
+             Set TANTIVY_DEDUP_WRITE_KEY (or --write-key-file), listen on 127.0.0.1, or pass \
+             --insecure-no-auth when a firewall or a proxy guards the port"
+        )))
+    }
+
     /// Checks the ranges.
     pub fn validate(&self) -> Result<()> {
         let problem = if self.commit_delay > Duration::from_secs(10) {
@@ -459,6 +617,14 @@ impl ServerConfig {
             "server.queue_mib must be at least max_body_mib (one full request must fit)"
         } else if self.max_future > Duration::from_secs(100 * 365 * 86_400) {
             "server.max_future must be at most 100 years"
+        } else if !(1..=1_000_000).contains(&self.max_connections) {
+            "server.max_connections must be between 1 and 1000000"
+        } else if self.header_timeout.is_zero() || self.body_timeout.is_zero() {
+            "server.header_timeout and server.body_timeout must be more than 0s"
+        } else if self.shutdown_grace > Duration::from_secs(3600) {
+            "server.shutdown_grace must be at most 1h"
+        } else if self.keys.read.is_some() && self.keys.write.is_none() {
+            "a read key needs a write key: with a read key alone, anyone could write"
         } else {
             return Ok(());
         };

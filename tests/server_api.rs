@@ -42,6 +42,9 @@ use tantivy_dedup::verify::Sketch;
 use tantivy_dedup::{Article, DedupConfig, Deduplicator};
 use tempfile::TempDir;
 
+#[path = "server_api/hardening.rs"]
+mod hardening;
+
 /// `k`, the default near-duplicate distance.
 const K: u32 = 3;
 const BASE_TIME: i64 = 1_700_000_000;
@@ -1502,7 +1505,12 @@ fn post_at_once(server: &TestServer, bodies: Vec<Vec<u8>>) -> Vec<Value> {
             let url = format!("{}/v1/documents", server.base);
             std::thread::spawn(move || {
                 barrier.wait();
-                TestServer::reply(agent.post(url).send(&body[..]))
+                TestServer::reply(
+                    agent
+                        .post(url)
+                        .header("content-type", "application/json")
+                        .send(&body[..]),
+                )
             })
         })
         .collect();
@@ -1735,7 +1743,10 @@ impl TestServer {
         Self::reply(match method {
             "GET" => agent.get(url).call(),
             "DELETE" => agent.delete(url).call(),
-            "POST" => agent.post(url).send(body),
+            "POST" => agent
+                .post(url)
+                .header("content-type", "application/json")
+                .send(body),
             "PUT" => agent.put(url).send(body),
             "PATCH" => agent.patch(url).send(body),
             other => panic!("no method {other}"),
@@ -2848,7 +2859,7 @@ fn oversized_bodies_are_refused_whole() {
     }
     chunked.extend(b"0\r\n\r\n");
     let head = format!(
-        "POST /v1/documents HTTP/1.1\r\nhost: {}\r\ntransfer-encoding: chunked\r\n\r\n",
+        "POST /v1/documents HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n",
         server.address()
     );
     let answer = raw_exchange(server.address(), head, chunked);
@@ -2860,6 +2871,7 @@ fn oversized_bodies_are_refused_whole() {
         server
             .agent
             .post(format!("{}/v1/documents", server.base))
+            .header("content-type", "application/json")
             .header("expect", "100-continue")
             .send(&over[..]),
     );
@@ -2869,7 +2881,7 @@ fn oversized_bodies_are_refused_whole() {
     // A check over the document limit.
     let check = bytes(json!({"content": "长".repeat(40_000)}));
     let head = format!(
-        "POST /v1/near-duplicates HTTP/1.1\r\nhost: {}\r\ncontent-length: {}\r\n\r\n",
+        "POST /v1/near-duplicates HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
         server.address(),
         check.len()
     );

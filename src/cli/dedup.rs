@@ -28,7 +28,7 @@ pub fn run(args: DedupArgs) -> anyhow::Result<ExitCode> {
     let config = args.config.load()?;
     let mut dedup = match args.store.address()? {
         Some(address) => Deduplicator::with_store(config, &address)
-            .with_context(|| format!("connecting to {}", address.nodes.join(",")))?,
+            .with_context(|| format!("connecting to {address}"))?,
         None => Deduplicator::new(config)?,
     };
     let reader = input::open(&args.file)?;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use tantivy_dedup::config::{Config, ServerConfig};
+use tantivy_dedup::config::{AccessKeys, Config, ServerConfig};
 use tantivy_dedup::engine::DedupIndex;
 use tantivy_dedup::server::Server;
 
@@ -44,6 +44,18 @@ pub struct ServeArgs {
     /// How far ahead of the clock `published_at` may be ("1d", "6h") [default: 1d]
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     max_future: Option<Duration>,
+    /// File holding the write key: POST and DELETE then need `Authorization: Bearer <key>`
+    /// [default: $TANTIVY_DEDUP_WRITE_KEY; keys are never given on the command line]
+    #[arg(long, value_name = "FILE")]
+    write_key_file: Option<PathBuf>,
+    /// File holding the read key: every other request but /healthz then needs it (or the
+    /// write key) [default: $TANTIVY_DEDUP_READ_KEY]
+    #[arg(long, value_name = "FILE")]
+    read_key_file: Option<PathBuf>,
+    /// Listen on an address other than loopback without API keys (only behind a firewall or
+    /// a proxy that checks who calls)
+    #[arg(long)]
+    insecure_no_auth: bool,
     #[command(flatten)]
     store: StoreArgs,
     #[command(flatten)]
@@ -76,6 +88,7 @@ impl ServeArgs {
         if let Some(future) = flags.max_future {
             server.max_future = future;
         }
+        server.insecure_no_auth = flags.insecure_no_auth;
         server
     }
 }
@@ -83,11 +96,25 @@ impl ServeArgs {
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     init_logging();
     let config = args.config.load_if_given()?;
-    let server_config = args.server_config(config.as_ref());
+    let mut server_config = args.server_config(config.as_ref());
+    server_config.keys = AccessKeys::load(
+        args.write_key_file.as_deref(),
+        args.read_key_file.as_deref(),
+    )?;
     server_config.validate()?;
     let store = args.store.address()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    // Bound before the index is opened or created: a busy port leaves no directory behind.
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind(server_config.addr))
+        .with_context(|| format!("cannot listen on {}", server_config.addr))?;
+    let addr = listener.local_addr()?;
+    server_config.check_exposure(addr)?;
     let forest = match &store {
-        Some(address) => format!("forest on Redis at {}", address.nodes.join(",")),
+        Some(address) => format!("forest on Redis at {address}"),
         None => "replaying its forest".to_string(),
     };
     tracing::info!(index = %args.index.display(), "opening the index ({forest})");
@@ -99,19 +126,16 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         ms = recovery.elapsed.as_secs_f64() * 1e3,
         "index open"
     );
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let keys = if server_config.keys.enabled() {
+        "API keys required"
+    } else {
+        "no API keys"
+    };
+    let server = Server::start(index, server_config)?;
     runtime.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(server_config.addr)
-            .await
-            .with_context(|| format!("cannot listen on {}", server_config.addr))?;
-        let addr = listener.local_addr()?;
-        let server = Server::start(index, server_config)?;
         // On stdout, for people and for scripts that start the server on port 0.
         println!("listening on http://{addr}");
-        tracing::info!(%addr, "serving; stop with Ctrl-C or SIGTERM (queued writes are committed)");
+        tracing::info!(%addr, "serving ({keys}); stop with Ctrl-C or SIGTERM (queued writes are committed)");
         server.serve(listener, shutdown_signal()).await?;
         tracing::info!("stopped");
         Ok(ExitCode::SUCCESS)

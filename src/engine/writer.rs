@@ -202,8 +202,11 @@ pub struct DedupIndex {
     index: Index,
     fields: NewsFields,
     config: Config,
-    writer: IndexWriter<NewsDocument>,
+    /// `None` after a failure closed it, until [`recover`](DedupIndex::recover) reopens it.
+    writer: Option<IndexWriter<NewsDocument>>,
     reader: IndexReader,
+    /// The shared forest's store, when the forest is not this process's own.
+    store: Option<RedisAddress>,
     dedup: Deduplicator,
     layout: BlockLayout,
     next_sequence: u64,
@@ -290,39 +293,62 @@ impl DedupIndex {
         let index = Index::open(open_directory(dir)?).map_err(|source| index_error(dir, source))?;
         schema::check_schema(&index.schema(), &schema)?;
         tokenizer::register(&index);
-        let threads = config.index.threads();
-        let writer = index
-            .writer_with_num_threads(threads, config.index.writer_memory_mb << 20)
-            .map_err(|source| match source {
-                tantivy::TantivyError::LockFailure(..) => Error::Busy(dir.to_owned()),
-                source => index_error(dir, source),
-            })?;
+        let writer = open_writer(&index, &config, dir)?;
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
             .try_into()
             .map_err(|source| index_error(dir, source))?;
-        let mut dedup = match store {
-            Some(address) => Deduplicator::with_store(config.dedup.clone(), address)?,
-            None => Deduplicator::new(config.dedup.clone())?,
-        };
-        // A shared forest already holds this shard's inserts: only the sequence is read back.
-        let replay_into = (!dedup.is_shared()).then(|| dedup.forest_mut());
-        let (recovery, next_sequence) = recovery::replay(&reader.searcher(), replay_into)
-            .map_err(|source| index_error(dir, source))?;
+        let (dedup, recovery, next_sequence) = rebuild_forest(&reader, &config, store, dir)?;
         Ok(DedupIndex {
             path: dir.to_owned(),
             index,
             fields,
             config,
-            writer,
+            writer: Some(writer),
             reader,
+            store: store.cloned(),
             dedup,
             layout,
             next_sequence,
             uncommitted: HashMap::new(),
             recovery,
         })
+    }
+
+    /// Brings the index back to its last commit after a failed write or commit (a transient
+    /// cause such as too many open files or a full disk): the writer is closed, dropping
+    /// everything since the last commit, then reopened, and the forest is rebuilt from the
+    /// committed index as on open. Nothing committed is lost; the changes dropped were never
+    /// acknowledged as durable. While the cause lasts this fails and can be called again;
+    /// until it succeeds, writes are refused.
+    pub fn recover(&mut self) -> Result<()> {
+        // Dropping the writer releases the directory lock a new one takes.
+        self.writer = None;
+        self.uncommitted.clear();
+        let writer = open_writer(&self.index, &self.config, &self.path)?;
+        self.reader
+            .reload()
+            .map_err(|source| index_error(&self.path, source))?;
+        let (dedup, recovery, next_sequence) =
+            rebuild_forest(&self.reader, &self.config, self.store.as_ref(), &self.path)?;
+        self.writer = Some(writer);
+        self.dedup = dedup;
+        self.recovery = recovery;
+        self.next_sequence = next_sequence;
+        Ok(())
+    }
+
+    /// The open writer and the index's path (for errors), or the error of a writer closed
+    /// by a failure.
+    fn writer(&mut self) -> Result<(&mut IndexWriter<NewsDocument>, &Path)> {
+        match &mut self.writer {
+            Some(writer) => Ok((writer, &self.path)),
+            None => Err(Error::Server(format!(
+                "the writer of {} was closed by a failure; it reopens at the last commit when recovered",
+                self.path.display()
+            ))),
+        }
     }
 
     /// The settings in use.
@@ -443,9 +469,10 @@ impl DedupIndex {
         document.add(fields.digest, NewsValue::U64(digest));
         document.add(fields.duplicate, NewsValue::Bool(live.duplicate));
         add_insert_fields(&mut document, fields, &live.insert);
-        self.writer
+        let (writer, path) = self.writer()?;
+        writer
             .add_document(document)
-            .map_err(|source| index_error(&self.path, source))?;
+            .map_err(|source| index_error(path, source))?;
         let decision = Decision {
             id: id.clone(),
             simhash,
@@ -547,10 +574,12 @@ impl DedupIndex {
     /// forest goes first: a shared store's failure then leaves nothing done, and once it is
     /// done `id` is recorded as gone, so that a retry never takes the document off twice.
     fn remove(&mut self, id: &str, insert: &Insert) -> Result<()> {
+        let term = Term::from_field_text(self.fields.id, id);
+        // Checked before the forest changes, so that a closed writer leaves nothing done.
+        self.writer()?;
         self.dedup.remove_document(insert.simhash)?;
         self.uncommitted.insert(id.to_owned(), None);
-        self.writer
-            .delete_term(Term::from_field_text(self.fields.id, id));
+        self.writer()?.0.delete_term(term);
         self.add_tombstone(insert)?;
         Ok(())
     }
@@ -574,9 +603,10 @@ impl DedupIndex {
     fn add_tombstone(&mut self, insert: &Insert) -> Result<()> {
         let mut tombstone = NewsDocument::default();
         add_insert_fields(&mut tombstone, &self.fields, insert);
-        self.writer
+        let (writer, path) = self.writer()?;
+        writer
             .add_document(tombstone)
-            .map_err(|source| index_error(&self.path, source))?;
+            .map_err(|source| index_error(path, source))?;
         Ok(())
     }
 
@@ -599,9 +629,10 @@ impl DedupIndex {
     }
 
     fn commit_and_reload(&mut self) -> Result<()> {
-        self.writer
+        let (writer, path) = self.writer()?;
+        writer
             .commit()
-            .map_err(|source| index_error(&self.path, source))?;
+            .map_err(|source| index_error(path, source))?;
         self.uncommitted.clear();
         self.reader
             .reload()
@@ -634,9 +665,10 @@ impl DedupIndex {
             self.add_tombstone(insert)?;
             self.dedup.remove_document(insert.simhash)?;
         }
-        self.writer
+        let (writer, path) = self.writer()?;
+        writer
             .delete_query(Box::new(query))
-            .map_err(|source| index_error(&self.path, source))?;
+            .map_err(|source| index_error(path, source))?;
         Ok(inserts.len() as u64)
     }
 
@@ -644,10 +676,42 @@ impl DedupIndex {
     /// releases the writer.
     pub fn close(self) -> Result<()> {
         let path = self.path;
-        self.writer
-            .wait_merging_threads()
-            .map_err(|source| index_error(&path, source))
+        match self.writer {
+            Some(writer) => writer
+                .wait_merging_threads()
+                .map_err(|source| index_error(&path, source)),
+            None => Ok(()),
+        }
     }
+}
+
+/// The index's writer with the threads and memory of `config`.
+fn open_writer(index: &Index, config: &Config, dir: &Path) -> Result<IndexWriter<NewsDocument>> {
+    index
+        .writer_with_num_threads(config.index.threads(), config.index.writer_memory_mb << 20)
+        .map_err(|source| match source {
+            tantivy::TantivyError::LockFailure(..) => Error::Busy(dir.to_owned()),
+            source => index_error(dir, source),
+        })
+}
+
+/// A forest rebuilt from the last commit `reader` sees: replayed into a new in-memory forest,
+/// or, when the forest is shared on `store`, only the next sequence number read back (the
+/// store already holds this index's inserts).
+fn rebuild_forest(
+    reader: &IndexReader,
+    config: &Config,
+    store: Option<&RedisAddress>,
+    dir: &Path,
+) -> Result<(Deduplicator, RecoveryReport, u64)> {
+    let mut dedup = match store {
+        Some(address) => Deduplicator::with_store(config.dedup.clone(), address)?,
+        None => Deduplicator::new(config.dedup.clone())?,
+    };
+    let replay_into = (!dedup.is_shared()).then(|| dedup.forest_mut());
+    let (recovery, next_sequence) = recovery::replay(&reader.searcher(), replay_into)
+        .map_err(|source| index_error(dir, source))?;
+    Ok((dedup, recovery, next_sequence))
 }
 
 /// The insert a document (live or tombstone) records.

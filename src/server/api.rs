@@ -12,6 +12,7 @@ use axum::extract::{MatchedPath, Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use http_body_util::BodyExt;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -26,7 +27,7 @@ use crate::forest::Timestamp;
 use crate::server::body::{BatchLimits, DocumentError, Refused, parse_batch};
 use crate::server::error::{ApiError, ErrorDetail};
 use crate::server::metrics::Metrics;
-use crate::server::writer::{WriteError, WriterHandle};
+use crate::server::writer::{Reservation, WriteError, WriterHandle};
 use crate::{Decision, Fingerprint};
 
 /// What every handler shares.
@@ -80,32 +81,76 @@ impl From<WriteError> for ApiError {
             WriteError::StoreUnavailable(_) => {
                 ApiError::unavailable("store_unavailable", error.to_string(), 1)
             }
-            // Not worth retrying: the server needs a restart.
-            WriteError::Failed(_) => {
-                ApiError::internal(error.to_string()).with_code("writer_failed")
+            WriteError::Recovering => {
+                ApiError::unavailable("writer_recovering", error.to_string(), 1)
             }
+            // Not worth retrying: the server needs a restart. Logged when the writer panicked,
+            // not again for each request (nor for each health probe).
+            WriteError::Failed(_) => ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "writer_failed",
+                error.to_string(),
+            ),
         }
     }
 }
 
-/// The body of a request, read up to `limit` bytes: a longer one is a 413 (`code`) that names
-/// the setting to change; a body that cannot be read is a 400.
+/// Memory a byte of a POST body takes from when it is read until the writer has taken it:
+/// the body itself, then its parsed articles, then their analysis and Tantivy documents
+/// (measured with `bench --only memory`... see BENCHMARKS.md "Reliability"). Room in the
+/// writer's queue is held at this rate, so `queue_mib` bounds that memory.
+pub const MEMORY_PER_BODY_BYTE: usize = 6;
+
+/// How a body is read: its limit (`setting` names it in the 413, `code` is its code) and,
+/// for a write, the queue room that grows as it arrives.
+struct BodyLimit<'a> {
+    bytes: usize,
+    setting: &'static str,
+    code: &'static str,
+    reservation: Option<&'a mut Reservation>,
+}
+
+/// Reads a body whole within `server.body_timeout` (408 after it), up to its limit (413 past
+/// it, whatever `Content-Length` said), holding [`MEMORY_PER_BODY_BYTE`] per byte in the
+/// writer's queue as it arrives (503 when the queue is full). A body that cannot be read is a
+/// 400.
 async fn read_body(
     body: Body,
-    limit: usize,
-    setting: &str,
-    code: &'static str,
+    timeout: std::time::Duration,
+    mut limit: BodyLimit<'_>,
 ) -> AppResult<axum::body::Bytes> {
-    axum::body::to_bytes(body, limit).await.map_err(|error| {
-        let error = error.into_inner();
-        if error.is::<http_body_util::LengthLimitError>() {
-            body_too_large(limit, setting).with_code(code)
-        } else {
-            ApiError::bad_request(
-                "body_unreadable",
-                format!("the body could not be read: {error}"),
-            )
+    let read = async {
+        let mut body = body;
+        let mut bytes = Vec::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|error| {
+                ApiError::bad_request(
+                    "body_unreadable",
+                    format!("the body could not be read: {error}"),
+                )
+            })?;
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            if bytes.len() + data.len() > limit.bytes {
+                return Err(body_too_large(limit.bytes, limit.setting).with_code(limit.code));
+            }
+            if let Some(reservation) = limit.reservation.as_deref_mut() {
+                reservation.grow(data.len() * MEMORY_PER_BODY_BYTE)?;
+            }
+            bytes.extend_from_slice(&data);
         }
+        Ok(axum::body::Bytes::from(bytes))
+    };
+    tokio::time::timeout(timeout, read).await.unwrap_or_else(|_| {
+        Err(ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "body_timeout",
+            format!(
+                "the body did not arrive whole within {} (server.body_timeout); send smaller batches",
+                humantime::format_duration(timeout)
+            ),
+        ))
     })
 }
 
@@ -188,11 +233,20 @@ pub(crate) async fn post_documents(
     if declared.is_some_and(|length| length > limit) {
         return Err(body_too_large(limit, "server.max_body_mib"));
     }
-    // Room in the writer's queue is held before the body is read, so that a full queue costs
-    // neither the memory nor the analysis of another body.
-    let mut reservation = state.writer.reserve(declared.unwrap_or(limit))?;
-    let body = read_body(body, limit, "server.max_body_mib", "body_too_large").await?;
-    reservation.set_bytes(body.len());
+    // Refused at once when the writer takes no work; room in its queue then grows with the
+    // body, so that a full queue costs neither the memory nor the analysis of another body.
+    let mut reservation = state.writer.reserve(0)?;
+    let body = read_body(
+        body,
+        state.config.body_timeout,
+        BodyLimit {
+            bytes: limit,
+            setting: "server.max_body_mib",
+            code: "body_too_large",
+            reservation: Some(&mut reservation),
+        },
+    )
+    .await?;
     let limits = BatchLimits {
         max_documents: state.config.max_batch_documents,
         max_document_bytes: state.config.max_document_kib << 10,
@@ -502,8 +556,17 @@ pub(crate) async fn near_duplicates(
     State(state): State<Arc<AppState>>,
     body: Body,
 ) -> AppResult<Json<NearDuplicates>> {
-    let limit = state.config.max_document_kib << 10;
-    let body = read_body(body, limit, "server.max_document_kib", "document_too_large").await?;
+    let body = read_body(
+        body,
+        state.config.body_timeout,
+        BodyLimit {
+            bytes: state.config.max_document_kib << 10,
+            setting: "server.max_document_kib",
+            code: "document_too_large",
+            reservation: None,
+        },
+    )
+    .await?;
     let invalid = |message: String| ApiError::bad_request("invalid_body", message);
     let mut value: Value = serde_json::from_slice(&body).map_err(|error| {
         invalid(format!(
@@ -577,6 +640,9 @@ pub struct StatsResponse {
     pub forest: ForestSize,
     /// Documents waiting for the writer.
     pub queue_documents: u64,
+    /// Room held in the writer's queue, bytes: by bodies being read, prepared or written, at
+    /// `MEMORY_PER_BODY_BYTE` per body byte (bounded by `server.queue_mib`).
+    pub queue_reserved_bytes: usize,
     /// What opening the index replayed at start.
     pub recovery: RecoveryReport,
     /// Seconds since the server started.
@@ -602,11 +668,15 @@ pub(crate) async fn stats(State(state): State<Arc<AppState>>) -> AppResult<Json<
         index,
         forest: ForestSize { nodes, roots },
         queue_documents: state.writer.queued_documents(),
+        queue_reserved_bytes: state.writer.reserved_bytes(),
         recovery: state.recovery.clone(),
         uptime_seconds: state.started.elapsed().as_secs(),
     }))
 }
 
+/// `200 {"status": "ok"}` while the writer takes writes, else `503 {"status": "unavailable"}`
+/// with why: a probe's answer, so it is never a 500 and logs nothing (the failure itself was
+/// logged when it happened).
 pub(crate) async fn healthz(State(state): State<Arc<AppState>>) -> Response {
     match state.writer.health() {
         Ok(()) => Json(serde_json::json!({
@@ -615,10 +685,15 @@ pub(crate) async fn healthz(State(state): State<Arc<AppState>>) -> Response {
         }))
         .into_response(),
         Err(error) => {
-            let error = ApiError::from(error);
-            let body =
-                serde_json::json!({"status": "unavailable", "error": error.clone().body().error});
-            (error.status, Json(body)).into_response()
+            let body = serde_json::json!({
+                "status": "unavailable",
+                "error": ApiError::from(error).body().error,
+            });
+            let mut response = (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(1));
+            response
         }
     }
 }

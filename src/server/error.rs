@@ -66,11 +66,15 @@ impl ApiError {
         }
     }
 
-    /// 500: something on the server's side; logged.
-    pub fn internal(message: impl Into<String>) -> Self {
-        let error = Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message);
-        tracing::error!(message = %error.message, "internal error");
-        error
+    /// 500: something on the server's side. `detail` (which may name files and carry the
+    /// operating system's words) goes to the log only; the client is told to look there.
+    pub fn internal(detail: impl std::fmt::Display) -> Self {
+        tracing::error!(%detail, "internal error");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "the server failed to answer this request; its log says why",
+        )
     }
 
     /// The same error under another code.
@@ -95,7 +99,7 @@ impl From<Error> for ApiError {
         match error {
             Error::Query(message) => ApiError::bad_request("invalid_query", message),
             Error::Busy(_) => ApiError::unavailable("busy", error.to_string(), 1),
-            other => ApiError::internal(other.to_string()),
+            other => ApiError::internal(other),
         }
     }
 }
@@ -108,6 +112,11 @@ impl IntoResponse for ApiError {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        if status == StatusCode::UNAUTHORIZED {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         response
     }

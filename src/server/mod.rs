@@ -22,8 +22,10 @@
 //! # }
 //! ```
 
+mod access;
 mod api;
 mod body;
+mod connections;
 mod error;
 mod metrics;
 mod writer;
@@ -35,11 +37,13 @@ use std::time::Instant;
 use axum::Router;
 use axum::routing::{get, post};
 
+pub use access::{MAX_HEADER_BYTES, MAX_URI_BYTES};
 pub use api::{
     ClusterInfo, DeleteResponse, DocumentResponse, DocumentResult, ForestSize, IngestResponse,
-    StatsResponse,
+    MEMORY_PER_BODY_BYTE, StatsResponse,
 };
 pub use body::{BatchLimits, BodyError, DocumentError, Refused, parse_batch, parse_document};
+pub use connections::connection_cap;
 pub use error::{ApiError, ErrorBody, ErrorDetail};
 pub use metrics::Metrics;
 pub use writer::WriteError;
@@ -88,10 +92,11 @@ impl Server {
         Ok(Server { state, writer })
     }
 
-    /// The API's routes.
-    fn router(&self) -> Router {
+    /// The API's routes, behind the access checks of a server bound to `bound`.
+    fn router(&self, bound: std::net::SocketAddr) -> Result<Router> {
         let state = self.state.clone();
-        Router::new()
+        let access = Arc::new(access::Access::new(&state.config, bound));
+        let router = Router::new()
             .route("/v1/documents", post(api::post_documents))
             .route(
                 "/v1/documents/{id}",
@@ -109,17 +114,30 @@ impl Server {
             ))
             .fallback(api::no_route)
             .method_not_allowed_fallback(api::wrong_method)
-            .with_state(state)
+            .with_state(state.clone())
+            // Layers run outermost last: CORS answers preflights before the access checks,
+            // which run before bodies are decompressed.
+            .layer(tower_http::decompression::RequestDecompressionLayer::new())
+            .layer(axum::middleware::from_fn_with_state(access, access::check));
+        Ok(match cors(&state.config.cors_origins)? {
+            Some(cors) => router.layer(cors),
+            None => router,
+        })
     }
 
     /// Serves the API on `listener` until `shutdown` completes, then lets requests in flight
-    /// finish, commits what is queued and closes the index.
+    /// finish (for at most `server.shutdown_grace`), commits what is queued and closes the
+    /// index.
     pub async fn serve(
         self,
         listener: tokio::net::TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<()> {
-        let router = self.router();
+        let bound = listener
+            .local_addr()
+            .map_err(|error| Error::Server(format!("reading the bound address: {error}")))?;
+        self.state.config.check_exposure(bound)?;
+        let router = self.router(bound)?;
         let writer = self.state.writer.clone();
         let stopping = async move {
             shutdown.await;
@@ -127,15 +145,38 @@ impl Server {
             // commit delay.
             writer.drain();
         };
-        let served = axum::serve(listener, router)
-            .with_graceful_shutdown(stopping)
-            .await;
+        connections::serve(listener, router, &self.state.config, stopping).await;
         tracing::info!("stopping: committing what is queued");
         let writer = self.writer;
         let closed = tokio::task::spawn_blocking(move || writer.shutdown())
             .await
             .unwrap_or_else(|_| Err("the index writer panicked".to_owned()));
-        served.map_err(|error| Error::Server(format!("serving HTTP: {error}")))?;
         closed.map_err(|message| Error::Server(format!("closing the index: {message}")))
     }
+}
+
+/// The CORS layer of `server.cors_origins`, if any are named.
+fn cors(origins: &[String]) -> Result<Option<tower_http::cors::CorsLayer>> {
+    use axum::http::{HeaderValue, Method, header};
+    if origins.is_empty() {
+        return Ok(None);
+    }
+    let origins = origins
+        .iter()
+        .map(|origin| {
+            HeaderValue::from_str(origin.trim_end_matches('/')).map_err(|_| {
+                Error::Config(format!("server.cors_origins: {origin:?} is not an origin"))
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Some(
+        tower_http::cors::CorsLayer::new()
+            .allow_origin(origins)
+            .allow_methods([Method::GET, Method::POST, Method::DELETE])
+            .allow_headers([
+                header::AUTHORIZATION,
+                header::CONTENT_TYPE,
+                header::CONTENT_ENCODING,
+            ]),
+    ))
 }

@@ -9,10 +9,16 @@
 //! requests share one commit's cost while the commit rate (and so the number of new segments)
 //! stays bounded. A client that sends one small request at a time waits for the delay on each.
 //!
-//! Back-pressure: the queue is bounded by the bytes of the requests in it. Room is reserved
-//! ([`WriterHandle::reserve`]) before a request's body is even read, so a request that would
-//! go past the bound is turned away at once (503 with Retry-After) instead of being held in
-//! memory; the reservation is given back when the writer has taken the work.
+//! Back-pressure: the queue is bounded by the memory of the requests in it. A request's room
+//! grows as its body arrives ([`Reservation::grow`]), by what the body will take once parsed
+//! and prepared, so a request that would go past the bound is turned away (503 with
+//! Retry-After) before it is held in memory, and a client that sends headers and stalls holds
+//! nothing; the reservation is given back when the writer has taken the work.
+//!
+//! Recovery: a failed write or commit (too many open files, a full disk) drops what was not
+//! committed, answers the requests that waited for the commit with a retryable error, and
+//! reopens the index at its last commit ([`DedupIndex::recover`]), again and again with a
+//! growing pause while that fails; writes are refused meanwhile and taken again after.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -62,10 +68,17 @@ pub enum WriteError {
     /// The server is stopping.
     #[error("the server is stopping and takes no more writes")]
     Stopping,
-    /// A write or commit failed; the writer takes no more work until the server restarts
-    /// (which reopens the index at its last commit).
+    /// The writer panicked (a bug); it takes no more work until the server restarts, which
+    /// reopens the index at its last commit.
     #[error("the index writer failed and takes no writes until the server restarts: {0}")]
     Failed(String),
+    /// A write or commit failed (too many open files, a full disk): the request's changes were
+    /// dropped with everything else not yet committed, and the writer reopens the index at its
+    /// last commit as soon as it can. Retry the request.
+    #[error(
+        "the index writer is reopening the index after a failed write (the server's log says why); retry shortly"
+    )]
+    Recovering,
     /// The shared forest's store (`--store`) failed; the writer goes on. Documents of the
     /// request placed before the failure are indexed and the rest are not (a replacement that
     /// failed may have deleted the old version): re-sending the request completes it, the
@@ -79,6 +92,9 @@ pub enum WriteError {
 enum State {
     Running,
     Stopping,
+    /// Reopening the index after a failed write or commit.
+    Recovering,
+    /// The writer panicked.
     Failed(String),
 }
 
@@ -94,7 +110,7 @@ struct Shared {
 impl Shared {
     fn set(&self, state: State) {
         if let Ok(mut current) = self.state.lock() {
-            // A failure is final; stopping does not hide it.
+            // A panic is final; stopping does not hide it.
             if !matches!(*current, State::Failed(_)) {
                 *current = state;
             }
@@ -106,6 +122,7 @@ impl Shared {
         match self.state.lock().as_deref() {
             Ok(State::Running) => None,
             Ok(State::Stopping) => Some(WriteError::Stopping),
+            Ok(State::Recovering) => Some(WriteError::Recovering),
             Ok(State::Failed(message)) => Some(WriteError::Failed(message.clone())),
             Err(_) => Some(WriteError::Failed("the writer's state is lost".to_owned())),
         }
@@ -134,14 +151,21 @@ pub struct Reservation {
 }
 
 impl Reservation {
-    /// Lowers the reservation to the request's actual size, once its body is read.
-    pub fn set_bytes(&mut self, bytes: usize) {
-        let released = self.bytes.saturating_sub(bytes);
-        self.shared
-            .queued_bytes
-            .fetch_sub(released, Ordering::SeqCst);
-        self.bytes -= released;
-        self.shared.publish_queue();
+    /// Holds `bytes` more, or refuses with [`WriteError::QueueFull`] (holding nothing more)
+    /// when the queue would go past its bound. A request alone in the queue may pass it, so
+    /// that the largest request is always let in eventually.
+    pub fn grow(&mut self, bytes: usize) -> Result<(), WriteError> {
+        let shared = &self.shared;
+        let before = shared.queued_bytes.fetch_add(bytes, Ordering::SeqCst);
+        if before + bytes > shared.max_queued_bytes && before > self.bytes {
+            shared.queued_bytes.fetch_sub(bytes, Ordering::SeqCst);
+            return Err(WriteError::QueueFull {
+                queued_mib: before as f64 / f64::from(1 << 20),
+            });
+        }
+        self.bytes += bytes;
+        shared.publish_queue();
+        Ok(())
     }
 
     /// Counts the request's documents in the queue.
@@ -199,7 +223,7 @@ pub fn start(
         shared: shared.clone(),
         waiting: Vec::new(),
         last_commit: Instant::now(),
-        failed: false,
+        recovery: None,
     };
     let thread_shared = shared.clone();
     let thread = std::thread::Builder::new()
@@ -225,24 +249,16 @@ pub fn start(
 }
 
 impl WriterHandle {
-    /// Reserves `bytes` in the queue for a request about to be read, or refuses at once when
-    /// the writer takes no work or the queue is full. A single request larger than the whole
-    /// queue is let in when the queue is empty.
+    /// Reserves `bytes` in the queue, or refuses at once when the writer takes no work or
+    /// the queue is full (see [`Reservation::grow`]).
     pub fn reserve(&self, bytes: usize) -> Result<Reservation, WriteError> {
         self.health()?;
-        let shared = &self.shared;
-        let before = shared.queued_bytes.fetch_add(bytes, Ordering::SeqCst);
-        let reservation = Reservation {
-            shared: shared.clone(),
-            bytes,
+        let mut reservation = Reservation {
+            shared: self.shared.clone(),
+            bytes: 0,
             documents: 0,
         };
-        if before > 0 && before + bytes > shared.max_queued_bytes {
-            return Err(WriteError::QueueFull {
-                queued_mib: before as f64 / f64::from(1 << 20),
-            });
-        }
-        shared.publish_queue();
+        reservation.grow(bytes)?;
         Ok(reservation)
     }
 
@@ -290,6 +306,11 @@ impl WriterHandle {
     /// Documents queued for the writer.
     pub fn queued_documents(&self) -> u64 {
         self.shared.queued_documents.load(Ordering::Relaxed)
+    }
+
+    /// Bytes held in the queue: by requests whose bodies are being read, prepared or written.
+    pub fn reserved_bytes(&self) -> usize {
+        self.shared.queued_bytes.load(Ordering::Relaxed)
     }
 
     /// From now on, commits without waiting for more work (for a server that is stopping).
@@ -353,25 +374,46 @@ struct Writer {
     waiting: Vec<Waiting>,
     /// When the last commit was made.
     last_commit: Instant,
-    /// Whether a write or commit failed (the writer then refuses all work).
-    failed: bool,
+    /// Set while the index is being reopened after a failure; writes are refused meanwhile.
+    recovery: Option<Recovery>,
 }
+
+/// The schedule of attempts to reopen the index after a failure.
+struct Recovery {
+    /// When to try next.
+    next_attempt: Instant,
+    /// The wait before the attempt after that: doubled each time, up to [`MAX_RETRY_DELAY`].
+    delay: Duration,
+}
+
+/// The first wait before reopening the index again after a failed attempt.
+const FIRST_RETRY_DELAY: Duration = Duration::from_millis(250);
+/// The longest wait between two attempts to reopen the index.
+const MAX_RETRY_DELAY: Duration = Duration::from_secs(10);
 
 impl Writer {
     fn run(mut self, jobs: mpsc::Receiver<Job>) -> Result<(), String> {
         loop {
-            let job = if self.waiting.is_empty() {
-                jobs.recv().ok()
-            } else {
-                let wait = self.next_commit().saturating_duration_since(Instant::now());
-                match jobs.recv_timeout(wait) {
-                    Ok(job) => Some(job),
-                    Err(RecvTimeoutError::Timeout) => {
-                        // A failed commit answers its requests and stops the writer itself.
-                        let _ = self.commit();
-                        continue;
+            let deadline = match &self.recovery {
+                Some(recovery) => Some(recovery.next_attempt),
+                None => (!self.waiting.is_empty()).then(|| self.next_commit()),
+            };
+            let job = match deadline {
+                None => jobs.recv().ok(),
+                Some(deadline) => {
+                    match jobs.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                        Ok(job) => Some(job),
+                        Err(RecvTimeoutError::Timeout) => {
+                            if self.recovery.is_some() {
+                                self.recover();
+                            } else {
+                                // A failed commit answers its requests itself.
+                                let _ = self.commit();
+                            }
+                            continue;
+                        }
+                        Err(RecvTimeoutError::Disconnected) => None,
                     }
-                    Err(RecvTimeoutError::Disconnected) => None,
                 }
             };
             match job {
@@ -402,7 +444,7 @@ impl Writer {
                 reply,
             } => {
                 let _queued = reservation;
-                if self.failed {
+                if self.recovery.is_some() {
                     let _ = reply.send(Err(self.shared.lost()));
                     return;
                 }
@@ -418,9 +460,9 @@ impl Writer {
                         self.shared.metrics.count_decisions(&decisions);
                         self.waiting.push(Waiting::Add(reply, decisions));
                     }
-                    // Articles of the batch added before the failure may reach the index with
-                    // the commit of other requests: the batch is answered as failed, and a
-                    // retry of it is then a no-op for them.
+                    // The articles of the batch added before the failure are dropped with the
+                    // rest of what is not committed (or, with a shared store, reach the index
+                    // with the next commit, and a retry is then a no-op for them).
                     Err(error) => {
                         let _ = reply.send(Err(self.fail_unless_store(error)));
                     }
@@ -432,7 +474,7 @@ impl Writer {
                 reply,
             } => {
                 let _queued = reservation;
-                if self.failed {
+                if self.recovery.is_some() {
                     let _ = reply.send(Err(self.shared.lost()));
                     return;
                 }
@@ -447,15 +489,51 @@ impl Writer {
         }
     }
 
-    /// Stops taking writes after an index failure: the forest may no longer match the index,
-    /// and only reopening (which replays the last commit) brings them together again.
+    /// Handles a failed write or commit: everything not committed is dropped (the forest may
+    /// no longer match the index, and only reopening at the last commit brings them together
+    /// again), so the requests waiting for the next commit are answered with the error too;
+    /// then the index is reopened, at once and later again while that fails.
     fn fail(&mut self, message: String) -> WriteError {
-        tracing::error!(%message, "index write failed; refusing writes until restart");
-        self.failed = true;
-        let message =
-            format!("{message}; restart the server to reopen the index at its last commit");
-        self.shared.set(State::Failed(message.clone()));
-        WriteError::Failed(message)
+        tracing::error!(%message, "index write failed; reopening the index at its last commit");
+        let error = WriteError::Recovering;
+        self.shared.set(State::Recovering);
+        for waiting in std::mem::take(&mut self.waiting) {
+            waiting.answer(Some(&error));
+        }
+        self.recovery = Some(Recovery {
+            next_attempt: Instant::now(),
+            delay: FIRST_RETRY_DELAY,
+        });
+        self.recover();
+        error
+    }
+
+    /// One attempt to reopen the index at its last commit; writes are taken again once it
+    /// succeeds, else the next attempt is scheduled.
+    fn recover(&mut self) {
+        let Some(recovery) = &mut self.recovery else {
+            return;
+        };
+        match self.index.recover() {
+            Ok(()) => {
+                tracing::info!(
+                    replayed = self.index.recovery().replayed,
+                    "index reopened at its last commit; taking writes again"
+                );
+                self.recovery = None;
+                self.shared.metrics.set_forest(self.index.forest_stats());
+                self.shared.set(State::Running);
+            }
+            Err(error) => {
+                tracing::warn!(
+                    %error,
+                    retry_in_ms = recovery.delay.as_millis() as u64,
+                    "reopening the index failed; trying again"
+                );
+                recovery.next_attempt = Instant::now() + recovery.delay;
+                recovery.delay = (recovery.delay * 2).min(MAX_RETRY_DELAY);
+            }
+        }
     }
 
     /// The answer to a write that failed: a shared store's failure fails only that request,
@@ -502,11 +580,8 @@ impl Writer {
                 Ok(())
             }
             Err(error) => {
-                let error = self.fail(error.to_string());
-                for waiting in waiting {
-                    waiting.answer(Some(&error));
-                }
-                Err(error.to_string())
+                self.waiting = waiting;
+                Err(self.fail(error.to_string()).to_string())
             }
         }
     }

@@ -144,8 +144,9 @@ redis.call('HSET', KEYS[1], 'o', ARGV[2], 't', ARGV[3])
 return {r[2] or '', r[3] or ''}
 ";
 
-/// Where a [`RedisStore`] connects, and its key prefix.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where a [`RedisStore`] connects, and its key prefix. Shown (`Display`, `Debug`) with any
+/// password hidden.
+#[derive(Clone, PartialEq, Eq)]
 pub struct RedisAddress {
     /// The seed nodes, e.g. `redis://127.0.0.1:7000`.
     pub nodes: Vec<String>,
@@ -185,6 +186,47 @@ impl RedisAddress {
             nodes,
             prefix: "td:".into(),
         })
+    }
+}
+
+impl std::fmt::Debug for RedisAddress {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(formatter, "RedisAddress({self}, prefix {:?})", self.prefix)
+    }
+}
+
+/// The seed nodes with any password hidden, for logs and messages.
+///
+/// ```
+/// use tantivy_dedup::store::redis::RedisAddress;
+///
+/// let address = RedisAddress::parse("redis://:hunter2@10.0.0.1:7000,redis://10.0.0.2:7000").unwrap();
+/// assert_eq!(address.to_string(), "redis://:***@10.0.0.1:7000,redis://10.0.0.2:7000");
+/// ```
+impl std::fmt::Display for RedisAddress {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (position, node) in self.nodes.iter().enumerate() {
+            if position > 0 {
+                formatter.write_str(",")?;
+            }
+            let rest = node.strip_prefix("redis://").unwrap_or(node);
+            // `user:password@host`: everything after the first `:` of the part before `@`.
+            match rest.rsplit_once('@') {
+                Some((credentials, host)) => {
+                    let user = credentials
+                        .split_once(':')
+                        .map_or(credentials, |(user, _)| user);
+                    let hidden = if credentials.contains(':') {
+                        ":***"
+                    } else {
+                        ""
+                    };
+                    write!(formatter, "redis://{user}{hidden}@{host}")?;
+                }
+                None => write!(formatter, "redis://{rest}")?,
+            }
+        }
+        Ok(())
     }
 }
 

@@ -13,6 +13,7 @@ pub use features::{
     IdfTable, Weighting, emoticon_codes, has_letter_or_digit, is_feature, is_stop_word,
     longest_sentence,
 };
+pub(crate) use normalize::is_zero_width;
 pub use normalize::normalize;
 pub use segment::{TokenSpan, USE_HMM, jieba, search_tokens, segment};
 

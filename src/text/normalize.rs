@@ -304,7 +304,7 @@ fn named_entity(name: &str) -> Option<char> {
     }
 }
 
-fn is_zero_width(c: char) -> bool {
+pub(crate) fn is_zero_width(c: char) -> bool {
     matches!(
         c,
         '\u{200b}'..='\u{200d}' | '\u{2060}' | '\u{feff}' | '\u{00ad}'

@@ -1,0 +1,525 @@
+//! The service under an attacker's and an unlucky operator's hands (issue 14): each test
+//! reproduces one finding against the old service and shows it mended.
+//!
+//! - `idle_connections_are_capped_and_closed`: the connection cap (the oldest connection
+//!   makes way for a new one) and the header timeout;
+//! - `the_writer_recovers_from_a_failed_commit`: a commit that fails on disk trouble, a 503
+//!   from the writer and `/healthz` meanwhile, writes taken again once the cause is gone, and
+//!   nothing acknowledged lost;
+//! - `stalled_uploads_hold_no_queue_room`, `the_queue_counts_the_memory_of_bodies`: room in
+//!   the writer's queue follows what arrived, slow bodies time out;
+//! - `stopping_waits_no_longer_than_the_grace_period`;
+//! - `keys_guard_writes_and_reads`, `a_public_address_needs_keys`;
+//! - `cross_site_requests_are_refused`: content types, `Host`, CORS;
+//! - `oversized_heads_and_bad_ids_get_json_errors`, `gzip_bodies_are_read`.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tantivy_dedup::config::{AccessKeys, Secret, ServerConfig};
+
+use super::{Reply, TestServer, article_with, raw_exchange, server_config};
+
+/// A connection that sent `head` (possibly nothing) and then waits.
+fn hold(address: &str, head: &str) -> TcpStream {
+    let mut stream = TcpStream::connect(address).expect("connect");
+    stream.write_all(head.as_bytes()).expect("write");
+    stream
+}
+
+/// Whether the server closed `stream` (or answered on it) within `wait`.
+fn answered_or_closed(stream: &mut TcpStream, wait: Duration) -> bool {
+    stream.set_read_timeout(Some(wait)).expect("timeout");
+    let mut byte = [0u8; 1];
+    match stream.read(&mut byte) {
+        // Bytes of an answer, or 0 for a close: either way the server acted.
+        Ok(_read) => true,
+        Err(error) => !matches!(
+            error.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    }
+}
+
+/// Waits up to `limit` for `/healthz` to answer `status`; the last reply.
+fn wait_for_health(server: &TestServer, status: u16, limit: Duration) -> Reply {
+    let started = Instant::now();
+    loop {
+        let reply = server.get("/healthz");
+        if reply.status == status || started.elapsed() > limit {
+            return reply;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn post_ndjson(server: &TestServer, documents: &[Value]) -> Reply {
+    let body: String = documents
+        .iter()
+        .map(|document| format!("{document}\n"))
+        .collect();
+    server.post("/v1/documents", body.as_bytes())
+}
+
+#[test]
+fn idle_connections_are_capped_and_closed() {
+    let server = TestServer::start(ServerConfig {
+        max_connections: 4,
+        header_timeout: Duration::from_secs(60),
+        ..server_config()
+    });
+    let address = server.address().to_owned();
+    let mut idle: Vec<TcpStream> = Vec::new();
+    for _ in 0..4 {
+        idle.push(hold(&address, ""));
+        // In order: the first is the oldest.
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Four idle connections hold every slot; a fifth client makes the oldest close and is
+    // served.
+    let mut fifth = hold(
+        &address,
+        &format!("GET /healthz HTTP/1.1\r\nhost: {address}\r\nconnection: close\r\n\r\n"),
+    );
+    let mut answer = String::new();
+    fifth
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    fifth.read_to_string(&mut answer).expect("the answer");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        answered_or_closed(&mut idle[0], Duration::from_secs(10)),
+        "the oldest idle connection was closed"
+    );
+    // The others stay open: the cap is what it says.
+    for stream in &mut idle[1..] {
+        assert!(!answered_or_closed(stream, Duration::from_millis(200)));
+    }
+    drop(idle);
+    server.stop();
+
+    // An idle connection, or one that trickles its head, is closed after the header timeout.
+    let server = TestServer::start(ServerConfig {
+        header_timeout: Duration::from_millis(500),
+        ..server_config()
+    });
+    let address = server.address().to_owned();
+    let mut silent = hold(&address, "");
+    let mut trickling = hold(&address, "GET /healthz HTTP/1.1\r\n");
+    assert!(answered_or_closed(&mut silent, Duration::from_secs(20)));
+    assert!(answered_or_closed(&mut trickling, Duration::from_secs(20)));
+    // Writes go on.
+    let reply = post_ndjson(&server, &[article_with("after-idle", json!({}))]);
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    server.stop();
+}
+
+#[test]
+fn the_writer_recovers_from_a_failed_commit() {
+    let server = TestServer::start(server_config());
+    let before = post_ndjson(&server, &[article_with("acknowledged", json!({}))]);
+    assert_eq!(before.status, 200, "{}", before.text);
+    let root = before.json["results"][0]["root"].clone();
+
+    // Disk trouble: the commit cannot replace meta.json (a directory stands in its way).
+    let dir = server._dir.path().to_owned();
+    let meta = dir.join("meta.json");
+    let aside = dir.join("meta.json.aside");
+    std::fs::rename(&meta, &aside).expect("move meta.json aside");
+    std::fs::create_dir(&meta).expect("a directory in its place");
+    std::fs::write(meta.join("blocker"), "x").expect("a file in it");
+    let failed = post_ndjson(
+        &server,
+        &[article_with(
+            "during-trouble",
+            json!({"content": "码头新建了一座观景台，游客可以在台上远眺整个港湾的夜景。"}),
+        )],
+    );
+    assert_eq!(failed.status, 503, "{}", failed.text);
+    assert_eq!(failed.error().0, "writer_recovering");
+    assert!(
+        !failed.text.contains(&*dir.to_string_lossy()),
+        "no path in the answer: {}",
+        failed.text
+    );
+    assert!(failed.text.ends_with('}'));
+    let health = server.get("/healthz");
+    assert_eq!(health.status, 503, "{}", health.text);
+    assert_eq!(health.json["error"]["code"], json!("writer_recovering"));
+    // Reads go on over the last commit.
+    assert!(server.document("acknowledged").is_some());
+
+    // The cause is gone: the writer reopens the index by itself.
+    std::fs::remove_dir_all(&meta).expect("remove the directory");
+    std::fs::rename(&aside, &meta).expect("put meta.json back");
+    let health = wait_for_health(&server, 200, Duration::from_secs(60));
+    assert_eq!(health.status, 200, "{}", health.text);
+    let retried = post_ndjson(
+        &server,
+        &[article_with(
+            "during-trouble",
+            json!({"content": "码头新建了一座观景台，游客可以在台上远眺整个港湾的夜景。"}),
+        )],
+    );
+    assert_eq!(retried.status, 200, "{}", retried.text);
+    // Nothing acknowledged was lost, and the clusters are as before.
+    let again = post_ndjson(&server, &[article_with("repost", json!({}))]);
+    assert_eq!(again.json["results"][0]["root"], root, "{}", again.text);
+    assert_eq!(server.stats()["index"]["documents"], json!(3));
+    server.stop();
+}
+
+#[test]
+fn stalled_uploads_hold_no_queue_room() {
+    let server = TestServer::start(ServerConfig {
+        max_body_mib: 1,
+        queue_mib: 1,
+        body_timeout: Duration::from_millis(800),
+        ..server_config()
+    });
+    let address = server.address().to_owned();
+    // Eight clients declare a full-size body and send none of it.
+    let head = format!(
+        "POST /v1/documents HTTP/1.1\r\nhost: {address}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        1 << 20
+    );
+    let mut stalled: Vec<TcpStream> = (0..8).map(|_| hold(&address, &head)).collect();
+    std::thread::sleep(Duration::from_millis(100));
+    let reply = post_ndjson(&server, &[article_with("not-blocked", json!({}))]);
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let stats = server.stats();
+    assert!(stats["queue_reserved_bytes"].is_u64(), "{stats}");
+    // Their bodies never come: each is answered 408 once the body timeout has passed.
+    for stream in &mut stalled {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("timeout");
+        let mut answer = vec![0u8; 4096];
+        let n = stream.read(&mut answer).expect("an answer");
+        let answer = String::from_utf8_lossy(&answer[..n]);
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+        assert!(answer.contains("\"body_timeout\""), "{answer}");
+    }
+    server.stop();
+}
+
+#[test]
+fn the_queue_counts_the_memory_of_bodies() {
+    // 4 MiB of queue holds bodies of 4 MiB / MEMORY_PER_BODY_BYTE at once.
+    let server = TestServer::start(ServerConfig {
+        max_body_mib: 1,
+        queue_mib: 4,
+        ..server_config()
+    });
+    let address = server.address().to_owned();
+    // One upload has sent half a MiB and stalls, holding its room.
+    let half = 512usize << 10;
+    let mut slow = hold(
+        &address,
+        &format!(
+            "POST /v1/documents HTTP/1.1\r\nhost: {address}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            1 << 20
+        ),
+    );
+    slow.write_all(&vec![b' '; half]).expect("half a body");
+    let started = Instant::now();
+    while server.stats()["queue_reserved_bytes"].as_u64() < Some(half as u64)
+        && started.elapsed() < Duration::from_secs(30)
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Another half MiB would go past the bound: refused before it is held in memory.
+    let mut body = format!("[{}", article_with("second-half", json!({})));
+    body.push_str(&" ".repeat(half - body.len() - 1));
+    body.push(']');
+    let refused = server.post("/v1/documents", body.as_bytes());
+    assert_eq!(refused.status, 503, "{}", refused.text);
+    assert_eq!(refused.error().0, "queue_full");
+    drop(slow);
+    // Once the stalled upload is gone, the same body is taken.
+    let started = Instant::now();
+    let taken = loop {
+        let reply = server.post("/v1/documents", body.as_bytes());
+        if reply.status != 503 || started.elapsed() > Duration::from_secs(30) {
+            break reply;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(taken.status, 200, "{}", taken.text);
+    server.stop();
+}
+
+#[test]
+fn stopping_waits_no_longer_than_the_grace_period() {
+    let mut server = TestServer::start(ServerConfig {
+        shutdown_grace: Duration::from_millis(500),
+        header_timeout: Duration::from_secs(120),
+        body_timeout: Duration::from_secs(120),
+        ..server_config()
+    });
+    let reply = post_ndjson(&server, &[article_with("kept", json!({}))]);
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let address = server.address().to_owned();
+    // A half-sent request: its head, and part of its body.
+    let mut half_sent = hold(
+        &address,
+        &format!(
+            "POST /v1/documents HTTP/1.1\r\nhost: {address}\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n[{{\"id\""
+        ),
+    );
+    let _idle = hold(&address, "");
+    std::thread::sleep(Duration::from_millis(100));
+    let started = Instant::now();
+    assert_eq!(server.halt(), Some(Ok(())));
+    let took = started.elapsed();
+    // The bound is generous for a busy machine; without the grace period it is the
+    // header and body timeouts, minutes here.
+    assert!(took < Duration::from_secs(20), "stopping took {took:?}");
+    assert!(answered_or_closed(&mut half_sent, Duration::from_secs(5)));
+}
+
+fn keyed_config() -> ServerConfig {
+    ServerConfig {
+        keys: AccessKeys {
+            write: Some(Secret::new("write-key-0123456789".to_owned()).expect("a key")),
+            read: Some(Secret::new("read-key-0123456789".to_owned()).expect("a key")),
+        },
+        ..server_config()
+    }
+}
+
+/// A request with `Authorization: Bearer key` (none when `key` is empty).
+fn with_key(server: &TestServer, method: &str, path: &str, key: &str, body: &[u8]) -> Reply {
+    let url = format!("{}{path}", server.base);
+    let authorization = format!("Bearer {key}");
+    let agent = &server.agent;
+    let response = match method {
+        "GET" if key.is_empty() => agent.get(url).call(),
+        "GET" => agent
+            .get(url)
+            .header("authorization", &authorization)
+            .call(),
+        "DELETE" if key.is_empty() => agent.delete(url).call(),
+        "DELETE" => agent
+            .delete(url)
+            .header("authorization", &authorization)
+            .call(),
+        "POST" if key.is_empty() => agent
+            .post(url)
+            .header("content-type", "application/json")
+            .send(body),
+        "POST" => agent
+            .post(url)
+            .header("content-type", "application/json")
+            .header("authorization", &authorization)
+            .send(body),
+        other => panic!("no method {other}"),
+    };
+    TestServer::reply(response)
+}
+
+#[test]
+fn keys_guard_writes_and_reads() {
+    let server = TestServer::start(keyed_config());
+    let (write, read) = ("write-key-0123456789", "read-key-0123456789");
+    let document = article_with("guarded", json!({})).to_string();
+    for key in ["", read, "write-key-0123456780", "write-key-012345678"] {
+        let reply = with_key(&server, "POST", "/v1/documents", key, document.as_bytes());
+        assert_eq!(reply.status, 401, "key {key:?}: {}", reply.text);
+        assert_eq!(reply.error().0, "unauthorized");
+    }
+    let reply = with_key(&server, "POST", "/v1/documents", write, document.as_bytes());
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    for path in [
+        "/v1/search?q=灯塔",
+        "/v1/documents/guarded",
+        "/v1/stats",
+        "/metrics",
+        "/nowhere",
+    ] {
+        let refused = with_key(&server, "GET", path, "", b"");
+        assert_eq!(refused.status, 401, "{path}: {}", refused.text);
+        for key in [read, write] {
+            let reply = with_key(&server, "GET", path, key, b"");
+            assert_ne!(reply.status, 401, "{path} with {key}: {}", reply.text);
+        }
+    }
+    let check = json!({"content": "港口的灯塔今晚重新点亮"}).to_string();
+    let reply = with_key(
+        &server,
+        "POST",
+        "/v1/near-duplicates",
+        read,
+        check.as_bytes(),
+    );
+    assert_eq!(reply.status, 200, "a check is a read: {}", reply.text);
+    let reply = with_key(&server, "DELETE", "/v1/documents/guarded", read, b"");
+    assert_eq!(reply.status, 401, "{}", reply.text);
+    let reply = with_key(&server, "DELETE", "/v1/documents/guarded", write, b"");
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    // Probes need no key.
+    assert_eq!(with_key(&server, "GET", "/healthz", "", b"").status, 200);
+    server.stop();
+}
+
+#[test]
+fn a_public_address_needs_keys() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let config = super::small_index_config(server_config());
+    let index = tantivy_dedup::engine::DedupIndex::create(dir.path(), config.clone())
+        .expect("create the index");
+    let server = tantivy_dedup::server::Server::start(index, config.server.clone())
+        .expect("start the server");
+    let served = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind("0.0.0.0:0")
+            .await
+            .expect("bind");
+        server.serve(listener, async {}).await
+    });
+    let message = served.expect_err("refused without keys").to_string();
+    assert!(message.contains("without API keys"), "{message}");
+    assert!(message.contains("--insecure-no-auth"), "{message}");
+}
+
+#[test]
+fn cross_site_requests_are_refused() {
+    let server = TestServer::start(ServerConfig {
+        cors_origins: vec!["https://monitor.example".to_owned()],
+        ..server_config()
+    });
+    let address = server.address().to_owned();
+    let document = article_with("cross-site", json!({})).to_string();
+    // A form or text/plain post, as any web page can send without asking: 415.
+    for content_type in [
+        Some("text/plain"),
+        Some("application/x-www-form-urlencoded"),
+        None,
+    ] {
+        let mut head = format!("POST /v1/documents HTTP/1.1\r\nhost: {address}\r\n");
+        if let Some(content_type) = content_type {
+            head.push_str(&format!("content-type: {content_type}\r\n"));
+        }
+        head.push_str(&format!("content-length: {}\r\n\r\n", document.len()));
+        let answer = raw_exchange(&address, head, document.clone().into_bytes());
+        assert!(
+            answer.starts_with("HTTP/1.1 415"),
+            "{content_type:?}: {answer}"
+        );
+        assert!(answer.contains("\"unsupported_media_type\""), "{answer}");
+    }
+    // A DNS-rebinding page names its own host: 421.
+    let head = format!(
+        "GET /v1/stats HTTP/1.1\r\nhost: evil.example:{}\r\n\r\n",
+        address.rsplit(':').next().unwrap_or_default()
+    );
+    let answer = raw_exchange(&address, head, Vec::new());
+    assert!(answer.starts_with("HTTP/1.1 421"), "{answer}");
+    assert!(answer.contains("\"unknown_host\""), "{answer}");
+    let port = address.rsplit(':').next().unwrap_or_default();
+    let head = format!("GET /v1/stats HTTP/1.1\r\nhost: localhost:{port}\r\n\r\n");
+    assert!(raw_exchange(&address, head, Vec::new()).starts_with("HTTP/1.1 200"));
+    // CORS for the named origin only.
+    for (origin, allowed) in [
+        ("https://monitor.example", true),
+        ("https://evil.example", false),
+    ] {
+        let head = format!(
+            "OPTIONS /v1/documents HTTP/1.1\r\nhost: {address}\r\norigin: {origin}\r\naccess-control-request-method: POST\r\naccess-control-request-headers: content-type\r\nconnection: close\r\n\r\n"
+        );
+        let answer = raw_exchange(&address, head, Vec::new()).to_ascii_lowercase();
+        assert_eq!(
+            answer.contains(&format!("access-control-allow-origin: {origin}")),
+            allowed,
+            "{origin}: {answer}"
+        );
+    }
+    server.stop();
+}
+
+#[test]
+fn oversized_heads_and_bad_ids_get_json_errors() {
+    let server = TestServer::start(server_config());
+    let long = server.get(&format!("/v1/search?q={}", "a".repeat(20_000)));
+    assert_eq!(long.status, 414, "{}", long.text);
+    assert_eq!(long.error().0, "uri_too_long");
+    let address = server.address().to_owned();
+    let head = format!(
+        "GET /v1/stats HTTP/1.1\r\nhost: {address}\r\nx-padding: {}\r\nconnection: close\r\n\r\n",
+        "p".repeat(100_000)
+    );
+    let answer = raw_exchange(&address, head, Vec::new());
+    assert!(
+        answer.starts_with("HTTP/1.1 431"),
+        "{}",
+        &answer[..answer.len().min(300)]
+    );
+    assert!(answer.contains("\"headers_too_large\""), "{answer}");
+
+    let reply = post_ndjson(
+        &server,
+        &[
+            article_with("bad\u{0}id", json!({})),
+            article_with("invisible", json!({"content": "\u{feff}\u{200b}\u{200d} "})),
+            article_with("fine", json!({})),
+        ],
+    );
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.json["indexed"], json!(1), "{}", reply.text);
+    let results = reply.json["results"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        results[0]["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("control characters")
+    );
+    assert!(
+        results[1]["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("must not be empty")
+    );
+    server.stop();
+}
+
+#[test]
+fn gzip_bodies_are_read() {
+    use flate2::Compression;
+    use flate2::write::GzEncoder;
+    let server = TestServer::start(server_config());
+    let body: String = (0..3)
+        .map(|n| format!("{}\n", article_with(&format!("zipped-{n}"), json!({}))))
+        .collect();
+    let mut encoder = GzEncoder::new(Vec::new(), Compression::default());
+    encoder.write_all(body.as_bytes()).expect("compress");
+    let compressed = encoder.finish().expect("compress");
+    let reply = TestServer::reply(
+        server
+            .agent
+            .post(format!("{}/v1/documents", server.base))
+            .header("content-type", "application/x-ndjson")
+            .header("content-encoding", "gzip")
+            .send(&compressed[..]),
+    );
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.json["indexed"], json!(3), "{}", reply.text);
+    let reply = TestServer::reply(
+        server
+            .agent
+            .post(format!("{}/v1/documents", server.base))
+            .header("content-type", "application/x-ndjson")
+            .header("content-encoding", "br")
+            .send(body.as_bytes()),
+    );
+    assert_eq!(reply.status, 415, "{}", reply.text);
+    assert_eq!(reply.error().0, "unsupported_encoding");
+    server.stop();
+}
