@@ -797,6 +797,7 @@ mod tests {
         let shipped = Config::from_path(&path).unwrap();
         assert_eq!(shipped.dedup, DedupConfig::default());
         assert_eq!(shipped.index, IndexConfig::default());
+        assert_eq!(shipped.server, ServerConfig::default());
         assert_eq!(
             shipped.fields.resolved(),
             FieldsConfig::default().resolved()

@@ -96,9 +96,11 @@ impl From<WriteError> for ApiError {
 }
 
 /// Memory a byte of a POST body takes from when it is read until the writer has taken it:
-/// the body itself, then its parsed articles, then their analysis and Tantivy documents
-/// (measured with `bench --only memory`... see BENCHMARKS.md "Reliability"). Room in the
-/// writer's queue is held at this rate, so `queue_mib` bounds that memory.
+/// the body itself, its parsed articles, then their analysis and Tantivy documents. One 24 MB
+/// POST of news raised the server's peak RSS by 378 MiB, of which Tantivy's indexing arena
+/// (bounded on its own by `index.writer_memory_mb`) is up to 256 MiB: about 6 bytes a byte
+/// besides (BENCHMARKS.md "Reliability"). Room in the writer's queue is held at this rate, so
+/// `queue_mib` bounds that memory.
 pub const MEMORY_PER_BODY_BYTE: usize = 6;
 
 /// How a body is read: its limit (`setting` names it in the 413, `code` is its code) and,

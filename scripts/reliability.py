@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""The service's reliability figures (BENCHMARKS.md "Reliability"), against a real `serve`.
+
+    python3 scripts/reliability.py ../shared/data/xwlb-news.jsonl.gz [--binary target/release/tantivy-dedup]
+
+Starts `tantivy-dedup serve` on a fresh index in a temporary directory, under `ulimit -n 1024`
+as on a stock machine, then measures:
+
+1. memory: ten clients POST a 24 MB batch each at once (documents of the corpus under new
+   ids); the server's peak RSS (VmHWM) against its RSS before, and how the requests were
+   answered (200, or 503 + Retry-After when the queue is full);
+2. availability: 2,000 idle connections and 16 slow uploads (headers of a 32 MiB body, then
+   one byte a second) are held while one client posts a small batch every 100 ms for 20 s;
+   the share of those writes answered 200 and their latency.
+
+Prints one JSON object. Uses only the standard library.
+"""
+
+import argparse
+import gzip
+import json
+import os
+import resource
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+
+def rss_kib(pid, field):
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def post(address, body, timeout=600):
+    """POSTs NDJSON; the answer's status and the seconds it took. The body is sent from
+    another thread, so that an answer given before the body is whole (a 503 when the queue is
+    full, say) is still read."""
+    host, port = address
+    started = time.monotonic()
+    connection = socket.create_connection(address, timeout=timeout)
+    head = ("POST /v1/documents HTTP/1.1\r\nhost: %s:%d\r\ncontent-type: application/x-ndjson\r\n"
+            "content-length: %d\r\nconnection: close\r\n\r\n" % (host, port, len(body))).encode()
+
+    def send():
+        try:
+            connection.sendall(head + body)
+        except OSError:
+            pass
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    answer = b""
+    try:
+        while b"\r\n" not in answer:
+            chunk = connection.recv(4096)
+            if not chunk:
+                break
+            answer += chunk
+    except OSError:
+        pass
+    elapsed = time.monotonic() - started
+    connection.close()
+    sender.join()
+    parts = answer.split(b" ", 2)
+    status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else "no answer"
+    return status, elapsed
+
+
+def corpus_lines(path, limit):
+    lines = []
+    with gzip.open(path, "rt", encoding="utf-8") as corpus:
+        for line in corpus:
+            lines.append(json.loads(line))
+            if len(lines) >= limit:
+                break
+    return lines
+
+
+def batch(documents, prefix, target_bytes):
+    """NDJSON of the corpus's documents under new ids, about `target_bytes` long."""
+    out, size, n = [], 0, 0
+    while size < target_bytes:
+        document = dict(documents[n % len(documents)])
+        document["id"] = f"{prefix}-{n}"
+        document.pop("published_at", None)
+        line = json.dumps(document, ensure_ascii=False) + "\n"
+        out.append(line)
+        size += len(line.encode())
+        n += 1
+    return "".join(out).encode(), n
+
+
+def percentile(values, q):
+    if not values:
+        return None
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("corpus")
+    parser.add_argument("--binary", default="target/release/tantivy-dedup")
+    args = parser.parse_args()
+    # This process holds 2,000 connections.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8192), hard))
+
+    documents = corpus_lines(args.corpus, 20000)
+    scratch = tempfile.mkdtemp(prefix="td-reliability-")
+    config = os.path.join(scratch, "settings.toml")
+    with open(config, "w") as settings:
+        settings.write("[server]\nmax_batch_documents = 100000\n")
+    server = subprocess.Popen(
+        ["sh", "-c", 'ulimit -n 1024 && exec "$0" "$@"', args.binary, "serve",
+         "--index", os.path.join(scratch, "index"), "--addr", "127.0.0.1:0",
+         "--config", config],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = server.stdout.readline()
+    host_port = line.strip().rsplit("/", 1)[-1]
+    host, port = host_port.rsplit(":", 1)
+    address = (host, int(port))
+    report = {"server_open_file_limit": 1024}
+    try:
+        # A warm-up batch, so that the dictionary and the writer are loaded.
+        warm, _ = batch(documents, "warm", 200_000)
+        post(address, warm)
+        before = rss_kib(server.pid, "VmRSS")
+        bodies = [batch(documents, f"c{client}", 24_000_000) for client in range(10)]
+        answers = [None] * 10
+
+        def client(number):
+            answers[number] = post(address, bodies[number][0])
+
+        threads = [threading.Thread(target=client, args=(n,)) for n in range(10)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        peak = rss_kib(server.pid, "VmHWM")
+        report["memory"] = {
+            "posts": 10,
+            "body_mb": round(len(bodies[0][0]) / 1e6, 1),
+            "documents_per_post": bodies[0][1],
+            "statuses": sorted(str(status) for status, _ in answers),
+            "rss_before_mib": round(before / 1024, 1),
+            "peak_rss_mib": round(peak / 1024, 1),
+            "peak_above_before_mib": round((peak - before) / 1024, 1),
+            "queue_mib": 256,
+        }
+        bodies = None
+
+        # Availability under held connections.
+        idle = []
+        for _ in range(2000):
+            connection = socket.socket()
+            connection.setblocking(True)
+            try:
+                connection.connect(address)
+            except OSError:
+                connection.close()
+                break
+            idle.append(connection)
+        slow = []
+        head = ("POST /v1/documents HTTP/1.1\r\nhost: %s:%d\r\ncontent-type: application/json\r\n"
+                "content-length: %d\r\n\r\n" % (host, int(port), 32 << 20)).encode()
+        for _ in range(16):
+            try:
+                connection = socket.create_connection(address, timeout=10)
+                connection.sendall(head)
+            except OSError:
+                break
+            slow.append(connection)
+        stop = threading.Event()
+
+        def trickle():
+            while not stop.is_set():
+                for connection in slow:
+                    try:
+                        connection.sendall(b" ")
+                    except OSError:
+                        pass
+                stop.wait(1.0)
+
+        trickler = threading.Thread(target=trickle)
+        trickler.start()
+        latencies, statuses = [], {}
+        started = time.monotonic()
+        n = 0
+        while time.monotonic() - started < 20:
+            body, _ = batch(documents[n % 1000:], f"w{n}", 1)
+            try:
+                status, latency = post(address, body, timeout=30)
+            except OSError as error:
+                status, latency = type(error).__name__, 30.0
+            statuses[str(status)] = statuses.get(str(status), 0) + 1
+            if status == 200:
+                latencies.append(latency)
+            n += 1
+            time.sleep(0.1)
+        stop.set()
+        trickler.join()
+        report["availability"] = {
+            "idle_connections_opened": len(idle),
+            "slow_uploads": len(slow),
+            "writes": n,
+            "statuses": statuses,
+            "ok_share": round(statuses.get("200", 0) / max(n, 1), 4),
+            "latency_ms_p50": round(1e3 * (percentile(latencies, 0.5) or 0), 1),
+            "latency_ms_p99": round(1e3 * (percentile(latencies, 0.99) or 0), 1),
+            "latency_ms_max": round(1e3 * (max(latencies) if latencies else 0), 1),
+        }
+        for connection in idle + slow:
+            connection.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    json.dump(report, sys.stdout, indent=2)
+    print()
+
+
+if __name__ == "__main__":
+    main()
