@@ -174,17 +174,38 @@ impl Config {
 
     /// Reads and checks a TOML file such as `schema/news.toml`.
     pub fn from_path(path: &Path) -> Result<Self> {
+        Self::read(path, |_| Ok(()))
+    }
+
+    /// Reads an index's own settings file (what [`to_toml`](Self::to_toml) wrote when the
+    /// index was created), strictly: every `[dedup]` key that `to_toml` always writes must be
+    /// there, because those settings decide the index's clusters, and a default put in place
+    /// of one (an emptied file, a lost line) would silently change every later decision. The
+    /// keys `to_toml` writes only when set (`weighting`, `tables`) mean "unset" when absent.
+    ///
+    /// `[fields]` may still take its defaults: every field option is part of the Tantivy
+    /// schema, which the index's meta.json records and every open compares
+    /// ([`check_schema`](crate::engine::schema::check_schema)). `[index]` may change from one
+    /// run to the next anyway.
+    pub fn from_index_settings(path: &Path) -> Result<Self> {
+        Self::read(path, DedupConfig::require_every_key)
+    }
+
+    /// Reads a TOML file, runs `check` on its text, then reads and checks the settings.
+    fn read(path: &Path, check: impl FnOnce(&str) -> Result<()>) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
             path: path.to_owned(),
             source,
         })?;
-        Self::from_toml_str(&text).map_err(|error| Error::ConfigFile {
-            path: path.to_owned(),
-            message: match error {
-                Error::Config(message) => message,
-                other => other.to_string(),
-            },
-        })
+        check(&text)
+            .and_then(|()| Self::from_toml_str(&text))
+            .map_err(|error| Error::ConfigFile {
+                path: path.to_owned(),
+                message: match error {
+                    Error::Config(message) => message,
+                    other => other.to_string(),
+                },
+            })
     }
 
     /// Checks every table.
@@ -644,6 +665,39 @@ impl DedupConfig {
         Config::from_path(path).map(|config| config.dedup)
     }
 
+    /// Checks that the `[dedup]` table of a TOML text states every key that serialising
+    /// settings always writes (see [`Config::from_index_settings`]); the error names those
+    /// missing.
+    fn require_every_key(text: &str) -> Result<()> {
+        let table: toml::Table =
+            toml::from_str(text).map_err(|error| Error::Config(error.to_string()))?;
+        let stated = table.get("dedup").and_then(toml::Value::as_table);
+        // The keys of the defaults: every key but those written only when set.
+        let written = toml::Table::try_from(DedupConfig::default())
+            .map_err(|error| Error::Config(error.to_string()))?;
+        let missing: Vec<&str> = written
+            .keys()
+            .map(String::as_str)
+            .filter(|key| !stated.is_some_and(|stated| stated.contains_key(*key)))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let what = if text.trim().is_empty() {
+            "the file is empty"
+        } else if stated.is_none() {
+            "the file has no [dedup] table"
+        } else {
+            "the [dedup] table is incomplete"
+        };
+        Err(Error::Config(format!(
+            "{what}: [dedup] keys missing: {}. An index's [dedup] settings decide its clusters \
+             and are never filled in with defaults: restore this file from a backup, or state \
+             the missing keys with the values the index was created with",
+            missing.join(", ")
+        )))
+    }
+
     /// The pigeonhole tables' layout: `tables` tables for `max_distance`.
     pub fn layout(&self) -> Result<crate::index::BlockLayout> {
         match self.tables {
@@ -811,6 +865,56 @@ mod tests {
         )
         .unwrap();
         assert_eq!(Config::from_toml_str(&config.to_toml()).unwrap(), config);
+    }
+
+    #[test]
+    fn an_index_settings_file_must_state_every_dedup_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("settings.toml");
+        let mut config = Config::default();
+        config.dedup.mode = Mode::Seed;
+        let text = config.to_toml();
+        std::fs::write(&path, &text).unwrap();
+        assert_eq!(Config::from_index_settings(&path).unwrap(), config);
+
+        let keys = [
+            "mode",
+            "max_distance",
+            "window",
+            "fields",
+            "longest_sentence",
+            "short_text_chars",
+            "min_containment",
+            "min_jaccard",
+            "post_chars",
+            "min_jaccard_post",
+            "min_figure_containment",
+        ];
+        for key in keys {
+            let without: String = text
+                .lines()
+                .filter(|line| !line.starts_with(&format!("{key} =")))
+                .map(|line| format!("{line}\n"))
+                .collect();
+            assert_ne!(without, text, "{key} is written");
+            std::fs::write(&path, &without).unwrap();
+            let message = Config::from_index_settings(&path).unwrap_err().to_string();
+            assert!(
+                message.contains("settings.toml") && message.contains(&format!("missing: {key}")),
+                "{key}: {message}"
+            );
+            // A user's settings file may leave it out.
+            assert_eq!(
+                Config::from_path(&path).unwrap().dedup.mode == Mode::Seed,
+                key != "mode"
+            );
+        }
+        std::fs::write(&path, "").unwrap();
+        let message = Config::from_index_settings(&path).unwrap_err().to_string();
+        assert!(
+            message.contains("empty") && keys.iter().all(|key| message.contains(key)),
+            "{message}"
+        );
     }
 
     #[test]

@@ -43,6 +43,21 @@ pub enum Error {
         /// What is missing, and what to do.
         message: String,
     },
+    /// A file of the index is missing, or cut short or overwritten (at least where Tantivy
+    /// looks first: its footer). The index is refused rather than opened without part of its
+    /// data, which would answer errors (or nothing) for every document in that file.
+    #[error(
+        "{}: {message}. The index is damaged: `tantivy-dedup check --index {}` lists every \
+         damaged file; restore the index from a backup",
+        path.display(),
+        path.parent().unwrap_or(path).display()
+    )]
+    Damaged {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
     /// Another writer holds the index (Tantivy allows one at a time).
     #[error("{0}: another process is writing to this index (an index has one writer at a time)")]
     Busy(PathBuf),

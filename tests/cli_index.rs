@@ -1,5 +1,6 @@
 //! The index commands end to end (SPEC §4): `ingest` into a directory, then `search`, `similar`
-//! and `stats` over it, as separate processes; and the mistakes a newcomer makes.
+//! and `stats` over it, as separate processes; the mistakes a newcomer makes; and `check`, with
+//! directories that lost or damaged files (issue 14).
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -158,4 +159,169 @@ fn mistakes_get_clear_errors_and_leave_nothing_behind() {
         );
         assert!(!stderr(&output).contains("panicked"), "{bad:?}");
     }
+}
+
+/// The names in a directory, sorted.
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The first file in `dir` (by name) whose name ends with `.{extension}`.
+fn file_with_extension(dir: &Path, extension: &str) -> std::path::PathBuf {
+    let name = names(dir)
+        .into_iter()
+        .find(|name| name.ends_with(&format!(".{extension}")))
+        .unwrap_or_else(|| panic!("no .{extension} file in {}", dir.display()));
+    dir.join(name)
+}
+
+#[test]
+fn ingest_refuses_an_index_directory_that_lost_its_meta_json() {
+    // It used to create a new index there, whose first commit deleted every old segment.
+    let dir = tempfile::tempdir().unwrap();
+    let index = dir.path().join("news");
+    let sample = sample();
+    let ingest = [
+        "ingest",
+        "--index",
+        index.to_str().unwrap(),
+        sample.to_str().unwrap(),
+    ];
+    assert!(run(&ingest).status.success());
+    let saved = dir.path().join("meta.json.saved");
+    std::fs::rename(index.join("meta.json"), &saved).unwrap();
+    let before = names(&index);
+
+    let refused = run(&ingest);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("meta.json") && stderr(&refused).contains("backup"),
+        "{}",
+        stderr(&refused)
+    );
+    assert_eq!(names(&index), before, "nothing was written or deleted");
+
+    std::fs::rename(&saved, index.join("meta.json")).unwrap();
+    let stats = json(&run(&[
+        "stats",
+        "--index",
+        index.to_str().unwrap(),
+        "--json",
+    ]));
+    assert_eq!(stats["documents"], 6);
+}
+
+#[test]
+fn check_reads_every_file_and_names_the_damaged_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = dir.path().join("news");
+    let index_arg = index.to_str().unwrap();
+    let sample = sample();
+    assert!(
+        run(&["ingest", "--index", index_arg, sample.to_str().unwrap()])
+            .status
+            .success()
+    );
+    let sound = run(&["check", "--index", index_arg]);
+    assert!(sound.status.success(), "{}", stderr(&sound));
+    assert!(stdout(&sound).contains("6 documents"), "{}", stdout(&sound));
+    let report = json(&run(&["check", "--index", index_arg, "--json"]));
+    assert_eq!(report["documents"], 6);
+    assert_eq!(report["damaged"], serde_json::json!([]));
+
+    // Garbage inside a .store file: opening cannot see it (that would mean reading every
+    // file), so `stats` still runs; `check` finds it.
+    let store = file_with_extension(&index, "store");
+    let mut bytes = std::fs::read(&store).unwrap();
+    let middle = bytes.len() / 2;
+    for byte in &mut bytes[middle - 8..middle + 8] {
+        *byte ^= 0x5a;
+    }
+    std::fs::write(&store, &bytes).unwrap();
+    assert!(run(&["stats", "--index", index_arg]).status.success());
+    let checked = run(&["check", "--index", index_arg]);
+    assert_eq!(checked.status.code(), Some(1), "{}", stderr(&checked));
+    let store_name = store.file_name().unwrap().to_str().unwrap();
+    assert!(
+        stdout(&checked).contains(store_name),
+        "{}",
+        stdout(&checked)
+    );
+
+    // A missing .pos file: every command refuses to open the index and names the file;
+    // `check` names both.
+    let positions = file_with_extension(&index, "pos");
+    std::fs::remove_file(&positions).unwrap();
+    let positions_name = positions.file_name().unwrap().to_str().unwrap();
+    let stats = run(&["stats", "--index", index_arg]);
+    assert_eq!(stats.status.code(), Some(2));
+    assert!(
+        stderr(&stats).contains(positions_name) && stderr(&stats).contains("tantivy-dedup check"),
+        "{}",
+        stderr(&stats)
+    );
+    let checked = run(&["check", "--index", index_arg, "--json"]);
+    assert_eq!(checked.status.code(), Some(1), "{}", stderr(&checked));
+    let damaged: Vec<String> = json(&checked)["damaged"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|damage| damage["path"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        damaged.iter().any(|path| path.ends_with(store_name))
+            && damaged.iter().any(|path| path.ends_with(positions_name)),
+        "{damaged:?}"
+    );
+}
+
+/// `serve` without API keys refuses any address but loopback, and a key that is too short;
+/// neither leaves an index directory behind, and neither does a port in use.
+#[test]
+fn serve_refuses_to_expose_an_unguarded_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = dir.path().join("index");
+    let index = index.to_str().unwrap();
+    let serve = |addr: &str, key: Option<&str>| {
+        let mut command = Command::new(BIN);
+        command
+            .args(["serve", "--index", index, "--addr", addr])
+            .env_remove("TANTIVY_DEDUP_WRITE_KEY")
+            .env_remove("TANTIVY_DEDUP_READ_KEY");
+        if let Some(key) = key {
+            command.env("TANTIVY_DEDUP_WRITE_KEY", key);
+        }
+        command.output().unwrap()
+    };
+    let exposed = serve("0.0.0.0:0", None);
+    assert!(!exposed.status.success());
+    let message = stderr(&exposed);
+    assert!(message.contains("without API keys"), "{message}");
+    assert!(message.contains("--insecure-no-auth"), "{message}");
+    assert!(!Path::new(index).exists(), "no index was created");
+
+    let weak = serve("0.0.0.0:0", Some("short"));
+    assert!(!weak.status.success());
+    let message = stderr(&weak);
+    assert!(message.contains("TANTIVY_DEDUP_WRITE_KEY"), "{message}");
+    assert!(message.contains("at least 16"), "{message}");
+    assert!(
+        !message.contains("short"),
+        "the key is not shown: {message}"
+    );
+
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy = serve(&taken.local_addr().unwrap().to_string(), None);
+    assert!(!busy.status.success());
+    assert!(
+        stderr(&busy).contains("cannot listen on"),
+        "{}",
+        stderr(&busy)
+    );
+    assert!(!Path::new(index).exists(), "no index was created");
 }

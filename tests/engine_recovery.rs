@@ -12,6 +12,9 @@ use tantivy_dedup::config::Config;
 use tantivy_dedup::engine::DedupIndex;
 use tantivy_dedup::{Article, Deduplicator, Fingerprint};
 
+#[path = "engine_recovery/damage.rs"]
+mod damage;
+
 const SENTENCES: &[&str] = &[
     "市气象台今天上午发布暴雨蓝色预警信号，预计未来六小时内全市大部分地区将出现强降水。",
     "交通部门提醒广大市民雨天出行注意安全，尽量避开低洼积水路段，减速慢行。",

@@ -16,8 +16,8 @@ use super::{ConfigArgs, StoreArgs};
 
 #[derive(Args)]
 pub struct IngestArgs {
-    /// Index directory; created with the settings of --config (or the defaults) when it does
-    /// not hold an index yet
+    /// Index directory; created with the settings of --config (or the defaults) when it is
+    /// missing or empty; other files without an index's meta.json are refused
     #[arg(long, value_name = "DIR")]
     index: PathBuf,
     /// Articles as JSON Lines, plain or gzip-compressed; `-` reads standard input

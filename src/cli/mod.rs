@@ -24,6 +24,7 @@ use tantivy_dedup::{DedupConfig, Mode};
     tantivy-dedup search --index news.idx 防汛 --sort similar_desc\n  \
     tantivy-dedup similar --index news.idx ARTICLE_ID\n  \
     tantivy-dedup stats --index news.idx\n  \
+    tantivy-dedup check --index news.idx\n  \
     tantivy-dedup dedup articles.jsonl.gz > decisions.jsonl\n  \
     cat articles.jsonl | tantivy-dedup dedup - --mode seed\n  \
     tantivy-dedup eval labeled.jsonl.gz --mode seed\n  \
@@ -57,6 +58,14 @@ enum Command {
     Similar(query::SimilarArgs),
     /// Document, cluster and segment counts of an index.
     Stats(query::StatsArgs),
+    /// Read every file of an index and report the damaged ones: each file's checksum, every
+    /// stored document and fast field value, and the forest's replay.
+    ///
+    /// Every open already refuses an index with a file missing or cut short; only this finds
+    /// garbage inside a file. Prints what it read and each damaged file; the exit status is 1
+    /// when anything is damaged (restore the index from a backup). Takes the index's writer
+    /// lock: stop the server or `ingest` writing to it first.
+    Check(query::CheckArgs),
     /// Cluster a JSON Lines file without an index: one JSON decision a line, in input order.
     ///
     /// Each input line is an article: {"id", "content", "title"?, "source"?, "url"?,
@@ -153,6 +162,7 @@ pub fn run() -> ExitCode {
         Command::Search(args) => query::search(args),
         Command::Similar(args) => query::similar(args),
         Command::Stats(args) => query::stats(args),
+        Command::Check(args) => query::check(args),
         Command::Dedup(args) => dedup::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Bench(args) => bench::run(args),

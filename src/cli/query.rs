@@ -1,4 +1,4 @@
-//! The read-only commands over an index: `search`, `similar`, `stats`.
+//! The read-only commands over an index: `search`, `similar`, `stats`, `check`.
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -9,7 +9,9 @@ use clap::Args;
 use clap::builder::TypedValueParser as _;
 use serde::Serialize;
 use tantivy_dedup::article::parse_time;
-use tantivy_dedup::engine::{DedupSearcher, DocumentView, MAX_PAGE_SIZE, SearchRequest, Sort};
+use tantivy_dedup::engine::{
+    DedupSearcher, DocumentView, MAX_PAGE_SIZE, SearchRequest, Sort, check_index,
+};
 use tantivy_dedup::forest::Timestamp;
 
 #[derive(Args)]
@@ -85,6 +87,15 @@ pub struct StatsArgs {
     #[command(flatten)]
     index: IndexArg,
     /// Print the figures as JSON
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    index: IndexArg,
+    /// Print the report as JSON
     #[arg(long)]
     json: bool,
 }
@@ -170,6 +181,56 @@ pub fn stats(args: StatsArgs) -> anyhow::Result<ExitCode> {
         writeln!(out, "segments    {}", stats.segments)?;
         writeln!(out, "disk        {:.1} kB", stats.disk_bytes as f64 / 1e3)
     })
+}
+
+pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
+    let dir = &args.index.index;
+    let report = check_index(dir).with_context(|| format!("checking {}", dir.display()))?;
+    let printed = output(args.json, &report, |out| {
+        writeln!(
+            out,
+            "{} {}: {} documents, {} tombstones; {} files ({:.1} kB) checksummed, {} stored \
+             documents and {} fast field values decoded",
+            report.segments,
+            plural(report.segments as u64, "segment", "segments"),
+            report.documents,
+            report.tombstones,
+            report.files,
+            report.bytes as f64 / 1e3,
+            report.stored_documents,
+            report.fast_values
+        )?;
+        match &report.replay {
+            Some(replay) => writeln!(
+                out,
+                "forest replayed: {} inserts, {} roots differ from the stored ones",
+                replay.replayed, replay.mismatched_roots
+            )?,
+            None => writeln!(out, "forest not replayed: the index is damaged")?,
+        }
+        for damage in &report.damaged {
+            writeln!(
+                out,
+                "damaged: {}: {}",
+                damage.path.display(),
+                damage.problem
+            )?;
+        }
+        if report.is_sound() {
+            writeln!(out, "no damage found")?;
+        }
+        Ok(())
+    })?;
+    if report.is_sound() {
+        return Ok(printed);
+    }
+    let damaged = report.damaged.len() as u64;
+    eprintln!(
+        "tantivy-dedup: error: {damaged} {} damaged in {}; restore the index from a backup",
+        plural(damaged, "file", "files"),
+        dir.display()
+    );
+    Ok(ExitCode::FAILURE)
 }
 
 /// One line for a document: title (or id), source, time, id.

@@ -15,8 +15,9 @@ use super::{ConfigArgs, StoreArgs};
 
 #[derive(Args)]
 pub struct ServeArgs {
-    /// Index directory; created with the settings of --config (or the defaults) when it does
-    /// not hold an index yet, reopened when it does (its forest replayed from it, unless --store)
+    /// Index directory; created with the settings of --config (or the defaults) when it is
+    /// missing or empty, reopened when it holds an index (its forest replayed from it, unless
+    /// --store); other files without an index's meta.json are refused
     #[arg(long, value_name = "DIR")]
     index: PathBuf,
     /// Address to listen on; port 0 picks a free port [default: server.addr of --config, else

@@ -5,10 +5,12 @@
 //! - [`NewsTokenizer`]: the tokenizer registered on every open (normalise + tantivy-jieba);
 //! - [`DedupIndex`]: the one ordered writer, with the forest in front and recovery on open;
 //! - [`CollapseCollector`]: hits grouped by root;
-//! - [`DedupSearcher`]: list pages, detail pages, near-duplicate checks, statistics.
+//! - [`DedupSearcher`]: list pages, detail pages, near-duplicate checks, statistics;
+//! - [`check_index`]: every file of an index read and checked (`tantivy-dedup check`).
 
 mod collapse;
 mod document;
+mod integrity;
 mod recovery;
 pub mod schema;
 mod search;
@@ -19,6 +21,7 @@ pub use collapse::{
     ClusterHitsFruit, ClusterOrdinals, CollapseCollector, CollapseSegmentCollector, Collapsed,
     CollapsedCluster, NO_CLUSTER, RootHasher, RootMap, Sort,
 };
+pub use integrity::{CheckReport, Damage, check_index};
 pub use recovery::RecoveryReport;
 pub use search::{
     ClusterHit, DedupSearcher, DocumentView, IndexStats, MAX_OFFSET, MAX_PAGE_SIZE, NearDuplicate,

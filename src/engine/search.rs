@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 use tantivy::collector::{Count, DocSetCollector};
-use tantivy::directory::MmapDirectory;
 use tantivy::query::{
     AllQuery, BooleanQuery, ConstScoreQuery, Occur, Query, QueryParser, RangeQuery, TermQuery,
 };
@@ -19,9 +18,9 @@ use crate::article::Article;
 use crate::config::Config;
 use crate::dedup::Signer;
 use crate::engine::collapse::{ClusterOrdinals, CollapseCollector, CollapsedCluster, Sort};
-use crate::engine::schema::{self, NewsFields, build_schema, fast_value};
-use crate::engine::tokenizer;
-use crate::engine::writer::{index_error, stored_settings};
+use crate::engine::integrity;
+use crate::engine::schema::{self, NewsFields, fast_value};
+use crate::engine::writer::{index_error, open_tantivy, stored_settings};
 use crate::forest::Timestamp;
 use crate::index::BlockLayout;
 use crate::text::AnalyzedText;
@@ -283,18 +282,12 @@ impl DedupSearcher {
     }
 
     /// Opens the index in `dir` for reading only (no writer lock is taken, so this works
-    /// while another process writes).
+    /// while another process writes). A missing or cut file of the last commit is refused
+    /// ([`Error::Damaged`]), as the writer's open refuses it.
     pub fn open(dir: &Path) -> Result<Self> {
         let config = stored_settings(dir)?;
-        let layout = BlockLayout::new(config.dedup.max_distance)?;
-        let (schema, fields) = build_schema(&config.fields, &layout);
-        let directory = MmapDirectory::open(dir).map_err(|error| Error::Index {
-            path: dir.to_owned(),
-            source: error.into(),
-        })?;
-        let index = Index::open(directory).map_err(|source| index_error(dir, source))?;
-        schema::check_schema(&index.schema(), &schema)?;
-        tokenizer::register(&index);
+        let (index, fields) = open_tantivy(dir, &config)?;
+        integrity::check_files(dir, &index)?;
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::OnCommitWithDelay)

@@ -19,6 +19,7 @@ use crate::article::{Article, ArticleError};
 use crate::config::Config;
 use crate::dedup::{BATCH_SIZE, Decision, Deduplicator, Signer, now};
 use crate::engine::document::{NewsDocument, NewsValue};
+use crate::engine::integrity;
 use crate::engine::recovery::{self, RecoveryReport};
 use crate::engine::schema::{self, NewsFields, build_schema, fast_value, stored_sketch};
 use crate::engine::search::DedupSearcher;
@@ -216,10 +217,12 @@ pub struct DedupIndex {
     recovery: RecoveryReport,
 }
 
-/// Makes a new, empty index in `dir` with `config`'s schema and settings file.
+/// Makes a new, empty index in `dir` with `config`'s schema and settings file. `dir` must be
+/// missing or empty ([`integrity::holds_index`]); if making the index fails, what was written
+/// is removed, so that the directory is empty again for a retry.
 fn create_files(dir: &Path, config: &Config) -> Result<()> {
     config.validate()?;
-    if dir.join("meta.json").exists() {
+    if integrity::holds_index(dir)? {
         return Err(Error::Config(format!(
             "{} already holds an index; open it instead",
             dir.display()
@@ -231,19 +234,25 @@ fn create_files(dir: &Path, config: &Config) -> Result<()> {
     })?;
     let layout = BlockLayout::new(config.dedup.max_distance)?;
     let (schema, _) = build_schema(&config.fields, &layout);
-    let settings = dir.join(SETTINGS_FILE);
-    std::fs::write(&settings, config.to_toml()).map_err(|source| Error::Io {
-        path: settings,
-        source,
-    })?;
-    let directory = open_directory(dir)?;
-    Index::create(directory, schema, Default::default())
-        .map_err(|source| index_error(dir, source))?;
+    let created =
+        integrity::write_atomically(&dir.join(SETTINGS_FILE), config.to_toml().as_bytes())
+            .and_then(|()| {
+                let directory = open_directory(dir)?;
+                Index::create(directory, schema, Default::default())
+                    .map_err(|source| index_error(dir, source))
+            });
+    if let Err(error) = created {
+        for file in [SETTINGS_FILE, integrity::META_FILE, integrity::MANAGED_FILE] {
+            // Best effort: the error that matters is the one returned.
+            let _ = std::fs::remove_file(dir.join(file));
+        }
+        return Err(error);
+    }
     Ok(())
 }
 
 impl DedupIndex {
-    /// Creates a new index in `dir` (created if missing; it must not hold an index already).
+    /// Creates a new index in `dir`, which must be missing (it is created) or empty.
     pub fn create(dir: &Path, config: Config) -> Result<Self> {
         create_files(dir, &config)?;
         Self::open_with(dir, config, None)
@@ -255,9 +264,11 @@ impl DedupIndex {
         Self::open_with(dir, config, None)
     }
 
-    /// Opens the index in `dir`, or creates it with `config` when there is none. An existing
-    /// index keeps its settings: `config` must agree on everything that shapes fingerprints
-    /// and fields, and only the window and the `[index]` settings may change.
+    /// Opens the index in `dir`, or creates it with `config` when `dir` is missing or empty. A
+    /// directory with files but no meta.json is refused, naming some of them: it may be an
+    /// index that lost its meta.json, whose old segments a new index would delete.
+    /// An existing index keeps its settings: `config` must agree on everything that shapes
+    /// fingerprints and fields, and only the window and the `[index]` settings may change.
     pub fn open_or_create(dir: &Path, config: Option<Config>) -> Result<Self> {
         Self::open_or_create_with_store(dir, config, None)
     }
@@ -270,7 +281,7 @@ impl DedupIndex {
         config: Option<Config>,
         store: Option<&RedisAddress>,
     ) -> Result<Self> {
-        if !dir.join("meta.json").exists() {
+        if !integrity::holds_index(dir)? {
             let config = config.unwrap_or_default();
             create_files(dir, &config)?;
             return Self::open_with(dir, config, store);
@@ -286,14 +297,16 @@ impl DedupIndex {
         Self::open_with(dir, config, store)
     }
 
+    /// Opens the index: its files checked ([`integrity::check_files`]), the writer's lock
+    /// taken, the temporaries a crash left removed, every segment opened, the forest replayed.
     fn open_with(dir: &Path, config: Config, store: Option<&RedisAddress>) -> Result<Self> {
         config.validate()?;
         let layout = BlockLayout::new(config.dedup.max_distance)?;
-        let (schema, fields) = build_schema(&config.fields, &layout);
-        let index = Index::open(open_directory(dir)?).map_err(|source| index_error(dir, source))?;
-        schema::check_schema(&index.schema(), &schema)?;
-        tokenizer::register(&index);
+        let (index, fields) = open_tantivy(dir, &config)?;
+        integrity::check_files(dir, &index)?;
         let writer = open_writer(&index, &config, dir)?;
+        // Only with the writer's lock held: no other process is writing them now.
+        integrity::remove_temporaries(dir)?;
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
@@ -760,39 +773,59 @@ fn add_insert_fields(document: &mut NewsDocument, fields: &NewsFields, insert: &
 }
 
 fn open_directory(dir: &Path) -> Result<MmapDirectory> {
-    MmapDirectory::open(dir).map_err(|error| Error::Index {
-        path: dir.to_owned(),
-        source: error.into(),
-    })
+    MmapDirectory::open(dir).map_err(|error| index_error(dir, error.into()))
 }
 
-pub(crate) fn index_error(path: &Path, source: tantivy::TantivyError) -> Error {
-    Error::Index {
-        path: path.to_owned(),
-        source,
+/// Opens the Tantivy index in `dir`, checks that its schema is the one `config` builds and
+/// registers the tokenizer. Reads meta.json, no segment file.
+pub(crate) fn open_tantivy(dir: &Path, config: &Config) -> Result<(Index, NewsFields)> {
+    let layout = BlockLayout::new(config.dedup.max_distance)?;
+    let (schema, fields) = build_schema(&config.fields, &layout);
+    let index = Index::open(open_directory(dir)?).map_err(|source| index_error(dir, source))?;
+    schema::check_schema(&index.schema(), &schema)?;
+    tokenizer::register(&index);
+    Ok((index, fields))
+}
+
+/// The error for a Tantivy failure on the index in `dir`: [`Error::Damaged`] when Tantivy
+/// could not read one of its files because the file is missing or cut short, else
+/// [`Error::Index`].
+pub(crate) fn index_error(dir: &Path, source: tantivy::TantivyError) -> Error {
+    match integrity::damaged_file(&source) {
+        Some((file, message)) => Error::Damaged {
+            path: dir.join(file),
+            message,
+        },
+        None => Error::Index {
+            path: dir.to_owned(),
+            source,
+        },
     }
 }
 
-/// The settings an index was created with.
+/// The settings an index was created with, read strictly ([`Config::from_index_settings`]):
+/// a missing, emptied or partial settings file is refused, never filled in with defaults.
 pub fn stored_settings(dir: &Path) -> Result<Config> {
-    let path = dir.join(SETTINGS_FILE);
-    if !path.exists() {
-        let message = if !dir.exists() {
-            "no such directory".to_owned()
-        } else if dir.join("meta.json").exists() {
-            format!(
-                "a Tantivy index without tantivy-dedup's {SETTINGS_FILE}; it was not written by tantivy-dedup"
-            )
-        } else {
+    let no_index = |message: String| Error::NoIndex {
+        path: dir.to_owned(),
+        message,
+    };
+    if !integrity::holds_index(dir)? {
+        return Err(no_index(if dir.exists() {
             "not a tantivy-dedup index (`tantivy-dedup ingest --index DIR FILE` creates one)"
                 .to_owned()
-        };
-        return Err(Error::NoIndex {
-            path: dir.to_owned(),
-            message,
-        });
+        } else {
+            "no such directory".to_owned()
+        }));
     }
-    Config::from_path(&path)
+    let path = dir.join(SETTINGS_FILE);
+    if !path.exists() {
+        return Err(no_index(format!(
+            "a Tantivy index without tantivy-dedup's {SETTINGS_FILE}: restore the file from a \
+             backup (an index tantivy-dedup did not write cannot be opened by it)"
+        )));
+    }
+    Config::from_index_settings(&path)
 }
 
 /// Checks that `requested` may open an index created with `stored`.
