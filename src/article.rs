@@ -225,14 +225,10 @@ impl Article {
             ));
         }
         // An id travels in URLs, logs and terminals, where control characters do harm.
-        if let Some(control) = id.chars().find(|c| c.is_control()) {
+        if let Some((at, control)) = id.char_indices().find(|(_, c)| c.is_control()) {
             return Err(invalid(
                 "id",
-                format!(
-                    "must not contain control characters, got {:?} at byte {}",
-                    control,
-                    id.find(control).unwrap_or(0)
-                ),
+                format!("must not contain control characters, got {control:?} at byte {at}"),
             ));
         }
         Ok(Article {

@@ -483,6 +483,22 @@ pub struct ServerConfig {
     pub insecure_no_auth: bool,
 }
 
+/// Whether `text` is a web origin: `http(s)://host[:port]`, nothing after it but an optional
+/// `/`, and no wildcard (a key-protected API must name the pages it trusts).
+fn is_origin(text: &str) -> bool {
+    let Some(rest) = text
+        .strip_prefix("https://")
+        .or_else(|| text.strip_prefix("http://"))
+    else {
+        return false;
+    };
+    let host = rest.strip_suffix('/').unwrap_or(rest);
+    !host.is_empty()
+        && host
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || b".-:[]".contains(&byte))
+}
+
 /// The API keys of `serve` (SPEC: `Authorization: Bearer <key>`). With a write key, POST and
 /// DELETE need it; with a read key too, every other endpoint but `/healthz` needs one of the
 /// two. Keys come from the environment or from files, never from the command line or a
@@ -530,9 +546,17 @@ impl AccessKeys {
     }
 }
 
-/// An API key: compared in constant time, never printed.
-#[derive(Clone, PartialEq, Eq)]
+/// An API key: compared in constant time (its length aside), never printed.
+#[derive(Clone)]
 pub struct Secret(String);
+
+impl PartialEq for Secret {
+    fn eq(&self, other: &Self) -> bool {
+        self.matches(other.0.as_bytes())
+    }
+}
+
+impl Eq for Secret {}
 
 impl Secret {
     /// The fewest characters a key may have.
@@ -646,6 +670,10 @@ impl ServerConfig {
             "server.shutdown_grace must be at most 1h"
         } else if self.keys.read.is_some() && self.keys.write.is_none() {
             "a read key needs a write key: with a read key alone, anyone could write"
+        } else if let Some(origin) = self.cors_origins.iter().find(|origin| !is_origin(origin)) {
+            return Err(Error::Config(format!(
+                "server.cors_origins: {origin:?} is not an origin such as \"https://monitor.example.com\" (scheme, host and port only; no wildcard)"
+            )));
         } else {
             return Ok(());
         };
@@ -856,6 +884,34 @@ mod tests {
             shipped.fields.resolved(),
             FieldsConfig::default().resolved()
         );
+    }
+
+    #[test]
+    fn cors_origins_must_be_origins() {
+        for origin in [
+            "https://monitor.example.com",
+            "http://127.0.0.1:8080/",
+            "https://[::1]:9",
+        ] {
+            let config = ServerConfig {
+                cors_origins: vec![origin.to_owned()],
+                ..ServerConfig::default()
+            };
+            assert!(config.validate().is_ok(), "{origin}");
+        }
+        for origin in [
+            "*",
+            "https://*",
+            "monitor.example.com",
+            "https://a.example/page",
+            "",
+        ] {
+            let config = ServerConfig {
+                cors_origins: vec![origin.to_owned()],
+                ..ServerConfig::default()
+            };
+            assert!(config.validate().is_err(), "{origin}");
+        }
     }
 
     #[test]

@@ -58,7 +58,8 @@ pub(crate) fn holds_index(dir: &Path) -> Result<bool> {
     let mut found = Vec::new();
     for entry in entries {
         let name = entry.map_err(io_error)?.file_name();
-        if !is_temporary(&name) {
+        // A new file system's lost+found is no sign of an index.
+        if !is_temporary(&name) && name != "lost+found" {
             found.push(name.to_string_lossy().into_owned());
         }
     }
@@ -192,6 +193,12 @@ fn segment_files(metas: &IndexMeta) -> Vec<(&SegmentMeta, Vec<PathBuf>)> {
 /// refused at open, named ([`Error::Damaged`]), instead of failing the searches that need it.
 /// Reads the footers only; garbage inside a file is for [`check_index`].
 pub(crate) fn check_files(dir: &Path, index: &tantivy::Index) -> Result<()> {
+    // Held while the files of one commit are opened, as Tantivy's reader does: a writer in
+    // another process may otherwise merge and delete them in between.
+    let _meta_lock = index
+        .directory()
+        .acquire_lock(&tantivy::directory::META_LOCK)
+        .map_err(|error| index_error(dir, tantivy::TantivyError::LockFailure(error, None)))?;
     let metas = index
         .load_metas()
         .map_err(|source| index_error(dir, source))?;

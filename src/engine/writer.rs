@@ -336,8 +336,11 @@ impl DedupIndex {
     /// acknowledged as durable. While the cause lasts this fails and can be called again;
     /// until it succeeds, writes are refused.
     pub fn recover(&mut self) -> Result<()> {
-        // Dropping the writer releases the directory lock a new one takes.
-        self.writer = None;
+        // The old writer's merges finish before its directory lock passes to a new one (its
+        // error is the failure being recovered from, or a merge that is simply dropped).
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.wait_merging_threads();
+        }
         self.uncommitted.clear();
         let writer = open_writer(&self.index, &self.config, &self.path)?;
         self.reader
@@ -625,8 +628,30 @@ impl DedupIndex {
 
     /// Makes everything added and deleted so far durable and visible to searchers, then
     /// applies the retention setting. Returns how many documents retention deleted.
+    /// [`persist`](Self::persist) then [`publish`](Self::publish), for a caller that need not
+    /// know which of the two failed.
     pub fn commit(&mut self) -> Result<u64> {
-        self.commit_and_reload()?;
+        self.persist()?;
+        self.publish()
+    }
+
+    /// The first half of [`commit`](Self::commit): Tantivy's commit. Once it returns `Ok`,
+    /// everything added and deleted so far survives a crash, whatever happens after; an
+    /// `Err` leaves the last commit as it was.
+    pub fn persist(&mut self) -> Result<()> {
+        let (writer, path) = self.writer()?;
+        writer
+            .commit()
+            .map_err(|source| index_error(path, source))?;
+        self.uncommitted.clear();
+        Ok(())
+    }
+
+    /// The second half of [`commit`](Self::commit): makes what was persisted visible to
+    /// searchers, then applies the retention setting (itself committed). Returns how many
+    /// documents retention deleted. A failure here loses nothing persisted.
+    pub fn publish(&mut self) -> Result<u64> {
+        self.reload()?;
         let Some(retention) = self.config.index.retention_seconds() else {
             return Ok(0);
         };
@@ -636,17 +661,13 @@ impl DedupIndex {
         let cutoff = newest.saturating_sub(retention as Timestamp);
         let deleted = self.delete_published_before(cutoff)?;
         if deleted > 0 {
-            self.commit_and_reload()?;
+            self.persist()?;
+            self.reload()?;
         }
         Ok(deleted)
     }
 
-    fn commit_and_reload(&mut self) -> Result<()> {
-        let (writer, path) = self.writer()?;
-        writer
-            .commit()
-            .map_err(|source| index_error(path, source))?;
-        self.uncommitted.clear();
+    fn reload(&mut self) -> Result<()> {
         self.reader
             .reload()
             .map_err(|source| index_error(&self.path, source))

@@ -755,7 +755,8 @@ pub(crate) async fn observe(
         .metrics
         .observe_request(method.as_str(), &route, status, elapsed);
     let ms = elapsed.as_secs_f64() * 1e3;
-    if response.status().is_server_error() {
+    // A probe's 503 says what was logged when the writer failed; a line per probe would bury it.
+    if response.status().is_server_error() && route != "/healthz" {
         tracing::warn!(%method, %path, status, ms, "request failed");
     } else {
         tracing::debug!(%method, %path, status, ms, "request");

@@ -23,6 +23,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, Semaphore, watch};
+use tokio::task::JoinSet;
 
 use crate::config::ServerConfig;
 
@@ -30,10 +31,11 @@ use crate::config::ServerConfig;
 /// connections and the runtime, whatever the connections take.
 const FILES_KEPT_FOR_THE_INDEX: u64 = 256;
 
-/// hyper's buffer for a request head. Heads up to our own limits (see
-/// [`super::access`]) reach the router, which answers a too-long one in JSON; only far larger
-/// ones get hyper's bare 431.
-const MAX_HEAD_BYTES: usize = 1 << 20;
+/// hyper's buffer for a request head, held per connection: room for heads up to our own
+/// limits ([`super::access::MAX_URI_BYTES`] and [`super::access::MAX_HEADER_BYTES`]) and as
+/// much again, so that a head somewhat over them reaches the router, which answers in JSON;
+/// only larger ones get hyper's bare 431 (or 414).
+const MAX_HEAD_BYTES: usize = 2 * (super::access::MAX_URI_BYTES + super::access::MAX_HEADER_BYTES);
 
 /// The connections served at once: `configured`, lowered to what the open-file limit
 /// (`RLIMIT_NOFILE`) leaves after [`FILES_KEPT_FOR_THE_INDEX`] (half the limit when it is
@@ -123,6 +125,7 @@ pub async fn serve(
         .header_read_timeout(config.header_timeout)
         .max_buf_size(MAX_HEAD_BYTES);
     let (stopping, stop) = watch::channel(false);
+    let mut tasks = JoinSet::new();
     tokio::pin!(shutdown);
     'accepting: loop {
         let stream = tokio::select! {
@@ -158,7 +161,9 @@ pub async fn serve(
         );
         let evicted = open.open(cap);
         let mut stop = stop.clone();
-        tokio::spawn(async move {
+        // Finished connections are reaped here, so the set holds only open ones.
+        while tasks.try_join_next().is_some() {}
+        tasks.spawn(async move {
             tokio::pin!(connection);
             let closing = tokio::select! {
                 result = connection.as_mut() => Some(result),
@@ -187,8 +192,10 @@ pub async fn serve(
         () = tokio::time::sleep(config.shutdown_grace) => {
             tracing::warn!(
                 grace_ms = config.shutdown_grace.as_millis() as u64,
+                connections = tasks.len(),
                 "requests still in flight after the shutdown grace period are dropped"
             );
+            tasks.abort_all();
         }
     }
 }

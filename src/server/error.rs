@@ -98,7 +98,12 @@ impl From<Error> for ApiError {
     fn from(error: Error) -> Self {
         match error {
             Error::Query(message) => ApiError::bad_request("invalid_query", message),
-            Error::Busy(_) => ApiError::unavailable("busy", error.to_string(), 1),
+            // The error names the index directory, which is the log's to know.
+            Error::Busy(_) => ApiError::unavailable(
+                "busy",
+                "the index is busy (another process holds its writer); retry shortly",
+                1,
+            ),
             other => ApiError::internal(other),
         }
     }

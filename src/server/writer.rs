@@ -555,34 +555,37 @@ impl Writer {
         self.last_commit + self.commit_delay
     }
 
-    /// Commits, then answers everything that waited for it.
+    /// Commits, then answers everything that waited for it. A failure before the commit is
+    /// durable fails the requests (their changes are dropped); one after it (making it visible,
+    /// retention) answers them as done, since they survive whatever comes next, and then
+    /// reopens the index, which also makes them visible.
     fn commit(&mut self) -> Result<(), String> {
         if self.waiting.is_empty() {
             return Ok(());
         }
         let started = Instant::now();
-        let result = self.index.commit();
+        if let Err(error) = self.index.persist() {
+            self.last_commit = Instant::now();
+            return Err(self.fail(error.to_string()).to_string());
+        }
+        let published = self.index.publish();
         let elapsed = started.elapsed();
         self.last_commit = Instant::now();
         let waiting = std::mem::take(&mut self.waiting);
-        match result {
+        waiting.into_iter().for_each(|waiting| waiting.answer(None));
+        match published {
             Ok(expired) => {
                 self.shared
                     .metrics
                     .observe_commit(elapsed, self.index.forest_stats());
                 tracing::debug!(
-                    requests = waiting.len(),
                     retention_deleted = expired,
                     ms = elapsed.as_secs_f64() * 1e3,
                     "committed"
                 );
-                waiting.into_iter().for_each(|waiting| waiting.answer(None));
                 Ok(())
             }
-            Err(error) => {
-                self.waiting = waiting;
-                Err(self.fail(error.to_string()).to_string())
-            }
+            Err(error) => Err(self.fail(error.to_string()).to_string()),
         }
     }
 }

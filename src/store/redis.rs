@@ -179,7 +179,8 @@ impl RedisAddress {
         }
         if let Some(bad) = nodes.iter().find(|node| !node.starts_with("redis://")) {
             return Err(StoreError::Config(format!(
-                "{bad:?} is not a Redis address: expected redis://HOST:PORT (comma-separated for several seed nodes)"
+                "{:?} is not a Redis address: expected redis://HOST:PORT (comma-separated for several seed nodes)",
+                redacted(bad)
             )));
         }
         Ok(RedisAddress {
@@ -205,28 +206,26 @@ impl std::fmt::Debug for RedisAddress {
 /// ```
 impl std::fmt::Display for RedisAddress {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        for (position, node) in self.nodes.iter().enumerate() {
-            if position > 0 {
-                formatter.write_str(",")?;
-            }
-            let rest = node.strip_prefix("redis://").unwrap_or(node);
-            // `user:password@host`: everything after the first `:` of the part before `@`.
-            match rest.rsplit_once('@') {
-                Some((credentials, host)) => {
-                    let user = credentials
-                        .split_once(':')
-                        .map_or(credentials, |(user, _)| user);
-                    let hidden = if credentials.contains(':') {
-                        ":***"
-                    } else {
-                        ""
-                    };
-                    write!(formatter, "redis://{user}{hidden}@{host}")?;
-                }
-                None => write!(formatter, "redis://{rest}")?,
-            }
-        }
-        Ok(())
+        let nodes: Vec<String> = self.nodes.iter().map(|node| redacted(node)).collect();
+        formatter.write_str(&nodes.join(","))
+    }
+}
+
+/// A node's address with any password replaced by `***`: in `scheme://user:password@host`,
+/// everything after the first `:` of the part before the last `@`.
+fn redacted(node: &str) -> String {
+    let (scheme, rest) = node.split_once("://").unwrap_or(("", node));
+    let prefix = if scheme.is_empty() {
+        String::new()
+    } else {
+        format!("{scheme}://")
+    };
+    match rest.rsplit_once('@') {
+        Some((credentials, host)) => match credentials.split_once(':') {
+            Some((user, _)) => format!("{prefix}{user}:***@{host}"),
+            None => format!("{prefix}{credentials}@{host}"),
+        },
+        None => format!("{prefix}{rest}"),
     }
 }
 
