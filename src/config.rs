@@ -473,7 +473,7 @@ pub struct ServerConfig {
     /// browser (CORS). Empty: none.
     pub cors_origins: Vec<String>,
     /// The API keys; never read from or written to a settings file (see
-    /// [`AccessKeys`](crate::server::AccessKeys)).
+    /// [`AccessKeys`]).
     #[serde(skip)]
     pub keys: AccessKeys,
     /// Whether to serve an address other than loopback without keys (`--insecure-no-auth`;

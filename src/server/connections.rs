@@ -38,7 +38,7 @@ const FILES_KEPT_FOR_THE_INDEX: u64 = 256;
 const MAX_HEAD_BYTES: usize = 2 * (super::access::MAX_URI_BYTES + super::access::MAX_HEADER_BYTES);
 
 /// The connections served at once: `configured`, lowered to what the open-file limit
-/// (`RLIMIT_NOFILE`) leaves after [`FILES_KEPT_FOR_THE_INDEX`] (half the limit when it is
+/// (`RLIMIT_NOFILE`) leaves after 256 files kept for the index (half the limit when it is
 /// smaller than twice that).
 pub fn connection_cap(configured: usize) -> usize {
     let Some(limit) = open_file_limit() else {
