@@ -130,13 +130,12 @@ fn the_writer_recovers_from_a_failed_commit() {
     std::fs::rename(&meta, &aside).expect("move meta.json aside");
     std::fs::create_dir(&meta).expect("a directory in its place");
     std::fs::write(meta.join("blocker"), "x").expect("a file in it");
-    let failed = post_ndjson(
-        &server,
-        &[article_with(
-            "during-trouble",
-            json!({"content": "码头新建了一座观景台，游客可以在台上远眺整个港湾的夜景。"}),
-        )],
+    // Another story, sent while the disk is in trouble and again once it is not.
+    let other_story = article_with(
+        "during-trouble",
+        json!({"content": "码头新建了一座观景台，游客可以在台上远眺整个港湾的夜景。"}),
     );
+    let failed = post_ndjson(&server, std::slice::from_ref(&other_story));
     assert_eq!(failed.status, 503, "{}", failed.text);
     assert_eq!(failed.error().0, "writer_recovering");
     assert!(
@@ -156,13 +155,7 @@ fn the_writer_recovers_from_a_failed_commit() {
     std::fs::rename(&aside, &meta).expect("put meta.json back");
     let health = wait_for_health(&server, 200, Duration::from_secs(60));
     assert_eq!(health.status, 200, "{}", health.text);
-    let retried = post_ndjson(
-        &server,
-        &[article_with(
-            "during-trouble",
-            json!({"content": "码头新建了一座观景台，游客可以在台上远眺整个港湾的夜景。"}),
-        )],
-    );
+    let retried = post_ndjson(&server, &[other_story]);
     assert_eq!(retried.status, 200, "{}", retried.text);
     // Nothing acknowledged was lost, and the clusters are as before.
     let again = post_ndjson(&server, &[article_with("repost", json!({}))]);
