@@ -20,9 +20,8 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use tantivy_dedup::bench::percentile;
 use tantivy_dedup::dedup::Signer;
-use tantivy_dedup::forest::{Signature, Timestamp};
-use tantivy_dedup::store::redis::{RedisAddress, RedisStore};
-use tantivy_dedup::store::{ForestStore, StoreError, new_token, place};
+use tantivy_dedup::forest::redis::{RedisAddress, RedisStore};
+use tantivy_dedup::forest::{ForestStore, Signature, StoreError, Timestamp, new_token, place};
 use tantivy_dedup::{Article, DedupConfig, Forest, Mode};
 
 const T0: Timestamp = 1_750_000_000;
@@ -199,7 +198,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 Ok(())
             }))
         })
-        .collect::<Result<_, tantivy_dedup::store::StoreError>>()?;
+        .collect::<Result<_, tantivy_dedup::forest::StoreError>>()?;
     for writer in writers {
         writer.join().map_err(|_| "a writer panicked")??;
     }

@@ -35,6 +35,16 @@ pub struct Article {
     pub published_at: Option<Timestamp>,
 }
 
+/// A line longer than the input limit (`input::Lines`): it was read past and dropped, not kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("line of {length} bytes is longer than the limit of {limit} bytes")]
+pub struct LineTooLong {
+    /// The line's length in bytes.
+    pub length: usize,
+    /// The limit it broke.
+    pub limit: usize,
+}
+
 /// Why a line is not a valid article.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ArticleError {
@@ -57,7 +67,7 @@ pub enum ArticleError {
     Utf8(usize),
     /// The line is longer than the input limit.
     #[error(transparent)]
-    TooLong(#[from] crate::input::LineTooLong),
+    TooLong(#[from] LineTooLong),
 }
 
 /// The fields of the JSON object as they came, before validation. Unknown keys are ignored.

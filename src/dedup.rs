@@ -9,10 +9,10 @@ use serde::Serialize;
 
 use crate::article::{Article, ArticleError};
 use crate::config::DedupConfig;
-use crate::forest::{Forest, ForestStats, Placement, Signature, Timestamp};
+use crate::forest::{
+    Forest, ForestStats, ForestStore, Placement, Signature, Timestamp, new_token, place,
+};
 use crate::input;
-use crate::store::redis::{RedisAddress, RedisStore};
-use crate::store::{ForestStore, new_token, place};
 use crate::text::{AnalyzedText, Fingerprinter, normalize};
 use crate::verify::Sketch;
 use crate::{Fingerprint, Result};
@@ -25,7 +25,7 @@ pub struct Decision {
     pub id: String,
     /// Its node in the forest: its text's fingerprint, or in default mode, when that value
     /// already names a node whose text does not verify against this one, the nearest free
-    /// value ([`store::node_candidates`](crate::store::node_candidates)).
+    /// value ([`node_candidates`](crate::forest::node_candidates)).
     pub simhash: Fingerprint,
     /// The root hash of its cluster.
     pub root: Fingerprint,
@@ -58,8 +58,9 @@ pub struct Deduplicator {
     config: DedupConfig,
     signer: Signer,
     forest: Forest,
-    /// The Redis Cluster store that replaces `forest` when several processes share the forest.
-    shared: Option<Box<RedisStore>>,
+    /// The store that replaces `forest` when several processes share the forest (such as
+    /// `forest::redis::RedisStore`, feature `redis`).
+    shared: Option<Box<dyn ForestStore + Send>>,
 }
 
 impl Deduplicator {
@@ -81,18 +82,16 @@ impl Deduplicator {
         })
     }
 
-    /// A deduplicator whose forest lives on a Redis Cluster, shared with every other process
-    /// connected to it (see docs/scaling.md). Fails if the cluster cannot be reached or its
-    /// forest was made with other `[dedup]` settings.
-    pub fn with_store(config: DedupConfig, address: &RedisAddress) -> Result<Self> {
-        let store = RedisStore::connect(address, &config)?;
+    /// A deduplicator whose forest lives in `store`, shared with every other process that
+    /// uses it (a Redis Cluster: `SharedForest::connect` of `forest::redis::RedisAddress`, see
+    /// docs/scaling.md). The store must have been made for `config`'s `[dedup]` settings.
+    pub fn with_store(config: DedupConfig, store: Box<dyn ForestStore + Send>) -> Result<Self> {
         let mut dedup = Deduplicator::new(config)?;
-        dedup.shared = Some(Box::new(store));
+        dedup.shared = Some(store);
         Ok(dedup)
     }
 
-    /// Whether the forest is shared on a Redis Cluster (else it is the in-memory
-    /// [`forest`](Self::forest)).
+    /// Whether the forest is shared (else it is the in-memory [`forest`](Self::forest)).
     pub fn is_shared(&self) -> bool {
         self.shared.is_some()
     }

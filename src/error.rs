@@ -66,7 +66,7 @@ pub enum Error {
     Query(String),
     /// The fingerprint store (the Redis Cluster) failed; the insert was not acknowledged.
     #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
+    Store(#[from] crate::forest::StoreError),
     /// The HTTP service could not run or stop cleanly.
     #[error("server: {0}")]
     Server(String),

@@ -6,7 +6,7 @@ use std::sync::mpsc;
 
 use rayon::prelude::*;
 
-use crate::article::ArticleError;
+use crate::article::{ArticleError, LineTooLong};
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::Path;
 
@@ -138,16 +138,6 @@ pub fn for_each_batch<T: Send>(
 /// The longest line [`Lines`] hands out by default: 16 MiB, far beyond any article, short of
 /// what would strain memory when a batch holds thousands of lines.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 16 << 20;
-
-/// A line longer than the limit: it was read past and dropped, not kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("line of {length} bytes is longer than the limit of {limit} bytes")]
-pub struct LineTooLong {
-    /// The line's length in bytes.
-    pub length: usize,
-    /// The limit it broke.
-    pub limit: usize,
-}
 
 /// Numbered lines of bytes (UTF-8 is checked by the parser, line by line, so that one bad line
 /// costs only itself). Blank lines are skipped but counted; a line over the length limit is

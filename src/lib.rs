@@ -35,18 +35,20 @@
 #![warn(missing_docs)]
 
 pub mod article;
+#[cfg(feature = "bench")]
 pub mod bench;
 pub mod config;
 pub mod dedup;
 pub mod engine;
 mod error;
+#[cfg(feature = "bench")]
 pub mod eval;
 pub mod forest;
 pub mod index;
 pub mod input;
+#[cfg(feature = "server")]
 pub mod server;
 pub mod simhash;
-pub mod store;
 pub mod text;
 pub mod verify;
 

@@ -9,6 +9,7 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
+use tantivy_dedup::forest::SharedForest;
 use tantivy_dedup::{Deduplicator, input};
 
 use super::{ConfigArgs, StoreArgs};
@@ -27,8 +28,12 @@ pub struct DedupArgs {
 pub fn run(args: DedupArgs) -> anyhow::Result<ExitCode> {
     let config = args.config.load()?;
     let mut dedup = match args.store.address()? {
-        Some(address) => Deduplicator::with_store(config, &address)
-            .with_context(|| format!("connecting to {address}"))?,
+        Some(address) => {
+            let store = address
+                .connect(&config)
+                .with_context(|| format!("connecting to {address}"))?;
+            Deduplicator::with_store(config, store)?
+        }
         None => Deduplicator::new(config)?,
     };
     let reader = input::open(&args.file)?;

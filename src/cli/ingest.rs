@@ -62,7 +62,7 @@ pub fn run(args: IngestArgs) -> anyhow::Result<ExitCode> {
         bail!("{}: no such file", missing.display());
     }
     let mut index =
-        DedupIndex::open_or_create_with_store(&args.index, config, args.store.address()?.as_ref())
+        DedupIndex::open_or_create_with_store(&args.index, config, args.store.shared()?)
             .with_context(|| format!("opening {}", args.index.display()))?;
     let recovered = index.recovery().clone();
     if recovered.replayed > 0 {

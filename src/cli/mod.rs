@@ -10,9 +10,12 @@ mod serve;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
 use tantivy_dedup::config::Config;
+use tantivy_dedup::forest::SharedForest;
+use tantivy_dedup::forest::redis::RedisAddress;
 use tantivy_dedup::{DedupConfig, Mode};
 
 /// Near-duplicate detection and story clustering for Chinese news, on top of Tantivy.
@@ -108,13 +111,19 @@ struct StoreArgs {
 }
 
 impl StoreArgs {
-    fn address(&self) -> anyhow::Result<Option<tantivy_dedup::store::redis::RedisAddress>> {
-        Ok(self
-            .store
-            .as_deref()
-            .map(tantivy_dedup::store::redis::RedisAddress::parse)
-            .transpose()?)
+    fn address(&self) -> anyhow::Result<Option<RedisAddress>> {
+        Ok(self.store.as_deref().map(RedisAddress::parse).transpose()?)
     }
+
+    /// The shared forest an index connects to, if any.
+    fn shared(&self) -> anyhow::Result<Option<Arc<dyn SharedForest>>> {
+        Ok(self.address()?.map(shared_forest))
+    }
+}
+
+/// A Redis address as the shared forest an index connects to.
+fn shared_forest(address: RedisAddress) -> Arc<dyn SharedForest> {
+    Arc::new(address)
 }
 
 /// Where the dedup settings come from: a TOML file, then flags over it.

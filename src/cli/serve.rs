@@ -119,7 +119,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         None => "replaying its forest".to_string(),
     };
     tracing::info!(index = %args.index.display(), "opening the index ({forest})");
-    let index = DedupIndex::open_or_create_with_store(&args.index, config, store.as_ref())?;
+    let index = DedupIndex::open_or_create_with_store(
+        &args.index,
+        config,
+        store.map(super::shared_forest),
+    )?;
     let recovery = index.recovery();
     tracing::info!(
         replayed = recovery.replayed,

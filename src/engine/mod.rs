@@ -8,24 +8,26 @@
 //! - [`DedupSearcher`]: list pages, detail pages, near-duplicate checks, statistics;
 //! - [`check_index`]: every file of an index read and checked (`tantivy-dedup check`).
 
+mod check;
 mod collapse;
+mod directory;
 mod document;
-mod integrity;
 mod recovery;
 pub mod schema;
 mod search;
 pub(crate) mod tokenizer;
 mod writer;
 
+pub use check::{CheckReport, Damage, check_index};
 pub use collapse::{
     ClusterHitsFruit, ClusterOrdinals, CollapseCollector, CollapseSegmentCollector, Collapsed,
     CollapsedCluster, NO_CLUSTER, RootHasher, RootMap, Sort,
 };
-pub use integrity::{CheckReport, Damage, check_index};
+pub use directory::{SETTINGS_FILE, stored_settings};
 pub use recovery::RecoveryReport;
 pub use search::{
     ClusterHit, DedupSearcher, DocumentView, IndexStats, MAX_OFFSET, MAX_PAGE_SIZE, NearDuplicate,
     NearDuplicates, SearchPage, SearchRequest, SimilarPage,
 };
 pub use tokenizer::{NewsTokenizer, register as register_tokenizer};
-pub use writer::{DedupIndex, PreparedArticle, Preparer, SETTINGS_FILE, stored_settings};
+pub use writer::{DedupIndex, PreparedArticle, Preparer};

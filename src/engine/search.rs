@@ -18,9 +18,8 @@ use crate::article::Article;
 use crate::config::Config;
 use crate::dedup::Signer;
 use crate::engine::collapse::{ClusterOrdinals, CollapseCollector, CollapsedCluster, Sort};
-use crate::engine::integrity;
+use crate::engine::directory::{self, index_error, open_tantivy, stored_settings};
 use crate::engine::schema::{self, NewsFields, fast_value};
-use crate::engine::writer::{index_error, open_tantivy, stored_settings};
 use crate::forest::Timestamp;
 use crate::index::BlockLayout;
 use crate::text::AnalyzedText;
@@ -287,7 +286,7 @@ impl DedupSearcher {
     pub fn open(dir: &Path) -> Result<Self> {
         let config = stored_settings(dir)?;
         let (index, fields) = open_tantivy(dir, &config)?;
-        integrity::check_files(dir, &index)?;
+        directory::check_files(dir, &index)?;
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::OnCommitWithDelay)

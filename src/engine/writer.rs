@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tantivy::collector::DocSetCollector;
-use tantivy::directory::MmapDirectory;
 use tantivy::query::{RangeQuery, TermQuery};
 use tantivy::schema::IndexRecordOption;
 use tantivy::{
@@ -18,22 +17,19 @@ use tantivy::{
 use crate::article::{Article, ArticleError};
 use crate::config::Config;
 use crate::dedup::{BATCH_SIZE, Decision, Deduplicator, Signer, now};
+use crate::engine::directory::{
+    self, SETTINGS_FILE, index_error, open_directory, open_tantivy, stored_settings,
+};
 use crate::engine::document::{NewsDocument, NewsValue};
-use crate::engine::integrity;
 use crate::engine::recovery::{self, RecoveryReport};
 use crate::engine::schema::{self, NewsFields, build_schema, fast_value, stored_sketch};
 use crate::engine::search::DedupSearcher;
-use crate::engine::tokenizer;
-use crate::forest::{Forest, Signature, Timestamp};
+use crate::forest::{Forest, SharedForest, Signature, Timestamp};
 use crate::index::BlockLayout;
 use crate::input;
-use crate::store::redis::RedisAddress;
 use crate::text::AnalyzedText;
 use crate::verify::Sketch;
 use crate::{Error, Fingerprint, Result};
-
-/// The file in an index directory that records the settings the index was created with.
-pub const SETTINGS_FILE: &str = "tantivy-dedup.toml";
 
 /// An article analysed and fingerprinted, ready for [`DedupIndex::add`].
 ///
@@ -206,8 +202,8 @@ pub struct DedupIndex {
     /// `None` after a failure closed it, until [`recover`](DedupIndex::recover) reopens it.
     writer: Option<IndexWriter<NewsDocument>>,
     reader: IndexReader,
-    /// The shared forest's store, when the forest is not this process's own.
-    store: Option<RedisAddress>,
+    /// The shared forest, when the forest is not this process's own.
+    store: Option<Arc<dyn SharedForest>>,
     dedup: Deduplicator,
     layout: BlockLayout,
     next_sequence: u64,
@@ -218,11 +214,11 @@ pub struct DedupIndex {
 }
 
 /// Makes a new, empty index in `dir` with `config`'s schema and settings file. `dir` must be
-/// missing or empty ([`integrity::holds_index`]); if making the index fails, what was written
+/// missing or empty ([`directory::holds_index`]); if making the index fails, what was written
 /// is removed, so that the directory is empty again for a retry.
 fn create_files(dir: &Path, config: &Config) -> Result<()> {
     config.validate()?;
-    if integrity::holds_index(dir)? {
+    if directory::holds_index(dir)? {
         return Err(Error::Config(format!(
             "{} already holds an index; open it instead",
             dir.display()
@@ -235,14 +231,14 @@ fn create_files(dir: &Path, config: &Config) -> Result<()> {
     let layout = BlockLayout::new(config.dedup.max_distance)?;
     let (schema, _) = build_schema(&config.fields, &layout);
     let created =
-        integrity::write_atomically(&dir.join(SETTINGS_FILE), config.to_toml().as_bytes())
+        directory::write_atomically(&dir.join(SETTINGS_FILE), config.to_toml().as_bytes())
             .and_then(|()| {
                 let directory = open_directory(dir)?;
                 Index::create(directory, schema, Default::default())
                     .map_err(|source| index_error(dir, source))
             });
     if let Err(error) = created {
-        for file in [SETTINGS_FILE, integrity::META_FILE, integrity::MANAGED_FILE] {
+        for file in [SETTINGS_FILE, directory::META_FILE, directory::MANAGED_FILE] {
             // Best effort: the error that matters is the one returned.
             let _ = std::fs::remove_file(dir.join(file));
         }
@@ -279,9 +275,9 @@ impl DedupIndex {
     pub fn open_or_create_with_store(
         dir: &Path,
         config: Option<Config>,
-        store: Option<&RedisAddress>,
+        store: Option<Arc<dyn SharedForest>>,
     ) -> Result<Self> {
-        if !integrity::holds_index(dir)? {
+        if !directory::holds_index(dir)? {
             let config = config.unwrap_or_default();
             create_files(dir, &config)?;
             return Self::open_with(dir, config, store);
@@ -297,22 +293,23 @@ impl DedupIndex {
         Self::open_with(dir, config, store)
     }
 
-    /// Opens the index: its files checked ([`integrity::check_files`]), the writer's lock
+    /// Opens the index: its files checked ([`directory::check_files`]), the writer's lock
     /// taken, the temporaries a crash left removed, every segment opened, the forest replayed.
-    fn open_with(dir: &Path, config: Config, store: Option<&RedisAddress>) -> Result<Self> {
+    fn open_with(dir: &Path, config: Config, store: Option<Arc<dyn SharedForest>>) -> Result<Self> {
         config.validate()?;
         let layout = BlockLayout::new(config.dedup.max_distance)?;
         let (index, fields) = open_tantivy(dir, &config)?;
-        integrity::check_files(dir, &index)?;
+        directory::check_files(dir, &index)?;
         let writer = open_writer(&index, &config, dir)?;
         // Only with the writer's lock held: no other process is writing them now.
-        integrity::remove_temporaries(dir)?;
+        directory::remove_temporaries(dir)?;
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
             .try_into()
             .map_err(|source| index_error(dir, source))?;
-        let (dedup, recovery, next_sequence) = rebuild_forest(&reader, &config, store, dir)?;
+        let (dedup, recovery, next_sequence) =
+            rebuild_forest(&reader, &config, store.as_deref(), dir)?;
         Ok(DedupIndex {
             path: dir.to_owned(),
             index,
@@ -320,7 +317,7 @@ impl DedupIndex {
             config,
             writer: Some(writer),
             reader,
-            store: store.cloned(),
+            store,
             dedup,
             layout,
             next_sequence,
@@ -346,8 +343,12 @@ impl DedupIndex {
         self.reader
             .reload()
             .map_err(|source| index_error(&self.path, source))?;
-        let (dedup, recovery, next_sequence) =
-            rebuild_forest(&self.reader, &self.config, self.store.as_ref(), &self.path)?;
+        let (dedup, recovery, next_sequence) = rebuild_forest(
+            &self.reader,
+            &self.config,
+            self.store.as_deref(),
+            &self.path,
+        )?;
         self.writer = Some(writer);
         self.dedup = dedup;
         self.recovery = recovery;
@@ -735,11 +736,13 @@ fn open_writer(index: &Index, config: &Config, dir: &Path) -> Result<IndexWriter
 fn rebuild_forest(
     reader: &IndexReader,
     config: &Config,
-    store: Option<&RedisAddress>,
+    store: Option<&dyn SharedForest>,
     dir: &Path,
 ) -> Result<(Deduplicator, RecoveryReport, u64)> {
     let mut dedup = match store {
-        Some(address) => Deduplicator::with_store(config.dedup.clone(), address)?,
+        Some(shared) => {
+            Deduplicator::with_store(config.dedup.clone(), shared.connect(&config.dedup)?)?
+        }
         None => Deduplicator::new(config.dedup.clone())?,
     };
     let replay_into = (!dedup.is_shared()).then(|| dedup.forest_mut());
@@ -791,62 +794,6 @@ fn add_insert_fields(document: &mut NewsDocument, fields: &NewsFields, insert: &
     for value in insert.sketch.iter().flat_map(|sketch| sketch.to_values()) {
         document.add(fields.sketch, NewsValue::U64(value));
     }
-}
-
-fn open_directory(dir: &Path) -> Result<MmapDirectory> {
-    MmapDirectory::open(dir).map_err(|error| index_error(dir, error.into()))
-}
-
-/// Opens the Tantivy index in `dir`, checks that its schema is the one `config` builds and
-/// registers the tokenizer. Reads meta.json, no segment file.
-pub(crate) fn open_tantivy(dir: &Path, config: &Config) -> Result<(Index, NewsFields)> {
-    let layout = BlockLayout::new(config.dedup.max_distance)?;
-    let (schema, fields) = build_schema(&config.fields, &layout);
-    let index = Index::open(open_directory(dir)?).map_err(|source| index_error(dir, source))?;
-    schema::check_schema(&index.schema(), &schema)?;
-    tokenizer::register(&index);
-    Ok((index, fields))
-}
-
-/// The error for a Tantivy failure on the index in `dir`: [`Error::Damaged`] when Tantivy
-/// could not read one of its files because the file is missing or cut short, else
-/// [`Error::Index`].
-pub(crate) fn index_error(dir: &Path, source: tantivy::TantivyError) -> Error {
-    match integrity::damaged_file(&source) {
-        Some((file, message)) => Error::Damaged {
-            path: dir.join(file),
-            message,
-        },
-        None => Error::Index {
-            path: dir.to_owned(),
-            source,
-        },
-    }
-}
-
-/// The settings an index was created with, read strictly ([`Config::from_index_settings`]):
-/// a missing, emptied or partial settings file is refused, never filled in with defaults.
-pub fn stored_settings(dir: &Path) -> Result<Config> {
-    let no_index = |message: String| Error::NoIndex {
-        path: dir.to_owned(),
-        message,
-    };
-    if !integrity::holds_index(dir)? {
-        return Err(no_index(if dir.exists() {
-            "not a tantivy-dedup index (`tantivy-dedup ingest --index DIR FILE` creates one)"
-                .to_owned()
-        } else {
-            "no such directory".to_owned()
-        }));
-    }
-    let path = dir.join(SETTINGS_FILE);
-    if !path.exists() {
-        return Err(no_index(format!(
-            "a Tantivy index without tantivy-dedup's {SETTINGS_FILE}: restore the file from a \
-             backup (an index tantivy-dedup did not write cannot be opened by it)"
-        )));
-    }
-    Config::from_index_settings(&path)
 }
 
 /// Checks that `requested` may open an index created with `stored`.

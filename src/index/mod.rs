@@ -9,6 +9,7 @@
 //! layouts ([`BlockLayout::with_tables`]) key more tables by wider sets of bits, trading memory
 //! for fewer fingerprints read.
 
+mod compact;
 mod layout;
 mod remainders;
 pub mod scan;
@@ -17,9 +18,10 @@ mod table;
 pub use layout::{Block, BlockLayout, MAX_DISTANCE, MAX_TABLES, TableKey};
 
 use crate::{Error, Fingerprint};
+pub(crate) use compact::push_compact;
+use compact::{insert_compact, remove_compact};
 use remainders::{Encoded, Remainders, RunSearch};
-pub(crate) use table::push_compact;
-use table::{Addressing, Bucket, Table, insert_compact};
+use table::{Addressing, Bucket, Table};
 
 /// Tables whose buckets a lookup finds before it scans any (so that their cache misses
 /// overlap): all of them for every default layout.
@@ -53,7 +55,7 @@ impl<V> Bucket for Entries<V> {
 
     fn remove(&mut self, position: usize, keep_order: bool) -> V {
         self.remainders.remove(position, keep_order);
-        table::remove_compact(&mut self.values, position, keep_order)
+        remove_compact(&mut self.values, position, keep_order)
     }
 
     fn heap_bytes(&self) -> usize {

@@ -11,8 +11,8 @@
 
 use std::ops::Range;
 
+use super::compact::{insert_compact, remove_compact};
 use super::scan;
-use super::table::{insert_compact, remove_compact};
 
 /// The widest stored value kept without the third array.
 pub(crate) const NARROW_BITS: u32 = 48;

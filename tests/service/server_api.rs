@@ -42,7 +42,6 @@ use tantivy_dedup::verify::Sketch;
 use tantivy_dedup::{Article, DedupConfig, Deduplicator};
 use tempfile::TempDir;
 
-#[path = "server_api/hardening.rs"]
 mod hardening;
 
 /// `k`, the default near-duplicate distance.

@@ -25,27 +25,36 @@
 //! gives the whole argument, crashes and failover included). The in-memory store has one
 //! writer, so nothing is ever pending there and the protocol reduces to the sequential rules.
 
-pub mod redis;
-
 use std::time::{Duration, Instant};
 
+use super::placement::{ForestStats, Placement, PlacementKind, Signature, Timestamp};
 use crate::Fingerprint;
-use crate::forest::{ForestStats, Placement, PlacementKind, Signature, Timestamp};
+use crate::config::DedupConfig;
 use crate::verify::Sketch;
 
 /// A store's failure: the store could not be reached or answered something unusable. The
 /// insert that met it was not acknowledged; retrying it is safe.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// Redis refused, timed out or went away.
-    #[error("redis: {0}")]
-    Redis(#[from] ::redis::RedisError),
+    /// The store's backend refused, timed out or went away (for the Redis store, the
+    /// `redis` crate's error).
+    #[error("{0}")]
+    Backend(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// The store's contents break the protocol (e.g. a parent link to a missing node).
     #[error("store is inconsistent: {0}")]
     Inconsistent(String),
     /// The store's address or settings are unusable.
     #[error("store settings: {0}")]
     Config(String),
+}
+
+/// A forest shared by several processes, and how to reach it: an index connects through it
+/// when it opens and again after a recovery, where an unshared index replays its own forest.
+/// `forest::redis::RedisAddress` (feature `redis`) is one.
+pub trait SharedForest: Send + Sync {
+    /// A connection to the shared forest, after checking that it was made with `config`'s
+    /// `[dedup]` settings (fingerprints and edges must mean the same for every writer).
+    fn connect(&self, config: &DedupConfig) -> Result<Box<dyn ForestStore + Send>, StoreError>;
 }
 
 /// What [`ForestStore::claim`] found under a fingerprint.
@@ -282,12 +291,12 @@ pub fn place<S: ForestStore + ?Sized>(
 ///
 /// ```
 /// use tantivy_dedup::Fingerprint;
-/// use tantivy_dedup::store::node_candidates;
+/// use tantivy_dedup::forest::node_candidates;
 ///
 /// let tried: Vec<Fingerprint> = node_candidates(Fingerprint(0b100)).take(4).collect();
 /// assert_eq!(tried, [Fingerprint(0b100), Fingerprint(0b101), Fingerprint(0b110), Fingerprint(0b000)]);
 /// assert_eq!(node_candidates(Fingerprint(7)).count(), MAX_NODE_CANDIDATES);
-/// # use tantivy_dedup::store::MAX_NODE_CANDIDATES;
+/// # use tantivy_dedup::forest::MAX_NODE_CANDIDATES;
 /// ```
 pub fn node_candidates(fingerprint: Fingerprint) -> impl Iterator<Item = Fingerprint> {
     let flips = (0..64).map(move |bit| Fingerprint(fingerprint.0 ^ (1 << bit)));

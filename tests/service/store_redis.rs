@@ -4,21 +4,17 @@
 //! killed and restarted during ingest loses no acknowledged insert; processes (`dedup`, `ingest`,
 //! `serve`) share the forest through the command line.
 
-#[path = "support/redis_cluster.rs"]
-mod redis_cluster;
-
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
+use crate::redis_cluster::RedisCluster;
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
-use redis_cluster::RedisCluster;
 use tantivy_dedup::dedup::Signer;
-use tantivy_dedup::forest::{Signature, Timestamp};
-use tantivy_dedup::store::redis::{RedisAddress, RedisStore, StoredNode};
-use tantivy_dedup::store::{new_token, place};
+use tantivy_dedup::forest::redis::{RedisAddress, RedisStore, StoredNode};
+use tantivy_dedup::forest::{Signature, Timestamp, new_token, place};
 use tantivy_dedup::verify::Sketch;
 use tantivy_dedup::{Article, DedupConfig, Fingerprint, Forest, Mode};
 

@@ -26,10 +26,12 @@ use std::time::Duration;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Value};
 
-use super::{Claim, Edge, EdgeState, ForestStore, RootRank, Settlement, StoreError};
+use super::placement::{ForestStats, Timestamp};
+use super::store::{
+    Claim, Edge, EdgeState, ForestStore, RootRank, Settlement, SharedForest, StoreError, clamp_time,
+};
 use crate::Fingerprint;
 use crate::config::DedupConfig;
-use crate::forest::{ForestStats, Timestamp};
 use crate::index::BlockLayout;
 use crate::verify::{POSTING_CAPACITY, Sketch, Verifier};
 
@@ -144,6 +146,12 @@ redis.call('HSET', KEYS[1], 'o', ARGV[2], 't', ARGV[3])
 return {r[2] or '', r[3] or ''}
 ";
 
+impl From<redis::RedisError> for StoreError {
+    fn from(error: redis::RedisError) -> Self {
+        StoreError::Backend(Box::new(error))
+    }
+}
+
 /// Where a [`RedisStore`] connects, and its key prefix. Shown (`Display`, `Debug`) with any
 /// password hidden.
 #[derive(Clone, PartialEq, Eq)]
@@ -158,7 +166,7 @@ impl RedisAddress {
     /// Reads a `--store` argument: comma-separated `redis://host:port` seed nodes.
     ///
     /// ```
-    /// use tantivy_dedup::store::redis::RedisAddress;
+    /// use tantivy_dedup::forest::redis::RedisAddress;
     ///
     /// let address = RedisAddress::parse("redis://127.0.0.1:7000,redis://127.0.0.1:7001").unwrap();
     /// assert_eq!(address.nodes.len(), 2);
@@ -199,7 +207,7 @@ impl std::fmt::Debug for RedisAddress {
 /// The seed nodes with any password hidden, for logs and messages.
 ///
 /// ```
-/// use tantivy_dedup::store::redis::RedisAddress;
+/// use tantivy_dedup::forest::redis::RedisAddress;
 ///
 /// let address = RedisAddress::parse("redis://:hunter2@10.0.0.1:7000,redis://10.0.0.2:7000").unwrap();
 /// assert_eq!(address.to_string(), "redis://:***@10.0.0.1:7000,redis://10.0.0.2:7000");
@@ -208,6 +216,12 @@ impl std::fmt::Display for RedisAddress {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let nodes: Vec<String> = self.nodes.iter().map(|node| redacted(node)).collect();
         formatter.write_str(&nodes.join(","))
+    }
+}
+
+impl SharedForest for RedisAddress {
+    fn connect(&self, config: &DedupConfig) -> Result<Box<dyn ForestStore + Send>, StoreError> {
+        Ok(Box::new(RedisStore::connect(self, config)?))
     }
 }
 
@@ -235,8 +249,8 @@ fn redacted(node: &str) -> String {
 /// ```no_run
 /// use tantivy_dedup::DedupConfig;
 /// use tantivy_dedup::forest::Signature;
-/// use tantivy_dedup::store::redis::{RedisAddress, RedisStore};
-/// use tantivy_dedup::store::{new_token, place};
+/// use tantivy_dedup::forest::redis::{RedisAddress, RedisStore};
+/// use tantivy_dedup::forest::{new_token, place};
 ///
 /// let address = RedisAddress::parse("redis://127.0.0.1:7000,redis://127.0.0.1:7001").unwrap();
 /// let mut store = RedisStore::connect(&address, &DedupConfig::default()).unwrap();
@@ -753,7 +767,7 @@ impl ForestStore for RedisStore {
     }
 
     fn advance_to(&mut self, time: Timestamp) -> Result<Timestamp, StoreError> {
-        let time = Timestamp::from(super::clamp_time(time));
+        let time = Timestamp::from(clamp_time(time));
         // Every insert reads the shared clock, so that no writer judges expiry by a clock
         // older than the one its neighbours used when they started.
         let (newest, previous) = self.raise("clock", time)?;

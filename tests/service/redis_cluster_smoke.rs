@@ -3,14 +3,11 @@
 //! append-only file). The fingerprint store's tests build on exactly these guarantees, so a
 //! broken Redis setup shows up here first, with a plain message, rather than as a store bug.
 
-#[path = "support/redis_cluster.rs"]
-mod redis_cluster;
-
 use std::time::Instant;
 
+use crate::redis_cluster::RedisCluster;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis_cluster::RedisCluster;
 
 /// Enough keys that, hashed over 16384 slots split in three, every node gets some.
 const KEYS: usize = 32;

@@ -1,15 +1,5 @@
 //! A real Redis Cluster of local `redis-server` processes for the integration tests.
 //!
-//! Include it from a test file with
-//!
-//! ```ignore
-//! #[path = "support/redis_cluster.rs"]
-//! mod redis_cluster;
-//! ```
-//!
-//! (a `#[path]` module rather than `tests/support/mod.rs`, so that each test binary pulls in only
-//! the helpers it uses and cargo does not take the file for a test target of its own).
-//!
 //! The nodes are real servers rather than a mock because what the fingerprint store must get
 //! right is exactly what a mock would paper over: slot routing across nodes, `MOVED` answers,
 //! and a node dying with `kill -9` and coming back from its append-only file. Each node
@@ -18,9 +8,6 @@
 //!
 //! A missing `redis-server` fails the test instead of skipping it: a skipped test would let CI
 //! pass without ever running the store against Redis.
-
-// Each test binary uses a different subset of the helpers.
-#![allow(dead_code)]
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufReader};

@@ -1,53 +1,15 @@
-//! The parent forest: clusters of near-duplicate fingerprints as trees of height at most two.
-//!
-//! Every distinct fingerprint is one node. A root's fingerprint is the cluster id ("root hash")
-//! stored on every document of its tree. The insertion rules (SPEC §1):
-//!
-//! - the fingerprint is already a node: the document joins that node's tree (in a verifying
-//!   forest only if its text verifies against the node's; otherwise the node takes the next
-//!   free value of [`node_candidates`](crate::store::node_candidates), so texts with one
-//!   simhash may form several nodes, in one tree or in several);
-//! - no node within `k`: it becomes a new root;
-//! - nodes within `k`, all under one root: it becomes a leaf of that root;
-//! - nodes within `k` under several roots: it joins the root with the most children, then the
-//!   root added earliest, then the smaller root hash.
-//!
-//! Trees never merge and roots never change, so a document's root is final once decided.
-//!
-//! **Expiry.** Each node remembers the event time of the last document that added or reached it;
-//! nodes older than the window (measured against the newest time seen) count as gone. Each leaf
-//! also remembers the node it was attached through (its root, or a sibling within `k`), and
-//! refreshing a node refreshes that whole chain up to the root. So a node always outlives the
-//! leaves attached through it, a root outlives its whole tree, and when a leaf expires no
-//! remaining leaf loses the neighbour that tied it to the tree.
-//!
-//! Expiry is exact and incremental: every node has one entry in a queue ordered by the second
-//! it was last seen (as of when the entry was made). Advancing the clock pops the seconds that
-//! fell out of the window; a popped node that was refreshed meanwhile goes back in the queue at
-//! its new time, the others are removed, and their roots' child counts drop. So after every
-//! call the forest holds live nodes only, child counts are exact, and expiry costs amortised
-//! O(1) per node, at 8 bytes a node for the queue entry.
-//!
-//! A document dated before the window (a late arrival) is placed as if seen at the window's
-//! start: it can still join and be joined until the window moves past it.
-//!
-//! **Edges.** In seed mode two nodes are joined by an edge when their fingerprints are within
-//! `k`. A forest made [`with_verifier`](Forest::with_verifier) (default mode) keeps a
-//! [`Sketch`] per node and replaces that rule: the candidates are the nodes within `k` and the
-//! nodes posted under one of the new sketch's keys, and an edge is a candidate whose sketch the
-//! [`Verifier`] accepts. Every rule above then reads "edge" for "within `k`".
+//! [`Forest`]: the forest in memory, nodes packed beside their fingerprints in a pigeonhole
+//! index, with the exact expiry queue. One writer; the default store.
 
 use std::collections::BTreeMap;
 
-use crate::index::{BlockLayout, PigeonholeIndex, push_compact};
-use crate::store::{
+use super::placement::{ForestStats, NodeInfo, Placement, Signature, Timestamp};
+use super::store::{
     Claim, Edge, EdgeState, ForestStore, RootRank, Settlement, StoreError, clamp_time,
 };
+use crate::index::{BlockLayout, PigeonholeIndex, push_compact};
 use crate::verify::{Sketch, SketchStore, Verifier};
 use crate::{Error, Fingerprint};
-
-/// Seconds since the Unix epoch, the forest's clock (event time).
-pub type Timestamp = i64;
 
 /// One node of the forest, packed into 16 bytes beside its fingerprint in the index.
 #[derive(Clone, Copy)]
@@ -122,90 +84,6 @@ const EXPIRY_SLOT_OVERHEAD: usize = 48;
 
 /// The token of every in-memory insert: with one writer, no insert ever meets another's.
 const MEMORY_TOKEN: u64 = 1;
-
-/// What a document brings to the forest: its fingerprint, and in a verifying forest its
-/// sketch. A bare [`Fingerprint`] converts into a signature without a sketch.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Signature {
-    /// The simhash: the node's identity, and a source of candidates.
-    pub fingerprint: Fingerprint,
-    /// The shingle sketch that verifies candidates; `None` in seed mode. In a verifying forest
-    /// a signature without one verifies against nothing, so it joins only its own fingerprint's
-    /// node.
-    pub sketch: Option<Sketch>,
-}
-
-impl From<Fingerprint> for Signature {
-    fn from(fingerprint: Fingerprint) -> Self {
-        Signature {
-            fingerprint,
-            sketch: None,
-        }
-    }
-}
-
-/// How a document was placed by [`Forest::insert`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PlacementKind {
-    /// Its fingerprint was already a node; the forest did not change shape.
-    ExistingNode,
-    /// It became a new leaf of an existing root.
-    NewLeaf,
-    /// Nothing was within reach: it started a cluster of its own.
-    NewRoot,
-}
-
-/// Where a document went: its cluster's root, and how it got there.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Placement {
-    /// The node the document was counted on. It is the signature's fingerprint, except in a
-    /// verifying forest when that value already names a node whose text does not verify: then
-    /// the document's node takes the nearest free value instead (see
-    /// [`store::node_candidates`](crate::store::node_candidates)).
-    pub node: Fingerprint,
-    /// The root hash of the document's cluster.
-    pub root: Fingerprint,
-    /// What the insert did to the forest.
-    pub kind: PlacementKind,
-}
-
-impl Placement {
-    /// Whether the document joined a cluster that already existed (it is a near-duplicate of an
-    /// earlier document).
-    pub fn is_duplicate(&self) -> bool {
-        self.kind != PlacementKind::NewRoot
-    }
-}
-
-/// A read-only view of one node, for inspection and invariant checks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NodeInfo {
-    /// The node's fingerprint.
-    pub fingerprint: Fingerprint,
-    /// The root of its tree (itself for a root).
-    pub root: Fingerprint,
-    /// For a leaf, the node it was attached through (its root or a sibling); `None` for a root.
-    pub attached_to: Option<Fingerprint>,
-    /// Event time of the last document that added or reached the node.
-    pub last_seen: Timestamp,
-    /// Documents with exactly this fingerprint.
-    pub documents: u32,
-    /// For a root, its number of leaves.
-    pub children: Option<u32>,
-}
-
-/// Counts that describe the forest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
-pub struct ForestStats {
-    /// All nodes, roots and leaves.
-    pub nodes: usize,
-    /// Roots among them.
-    pub roots: usize,
-    /// Bytes the index holds for the nodes (capacity, not only use).
-    pub heap_bytes: usize,
-    /// Nodes removed by expiry so far.
-    pub expired: u64,
-}
 
 /// The parent forest over a pigeonhole index.
 ///
@@ -411,10 +289,10 @@ impl Forest {
     }
 
     /// Places a document with event time `time` by its signature (a bare [`Fingerprint`] in seed
-    /// mode), by the rules of SPEC §1 ([`store::place`](crate::store::place), the protocol every
+    /// mode), by the rules of SPEC §1 ([`place`](crate::forest::place), the protocol every
     /// store shares).
     pub fn insert(&mut self, signature: impl Into<Signature>, time: Timestamp) -> Placement {
-        match crate::store::place(self, &signature.into(), time, MEMORY_TOKEN) {
+        match crate::forest::place(self, &signature.into(), time, MEMORY_TOKEN) {
             Ok(placement) => placement,
             // The in-memory store has no failure of its own; an error here is a broken
             // attachment chain, which `check_invariants` rules out.
@@ -859,6 +737,7 @@ impl ForestStore for Forest {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::forest::PlacementKind;
 
     const DAY: Timestamp = 86_400;
 

@@ -1,4 +1,6 @@
-//! What an index directory must hold, and whether it does.
+//! What an index directory must hold, whether it does, and opening it: the settings file
+//! read strictly ([`stored_settings`]), the schema checked and the tokenizer registered
+//! ([`open_tantivy`]), Tantivy's failures on a missing or cut file named ([`index_error`]).
 //!
 //! - A new index is made only in a directory that is missing or empty ([`holds_index`]). One
 //!   with files but no meta.json may be an index that lost its meta.json: an index created
@@ -9,23 +11,21 @@
 //!   positions file (every phrase query then fails) and reads the other footers only when it
 //!   opens the files.
 //! - A writer's open removes the temporaries a crash left behind ([`remove_temporaries`]).
-//! - `tantivy-dedup check` reads everything ([`check_index`]).
+//! - `tantivy-dedup check` reads everything (`check_index`, in `check.rs`).
 
 use std::ffi::OsStr;
-use std::fmt::Display;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
-use tantivy::directory::error::{LockError, OpenReadError};
-use tantivy::directory::{Directory, INDEX_WRITER_LOCK};
+use tantivy::directory::error::OpenReadError;
+use tantivy::directory::{Directory, MmapDirectory};
 use tantivy::index::SegmentComponent;
-use tantivy::{IndexMeta, ReloadPolicy, SegmentMeta, SegmentReader, TantivyDocument, TantivyError};
+use tantivy::{Index, IndexMeta, SegmentMeta, TantivyError};
 
-use crate::dedup::Deduplicator;
-use crate::engine::recovery::{self, RecoveryReport};
-use crate::engine::schema::ROOT;
-use crate::engine::writer::{index_error, open_tantivy, stored_settings};
+use crate::config::Config;
+use crate::engine::schema::{self, NewsFields, build_schema};
+use crate::engine::tokenizer;
+use crate::index::BlockLayout;
 use crate::{Error, Result};
 
 /// Tantivy's record of the last commit: its segments and the schema.
@@ -132,7 +132,7 @@ pub(crate) fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
 /// Why Tantivy could not open a file for reading, in words, and whether the file itself is
 /// at fault: missing, or cut short or overwritten where its footer is (rather than, say,
 /// unreadable for its permissions).
-fn read_failure(error: &OpenReadError) -> (String, bool) {
+pub(crate) fn read_failure(error: &OpenReadError) -> (String, bool) {
     match error {
         OpenReadError::FileDoesNotExist(_) => ("missing".to_owned(), true),
         OpenReadError::IoError { io_error, .. } => match io_error.kind() {
@@ -167,7 +167,7 @@ pub(crate) fn damaged_file(error: &TantivyError) -> Option<(&Path, String)> {
 
 /// The files opening a commit's segments reads, by segment: one per component Tantivy wrote,
 /// and the deletes of a segment that has some. Sorted.
-fn segment_files(metas: &IndexMeta) -> Vec<(&SegmentMeta, Vec<PathBuf>)> {
+pub(crate) fn segment_files(metas: &IndexMeta) -> Vec<(&SegmentMeta, Vec<PathBuf>)> {
     let all = metas.list_segment_files();
     metas
         .segments
@@ -220,207 +220,61 @@ pub(crate) fn check_files(dir: &Path, index: &tantivy::Index) -> Result<()> {
     }
 }
 
-/// A file [`check_index`] found missing or damaged.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Damage {
-    /// The file (`<segment>.*` for a segment that cannot be opened at all; the index
-    /// directory for a failed replay).
-    pub path: PathBuf,
-    /// What is wrong with it.
-    pub problem: String,
+/// The file in an index directory that records the settings the index was created with.
+pub const SETTINGS_FILE: &str = "tantivy-dedup.toml";
+
+pub(crate) fn open_directory(dir: &Path) -> Result<MmapDirectory> {
+    MmapDirectory::open(dir).map_err(|error| index_error(dir, error.into()))
 }
 
-/// What [`check_index`] read, and the damage it found.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct CheckReport {
-    /// Segments of the last commit.
-    pub segments: usize,
-    /// Live documents, in the segments that could be read.
-    pub documents: u64,
-    /// Records of deleted or replaced documents, kept for the replay, in those segments.
-    pub tombstones: u64,
-    /// Stored documents decoded: every one of those segments, deleted ones included.
-    pub stored_documents: u64,
-    /// Fast field values decoded in those segments.
-    pub fast_values: u64,
-    /// Files whose checksum matched.
-    pub files: usize,
-    /// Their bytes.
-    pub bytes: u64,
-    /// What the forest's replay did; `None` when damage kept it from running.
-    pub replay: Option<RecoveryReport>,
-    /// Everything found missing or damaged, in the order found; empty for a sound index.
-    pub damaged: Vec<Damage>,
+/// Opens the Tantivy index in `dir`, checks that its schema is the one `config` builds and
+/// registers the tokenizer. Reads meta.json, no segment file.
+pub(crate) fn open_tantivy(dir: &Path, config: &Config) -> Result<(Index, NewsFields)> {
+    let layout = BlockLayout::new(config.dedup.max_distance)?;
+    let (schema, fields) = build_schema(&config.fields, &layout);
+    let index = Index::open(open_directory(dir)?).map_err(|source| index_error(dir, source))?;
+    schema::check_schema(&index.schema(), &schema)?;
+    tokenizer::register(&index);
+    Ok((index, fields))
 }
 
-impl CheckReport {
-    /// Whether nothing was found damaged.
-    pub fn is_sound(&self) -> bool {
-        self.damaged.is_empty()
+/// The error for a Tantivy failure on the index in `dir`: [`Error::Damaged`] when Tantivy
+/// could not read one of its files because the file is missing or cut short, else
+/// [`Error::Index`].
+pub(crate) fn index_error(dir: &Path, source: tantivy::TantivyError) -> Error {
+    match damaged_file(&source) {
+        Some((file, message)) => Error::Damaged {
+            path: dir.join(file),
+            message,
+        },
+        None => Error::Index {
+            path: dir.to_owned(),
+            source,
+        },
     }
 }
 
-/// Reads everything an index is made of, and reports what it read and every file it found
-/// missing or damaged:
-///
-/// - meta.json and the settings file, as every open does;
-/// - every file of the last commit: its footer, and the checksum of its whole content (the
-///   CRC32 Tantivy wrote into the footer);
-/// - in each segment whose files are sound: every stored document and every value of every
-///   fast field, decoded, and the live documents counted against meta.json's;
-/// - when nothing is damaged, the forest's replay (as an open does), with its invariants
-///   checked.
-///
-/// Holds the index's writer lock meanwhile, so that no merge or garbage collection changes
-/// files under it: while a server or an `ingest` writes, it fails with [`Error::Busy`]. An
-/// error is what keeps the check from running at all (no index, meta.json or the settings
-/// unreadable, another writer); damage is in the report.
-pub fn check_index(dir: &Path) -> Result<CheckReport> {
-    let config = stored_settings(dir)?;
-    let (index, _) = open_tantivy(dir, &config)?;
-    let _lock =
-        index
-            .directory()
-            .acquire_lock(&INDEX_WRITER_LOCK)
-            .map_err(|error| match error {
-                LockError::LockBusy => Error::Busy(dir.to_owned()),
-                error => index_error(dir, TantivyError::LockFailure(error, None)),
-            })?;
-    let metas = index
-        .load_metas()
-        .map_err(|source| index_error(dir, source))?;
-    let mut report = CheckReport {
-        segments: metas.segments.len(),
-        ..CheckReport::default()
+/// The settings an index was created with, read strictly ([`Config::from_index_settings`]):
+/// a missing, emptied or partial settings file is refused, never filled in with defaults.
+pub fn stored_settings(dir: &Path) -> Result<Config> {
+    let no_index = |message: String| Error::NoIndex {
+        path: dir.to_owned(),
+        message,
     };
-    for (segment, files) in segment_files(&metas) {
-        let damaged_before = report.damaged.len();
-        for file in files {
-            let path = dir.join(&file);
-            let problem = match index.directory().validate_checksum(&file) {
-                Ok(true) => {
-                    let metadata = std::fs::metadata(&path).map_err(|source| Error::Io {
-                        path: path.clone(),
-                        source,
-                    })?;
-                    report.files += 1;
-                    report.bytes += metadata.len();
-                    continue;
-                }
-                Ok(false) => {
-                    "its checksum does not match: the content is not what Tantivy wrote".to_owned()
-                }
-                Err(error) => read_failure(&error).0,
-            };
-            report.damaged.push(Damage { path, problem });
-        }
-        if report.damaged.len() == damaged_before
-            && let Err(damage) = read_segment(dir, &index, segment, &mut report)
-        {
-            report.damaged.push(damage);
-        }
+    if !holds_index(dir)? {
+        return Err(no_index(if dir.exists() {
+            "not a tantivy-dedup index (`tantivy-dedup ingest --index DIR FILE` creates one)"
+                .to_owned()
+        } else {
+            "no such directory".to_owned()
+        }));
     }
-    if report.is_sound() {
-        let reader = index
-            .reader_builder()
-            .reload_policy(ReloadPolicy::Manual)
-            .try_into()
-            .map_err(|source| index_error(dir, source))?;
-        let mut dedup = Deduplicator::new(config.dedup)?;
-        let replayed = recovery::replay(&reader.searcher(), Some(dedup.forest_mut()))
-            .map_err(|error| error.to_string())
-            .and_then(|(replay, _)| {
-                dedup.forest().check_invariants()?;
-                Ok(replay)
-            });
-        match replayed {
-            Ok(replay) => report.replay = Some(replay),
-            Err(problem) => report.damaged.push(Damage {
-                path: dir.to_owned(),
-                problem: format!("the forest's replay failed: {problem}"),
-            }),
-        }
+    let path = dir.join(SETTINGS_FILE);
+    if !path.exists() {
+        return Err(no_index(format!(
+            "a Tantivy index without tantivy-dedup's {SETTINGS_FILE}: restore the file from a \
+             backup (an index tantivy-dedup did not write cannot be opened by it)"
+        )));
     }
-    Ok(report)
-}
-
-/// Decodes every stored document and every fast field value of a segment whose files are
-/// sound, and counts its live documents and tombstones into `report`. The damage names the
-/// file that failed.
-fn read_segment(
-    dir: &Path,
-    index: &tantivy::Index,
-    segment: &SegmentMeta,
-    report: &mut CheckReport,
-) -> std::result::Result<(), Damage> {
-    let damage = |component, problem: &dyn Display| Damage {
-        path: dir.join(segment.relative_path(component)),
-        problem: problem.to_string(),
-    };
-    let reader = SegmentReader::open(&index.segment(segment.clone())).map_err(|error| Damage {
-        path: dir.join(format!("{}.*", segment.id().uuid_string())),
-        problem: format!("the segment cannot be opened: {error}"),
-    })?;
-    if reader.num_docs() != segment.num_docs() {
-        return Err(damage(
-            SegmentComponent::Delete,
-            &format!(
-                "{} live documents where {META_FILE} records {}",
-                reader.num_docs(),
-                segment.num_docs()
-            ),
-        ));
-    }
-
-    let store = reader
-        .get_store_reader(1)
-        .map_err(|error| damage(SegmentComponent::Store, &error))?;
-    let mut stored = 0;
-    for document in store.iter::<TantivyDocument>(None) {
-        document.map_err(|error| damage(SegmentComponent::Store, &error))?;
-        stored += 1;
-    }
-    if stored != u64::from(reader.max_doc()) {
-        return Err(damage(
-            SegmentComponent::Store,
-            &format!(
-                "{stored} documents where {META_FILE} records {}",
-                reader.max_doc()
-            ),
-        ));
-    }
-
-    let fast = reader.fast_fields();
-    let fast_damage = |error: &dyn Display| damage(SegmentComponent::FastFields, error);
-    let mut values = 0;
-    for (_, entry) in reader
-        .schema()
-        .fields()
-        .filter(|(_, entry)| entry.is_fast())
-    {
-        for handle in fast
-            .dynamic_column_handles(entry.name())
-            .map_err(|error| fast_damage(&error))?
-        {
-            let column = handle
-                .open_u64_lenient()
-                .map_err(|error| fast_damage(&error))?;
-            if let Some(column) = column {
-                for doc in 0..reader.max_doc() {
-                    values += column.values_for_doc(doc).count() as u64;
-                }
-            }
-        }
-    }
-    let roots = fast.u64(ROOT).map_err(|error| fast_damage(&error))?;
-    let live = reader
-        .doc_ids_alive()
-        .filter(|&doc| roots.first(doc).is_some())
-        .count() as u64;
-
-    report.stored_documents += stored;
-    report.fast_values += values;
-    report.documents += live;
-    report.tombstones += u64::from(reader.num_docs()) - live;
-    Ok(())
+    Config::from_index_settings(&path)
 }

@@ -12,7 +12,6 @@ use tantivy_dedup::config::Config;
 use tantivy_dedup::engine::DedupIndex;
 use tantivy_dedup::{Article, Deduplicator, Fingerprint};
 
-#[path = "engine_recovery/damage.rs"]
 mod damage;
 
 const SENTENCES: &[&str] = &[

@@ -1,0 +1,224 @@
+//! [`check_index`]: everything an index is made of read and checked (`tantivy-dedup check`):
+//! every file's checksum, every stored document and fast field, and the forest's replay.
+
+use std::fmt::Display;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use tantivy::directory::error::LockError;
+use tantivy::directory::{Directory, INDEX_WRITER_LOCK};
+use tantivy::index::SegmentComponent;
+use tantivy::{ReloadPolicy, SegmentMeta, SegmentReader, TantivyDocument, TantivyError};
+
+use crate::dedup::Deduplicator;
+use crate::engine::directory::{
+    META_FILE, index_error, open_tantivy, read_failure, segment_files, stored_settings,
+};
+use crate::engine::recovery::{self, RecoveryReport};
+use crate::engine::schema::ROOT;
+use crate::{Error, Result};
+
+/// A file [`check_index`] found missing or damaged.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Damage {
+    /// The file (`<segment>.*` for a segment that cannot be opened at all; the index
+    /// directory for a failed replay).
+    pub path: PathBuf,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
+/// What [`check_index`] read, and the damage it found.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CheckReport {
+    /// Segments of the last commit.
+    pub segments: usize,
+    /// Live documents, in the segments that could be read.
+    pub documents: u64,
+    /// Records of deleted or replaced documents, kept for the replay, in those segments.
+    pub tombstones: u64,
+    /// Stored documents decoded: every one of those segments, deleted ones included.
+    pub stored_documents: u64,
+    /// Fast field values decoded in those segments.
+    pub fast_values: u64,
+    /// Files whose checksum matched.
+    pub files: usize,
+    /// Their bytes.
+    pub bytes: u64,
+    /// What the forest's replay did; `None` when damage kept it from running.
+    pub replay: Option<RecoveryReport>,
+    /// Everything found missing or damaged, in the order found; empty for a sound index.
+    pub damaged: Vec<Damage>,
+}
+
+impl CheckReport {
+    /// Whether nothing was found damaged.
+    pub fn is_sound(&self) -> bool {
+        self.damaged.is_empty()
+    }
+}
+
+/// Reads everything an index is made of, and reports what it read and every file it found
+/// missing or damaged:
+///
+/// - meta.json and the settings file, as every open does;
+/// - every file of the last commit: its footer, and the checksum of its whole content (the
+///   CRC32 Tantivy wrote into the footer);
+/// - in each segment whose files are sound: every stored document and every value of every
+///   fast field, decoded, and the live documents counted against meta.json's;
+/// - when nothing is damaged, the forest's replay (as an open does), with its invariants
+///   checked.
+///
+/// Holds the index's writer lock meanwhile, so that no merge or garbage collection changes
+/// files under it: while a server or an `ingest` writes, it fails with [`Error::Busy`]. An
+/// error is what keeps the check from running at all (no index, meta.json or the settings
+/// unreadable, another writer); damage is in the report.
+pub fn check_index(dir: &Path) -> Result<CheckReport> {
+    let config = stored_settings(dir)?;
+    let (index, _) = open_tantivy(dir, &config)?;
+    let _lock =
+        index
+            .directory()
+            .acquire_lock(&INDEX_WRITER_LOCK)
+            .map_err(|error| match error {
+                LockError::LockBusy => Error::Busy(dir.to_owned()),
+                error => index_error(dir, TantivyError::LockFailure(error, None)),
+            })?;
+    let metas = index
+        .load_metas()
+        .map_err(|source| index_error(dir, source))?;
+    let mut report = CheckReport {
+        segments: metas.segments.len(),
+        ..CheckReport::default()
+    };
+    for (segment, files) in segment_files(&metas) {
+        let damaged_before = report.damaged.len();
+        for file in files {
+            let path = dir.join(&file);
+            let problem = match index.directory().validate_checksum(&file) {
+                Ok(true) => {
+                    let metadata = std::fs::metadata(&path).map_err(|source| Error::Io {
+                        path: path.clone(),
+                        source,
+                    })?;
+                    report.files += 1;
+                    report.bytes += metadata.len();
+                    continue;
+                }
+                Ok(false) => {
+                    "its checksum does not match: the content is not what Tantivy wrote".to_owned()
+                }
+                Err(error) => read_failure(&error).0,
+            };
+            report.damaged.push(Damage { path, problem });
+        }
+        if report.damaged.len() == damaged_before
+            && let Err(damage) = read_segment(dir, &index, segment, &mut report)
+        {
+            report.damaged.push(damage);
+        }
+    }
+    if report.is_sound() {
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .map_err(|source| index_error(dir, source))?;
+        let mut dedup = Deduplicator::new(config.dedup)?;
+        let replayed = recovery::replay(&reader.searcher(), Some(dedup.forest_mut()))
+            .map_err(|error| error.to_string())
+            .and_then(|(replay, _)| {
+                dedup.forest().check_invariants()?;
+                Ok(replay)
+            });
+        match replayed {
+            Ok(replay) => report.replay = Some(replay),
+            Err(problem) => report.damaged.push(Damage {
+                path: dir.to_owned(),
+                problem: format!("the forest's replay failed: {problem}"),
+            }),
+        }
+    }
+    Ok(report)
+}
+
+/// Decodes every stored document and every fast field value of a segment whose files are
+/// sound, and counts its live documents and tombstones into `report`. The damage names the
+/// file that failed.
+fn read_segment(
+    dir: &Path,
+    index: &tantivy::Index,
+    segment: &SegmentMeta,
+    report: &mut CheckReport,
+) -> std::result::Result<(), Damage> {
+    let damage = |component, problem: &dyn Display| Damage {
+        path: dir.join(segment.relative_path(component)),
+        problem: problem.to_string(),
+    };
+    let reader = SegmentReader::open(&index.segment(segment.clone())).map_err(|error| Damage {
+        path: dir.join(format!("{}.*", segment.id().uuid_string())),
+        problem: format!("the segment cannot be opened: {error}"),
+    })?;
+    if reader.num_docs() != segment.num_docs() {
+        return Err(damage(
+            SegmentComponent::Delete,
+            &format!(
+                "{} live documents where {META_FILE} records {}",
+                reader.num_docs(),
+                segment.num_docs()
+            ),
+        ));
+    }
+
+    let store = reader
+        .get_store_reader(1)
+        .map_err(|error| damage(SegmentComponent::Store, &error))?;
+    let mut stored = 0;
+    for document in store.iter::<TantivyDocument>(None) {
+        document.map_err(|error| damage(SegmentComponent::Store, &error))?;
+        stored += 1;
+    }
+    if stored != u64::from(reader.max_doc()) {
+        return Err(damage(
+            SegmentComponent::Store,
+            &format!(
+                "{stored} documents where {META_FILE} records {}",
+                reader.max_doc()
+            ),
+        ));
+    }
+
+    let fast = reader.fast_fields();
+    let fast_damage = |error: &dyn Display| damage(SegmentComponent::FastFields, error);
+    let mut values = 0;
+    for (_, entry) in reader
+        .schema()
+        .fields()
+        .filter(|(_, entry)| entry.is_fast())
+    {
+        for handle in fast
+            .dynamic_column_handles(entry.name())
+            .map_err(|error| fast_damage(&error))?
+        {
+            let column = handle
+                .open_u64_lenient()
+                .map_err(|error| fast_damage(&error))?;
+            if let Some(column) = column {
+                for doc in 0..reader.max_doc() {
+                    values += column.values_for_doc(doc).count() as u64;
+                }
+            }
+        }
+    }
+    let roots = fast.u64(ROOT).map_err(|error| fast_damage(&error))?;
+    let live = reader
+        .doc_ids_alive()
+        .filter(|&doc| roots.first(doc).is_some())
+        .count() as u64;
+
+    report.stored_documents += stored;
+    report.fast_values += values;
+    report.documents += live;
+    report.tombstones += u64::from(reader.num_docs()) - live;
+    Ok(())
+}

@@ -1,0 +1,92 @@
+//! What an insert brings to the forest and what it gets back: [`Signature`], [`Placement`],
+//! and the forest's clock and counts.
+
+use crate::Fingerprint;
+use crate::verify::Sketch;
+
+/// Seconds since the Unix epoch, the forest's clock (event time).
+pub type Timestamp = i64;
+
+/// What a document brings to the forest: its fingerprint, and in a verifying forest its
+/// sketch. A bare [`Fingerprint`] converts into a signature without a sketch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Signature {
+    /// The simhash: the node's identity, and a source of candidates.
+    pub fingerprint: Fingerprint,
+    /// The shingle sketch that verifies candidates; `None` in seed mode. In a verifying forest
+    /// a signature without one verifies against nothing, so it joins only its own fingerprint's
+    /// node.
+    pub sketch: Option<Sketch>,
+}
+
+impl From<Fingerprint> for Signature {
+    fn from(fingerprint: Fingerprint) -> Self {
+        Signature {
+            fingerprint,
+            sketch: None,
+        }
+    }
+}
+
+/// How a document was placed by [`Forest::insert`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlacementKind {
+    /// Its fingerprint was already a node; the forest did not change shape.
+    ExistingNode,
+    /// It became a new leaf of an existing root.
+    NewLeaf,
+    /// Nothing was within reach: it started a cluster of its own.
+    NewRoot,
+}
+
+/// Where a document went: its cluster's root, and how it got there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placement {
+    /// The node the document was counted on. It is the signature's fingerprint, except in a
+    /// verifying forest when that value already names a node whose text does not verify: then
+    /// the document's node takes the nearest free value instead (see
+    /// [`node_candidates`](crate::forest::node_candidates)).
+    pub node: Fingerprint,
+    /// The root hash of the document's cluster.
+    pub root: Fingerprint,
+    /// What the insert did to the forest.
+    pub kind: PlacementKind,
+}
+
+impl Placement {
+    /// Whether the document joined a cluster that already existed (it is a near-duplicate of an
+    /// earlier document).
+    pub fn is_duplicate(&self) -> bool {
+        self.kind != PlacementKind::NewRoot
+    }
+}
+
+/// A read-only view of one node, for inspection and invariant checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeInfo {
+    /// The node's fingerprint.
+    pub fingerprint: Fingerprint,
+    /// The root of its tree (itself for a root).
+    pub root: Fingerprint,
+    /// For a leaf, the node it was attached through (its root or a sibling); `None` for a root.
+    pub attached_to: Option<Fingerprint>,
+    /// Event time of the last document that added or reached the node.
+    pub last_seen: Timestamp,
+    /// Documents with exactly this fingerprint.
+    pub documents: u32,
+    /// For a root, its number of leaves.
+    pub children: Option<u32>,
+}
+
+/// Counts that describe the forest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct ForestStats {
+    /// All nodes, roots and leaves.
+    pub nodes: usize,
+    /// Roots among them.
+    pub roots: usize,
+    /// Bytes the index holds for the nodes (capacity, not only use).
+    pub heap_bytes: usize,
+    /// Nodes removed by expiry so far.
+    pub expired: u64,
+}

@@ -1,0 +1,13 @@
+//! The library's tests, over the core alone (no feature needed: `cargo test
+//! --no-default-features` runs them): text, index, forest, verification and the Tantivy
+//! engine, each against brute force or an independent model, on text written for the tests.
+//!
+//! One test binary with a module per subject, rather than a binary per file: each binary links
+//! Tantivy and jieba again, which costs more than the tests take to run.
+
+mod engine_collapse;
+mod engine_recovery;
+mod forest_invariants;
+mod index_bruteforce;
+mod quality;
+mod text_golden;

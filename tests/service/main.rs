@@ -1,0 +1,14 @@
+//! The command-line tool, the HTTP service and the Redis store, end to end (feature `cli`):
+//! the real binary and real servers on loopback, a real Redis Cluster of local `redis-server`
+//! processes (a missing `redis-server` fails these tests rather than skipping them).
+//!
+//! One test binary with a module per subject (see `tests/core/main.rs` for why).
+
+mod cli_dedup;
+mod cli_eval;
+mod cli_index;
+mod redis_cluster;
+mod redis_cluster_smoke;
+mod server_api;
+mod server_durability;
+mod store_redis;
