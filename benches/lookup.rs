@@ -19,7 +19,7 @@ fn lookups(c: &mut Criterion) {
         let layout = BlockLayout::with_tables(3, tables).expect("a layout of k = 3");
         let mut forest = Forest::with_layout(layout, 7 * 86_400).expect("valid settings");
         for &fingerprint in &stored {
-            forest.insert(fingerprint, 0);
+            forest.place(fingerprint, 0);
         }
         let name = match tables {
             4 => "pigeonhole".to_string(),

@@ -165,7 +165,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let start = Instant::now();
     for (i, signature) in signatures.iter().enumerate() {
-        forest.insert(signature.clone(), T0 + i as Timestamp / 100);
+        forest.place(signature.clone(), T0 + i as Timestamp / 100);
     }
     let memory_rate = signatures.len() as f64 / start.elapsed().as_secs_f64();
     let latencies = scan_latencies(&mut forest, &signatures, 5_000)?;

@@ -226,7 +226,7 @@ impl Config {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FieldKind {
-    /// Free text, segmented with jieba for keyword search.
+    /// Free text, split into words by jieba for keyword search.
     Text,
     /// One exact value (an id, an outlet's name, a URL): found only whole.
     String,

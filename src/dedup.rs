@@ -45,8 +45,8 @@ pub struct Decision {
 /// let mut dedup = Deduplicator::new(DedupConfig::default()).unwrap();
 /// let story = "国家统计局今天发布数据，前三季度国内生产总值同比增长百分之五点二，\
 ///              就业形势总体稳定，居民消费价格温和上涨，经济运行持续恢复向好。";
-/// let first = dedup.insert(&Article { id: "a".into(), content: story.into(), ..Default::default() }, 0).unwrap();
-/// let repost = dedup.insert(
+/// let first = dedup.add_article(&Article { id: "a".into(), content: story.into(), ..Default::default() }, 0).unwrap();
+/// let repost = dedup.add_article(
 ///     &Article { id: "b".into(), content: format!("<p>{story}</p>"), ..Default::default() },
 ///     60,
 /// ).unwrap();
@@ -160,12 +160,12 @@ impl Deduplicator {
         let signature = signature.into();
         match &mut self.shared {
             Some(shared) => Ok(place(shared.as_mut(), &signature, time, new_token())?),
-            None => Ok(self.forest.insert(signature, time)),
+            None => Ok(self.forest.place(signature, time)),
         }
     }
 
     /// Signs and places one article; `arrival` is its time when it has no `published_at`.
-    pub fn insert(&mut self, article: &Article, arrival: Timestamp) -> Result<Decision> {
+    pub fn add_article(&mut self, article: &Article, arrival: Timestamp) -> Result<Decision> {
         let signature = self.signer.sign(article);
         self.decide(article, signature, arrival)
     }

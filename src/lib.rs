@@ -25,8 +25,8 @@
 //! // The same story scraped from a page: markup, entities and full-width punctuation.
 //! let scraped = format!("<div class=\"article\"><p>{}</p></div>&nbsp;", text.replace('，', ","));
 //! let repost = Article { id: "2".into(), content: scraped, ..Default::default() };
-//! let first = dedup.insert(&original, 1_700_000_000).unwrap();
-//! let second = dedup.insert(&repost, 1_700_000_100).unwrap();
+//! let first = dedup.add_article(&original, 1_700_000_000).unwrap();
+//! let second = dedup.add_article(&repost, 1_700_000_100).unwrap();
 //! assert_eq!(second.root, first.root);
 //! assert!(second.duplicate);
 //! # Ok::<(), tantivy_dedup::Error>(())

@@ -200,7 +200,7 @@ pub fn lookup(
     let start = Instant::now();
     for _ in 0..stored {
         let fingerprint = stream.next_fingerprint();
-        forest.insert(fingerprint, 0);
+        forest.place(fingerprint, 0);
     }
     let build_seconds = start.elapsed().as_secs_f64();
     let query_set: Vec<Fingerprint> = (0..queries).map(|_| stream.query()).collect();

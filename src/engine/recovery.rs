@@ -121,7 +121,7 @@ pub fn replay(
             fingerprint: event.simhash,
             sketch: event.sketch.take(),
         };
-        let placement = forest.insert(signature, event.time);
+        let placement = forest.place(signature, event.time);
         report.replayed += 1;
         match event.root {
             Some(root) if root != placement.root => report.mismatched_roots += 1,

@@ -80,9 +80,9 @@ pub fn stored_sketch(
     }
 }
 
-/// The name of the field holding block `i` of the simhash (`seg0`, `seg1`, ...).
-pub fn segment_field_name(block: usize) -> String {
-    format!("seg{block}")
+/// The name of the field holding block `i` of the simhash (`block0`, `block1`, ...).
+pub fn block_field_name(block: usize) -> String {
+    format!("block{block}")
 }
 
 /// The handles of every field of a news index.
@@ -108,7 +108,7 @@ pub struct NewsFields {
     pub published_at: Field,
     /// See [`SIMHASH`].
     pub simhash: Field,
-    /// `seg0..segK`: the simhash's pigeonhole blocks (u64, fast and indexed), one per block of
+    /// `block0..blockK`: the simhash's pigeonhole blocks (u64, fast and indexed), one per block of
     /// the layout, for near-duplicate lookups in the index itself.
     pub segments: Vec<Field>,
     /// See [`ROOT`].
@@ -207,7 +207,7 @@ pub fn build_schema(declared: &FieldsConfig, layout: &BlockLayout) -> (Schema, N
     let segments = (0..layout.blocks().len())
         .map(|block| {
             builder.add_u64_field(
-                &segment_field_name(block),
+                &block_field_name(block),
                 NumericOptions::default().set_fast().set_indexed(),
             )
         })

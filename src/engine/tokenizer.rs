@@ -2,10 +2,10 @@
 //! tantivy-jieba in search mode; and the hand-over that lets the writer's documents be indexed
 //! from the tokens the insert path already computed.
 //!
-//! **Why a hand-over.** The insert path segments each text once, for the fingerprint and the
+//! **Why a hand-over.** The insert path splits each text into words once, for the fingerprint and the
 //! index together. Tantivy's way to take ready tokens is a pre-tokenized value, but Tantivy
 //! copies those tokens (one string each) several times per document, which costs more than
-//! segmenting again. So a writer document's text value carries its [`AnalyzedText`] and
+//! splitting again. So a writer document's text value carries its [`AnalyzedText`] and
 //! offers it, just before Tantivy tokenizes that very text on the same thread, through a
 //! thread-local slot ([`offer`]); [`NewsTokenizer`] takes it when the text matches (same
 //! address, length and hash) and streams its spans without allocating. When nothing matches
@@ -58,7 +58,7 @@ fn take_offer(text: &str) -> Option<Arc<AnalyzedText>> {
 }
 
 /// Normalises text as the fingerprint does (NFKC, markup removed, ASCII lower-cased, white
-/// space folded), then segments it with tantivy-jieba in search mode. Token offsets are byte
+/// space folded), then splits it into words with tantivy-jieba in search mode. Token offsets are byte
 /// offsets into the normalised text.
 ///
 /// ```

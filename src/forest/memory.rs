@@ -103,14 +103,14 @@ const MEMORY_TOKEN: u64 = 1;
 ///
 /// let mut forest = Forest::new(3, 7 * 86_400).unwrap();
 /// let day = 1_700_000_000;
-/// let first = forest.insert(Fingerprint(0xffff_0000_0000_0000), day);
+/// let first = forest.place(Fingerprint(0xffff_0000_0000_0000), day);
 /// assert_eq!(first.kind, PlacementKind::NewRoot);
 /// // Two bits away: a leaf of the first story's root.
-/// let repost = forest.insert(Fingerprint(0xffff_0000_0000_0003), day + 60);
+/// let repost = forest.place(Fingerprint(0xffff_0000_0000_0003), day + 60);
 /// assert_eq!(repost.root, first.root);
 /// assert!(repost.is_duplicate());
 /// // Eight days later the story has expired: the same text starts a new cluster.
-/// let later = forest.insert(Fingerprint(0xffff_0000_0000_0003), day + 8 * 86_400);
+/// let later = forest.place(Fingerprint(0xffff_0000_0000_0003), day + 8 * 86_400);
 /// assert_eq!(later.kind, PlacementKind::NewRoot);
 /// assert_eq!(later.root, Fingerprint(0xffff_0000_0000_0003));
 /// ```
@@ -176,12 +176,12 @@ impl Forest {
     ///     fingerprint: Fingerprint(fingerprint),
     ///     sketch: Some(Sketch::of(&[text], 200)),
     /// };
-    /// let first = forest.insert(signature(0, story), 0);
+    /// let first = forest.place(signature(0, story), 0);
     /// // 40 bits away, but the sketch verifies: the same cluster.
-    /// let copy = forest.insert(signature(u64::from(u32::MAX) << 8, &format!("【转载】{story}")), 60);
+    /// let copy = forest.place(signature(u64::from(u32::MAX) << 8, &format!("【转载】{story}")), 60);
     /// assert_eq!(copy.root, first.root);
     /// // 1 bit away, but another text: a cluster of its own.
-    /// let other = forest.insert(signature(1, "气象台发布暴雨预警。南方地区将有强降雨。"), 120);
+    /// let other = forest.place(signature(1, "气象台发布暴雨预警。南方地区将有强降雨。"), 120);
     /// assert_ne!(other.root, first.root);
     /// ```
     pub fn with_verifier(
@@ -291,7 +291,7 @@ impl Forest {
     /// Places a document with event time `time` by its signature (a bare [`Fingerprint`] in seed
     /// mode), by the rules of SPEC §1 ([`place`](crate::forest::place), the protocol every
     /// store shares).
-    pub fn insert(&mut self, signature: impl Into<Signature>, time: Timestamp) -> Placement {
+    pub fn place(&mut self, signature: impl Into<Signature>, time: Timestamp) -> Placement {
         match crate::forest::place(self, &signature.into(), time, MEMORY_TOKEN) {
             Ok(placement) => placement,
             // The in-memory store has no failure of its own; an error here is a broken
@@ -769,11 +769,11 @@ mod tests {
         // Two roots 6 bits apart, the second with a leaf; a point 3 bits from each.
         let a = Fingerprint(0);
         let b = Fingerprint(0b11_1111);
-        forest.insert(a, 0);
-        forest.insert(b, 1);
-        let leaf_of_b = forest.insert(Fingerprint((1 << 40) | 0b11_1111), 2);
+        forest.place(a, 0);
+        forest.place(b, 1);
+        let leaf_of_b = forest.place(Fingerprint((1 << 40) | 0b11_1111), 2);
         assert_eq!(leaf_of_b.root, b);
-        let middle = forest.insert(Fingerprint(0b111), 3);
+        let middle = forest.place(Fingerprint(0b111), 3);
         assert_eq!(middle.root, b, "b has one child, a none");
         forest.check_invariants().unwrap();
     }
@@ -785,22 +785,22 @@ mod tests {
         let earlier_larger = Fingerprint(0b111 << 32);
         // Insert the larger hash first so the earliest-added rule and the smaller-hash rule
         // disagree.
-        forest.insert(earlier_larger, 0);
-        forest.insert(later_smaller, 1);
+        forest.place(earlier_larger, 0);
+        forest.place(later_smaller, 1);
         let between = Fingerprint(0);
-        assert_eq!(forest.insert(between, 2).root, earlier_larger);
+        assert_eq!(forest.place(between, 2).root, earlier_larger);
     }
 
     #[test]
     fn renumbering_keeps_creation_order() {
         let mut forest = forest();
-        forest.insert(Fingerprint(0b111 << 32), 0);
-        forest.insert(Fingerprint(0b111), 1);
+        forest.place(Fingerprint(0b111 << 32), 0);
+        forest.place(Fingerprint(0b111), 1);
         forest.next_sequence = u32::MAX;
-        forest.insert(Fingerprint(u64::MAX), 2);
+        forest.place(Fingerprint(u64::MAX), 2);
         assert_eq!(forest.next_sequence, 3);
         assert_eq!(
-            forest.insert(Fingerprint(0), 3).root,
+            forest.place(Fingerprint(0), 3).root,
             Fingerprint(0b111 << 32)
         );
     }
@@ -811,11 +811,11 @@ mod tests {
         let root = Fingerprint(0);
         let near = Fingerprint(0b111); // 3 from root
         let far = Fingerprint(0b11_1111); // 3 from near, 6 from root
-        forest.insert(root, 0);
-        forest.insert(near, 0);
-        assert_eq!(forest.insert(far, DAY).root, root);
+        forest.place(root, 0);
+        forest.place(near, 0);
+        assert_eq!(forest.place(far, DAY).root, root);
         // Only `far` is seen again; `near` must live on because `far` hangs from it.
-        forest.insert(far, 6 * DAY);
+        forest.place(far, 6 * DAY);
         forest.advance_to(10 * DAY);
         forest.expire();
         forest.check_invariants().unwrap();
@@ -830,9 +830,9 @@ mod tests {
     #[test]
     fn expired_node_value_starts_fresh() {
         let mut forest = forest();
-        forest.insert(Fingerprint(0), 0);
-        forest.insert(Fingerprint(1), 0);
-        let again = forest.insert(Fingerprint(1), 8 * DAY);
+        forest.place(Fingerprint(0), 0);
+        forest.place(Fingerprint(1), 0);
+        let again = forest.place(Fingerprint(1), 8 * DAY);
         assert_eq!(again.kind, PlacementKind::NewRoot);
         assert_eq!(forest.stats().nodes, 1);
         forest.check_invariants().unwrap();
@@ -841,8 +841,8 @@ mod tests {
     #[test]
     fn documents_count_down_without_dropping_nodes() {
         let mut forest = forest();
-        forest.insert(Fingerprint(42), 0);
-        forest.insert(Fingerprint(42), 0);
+        forest.place(Fingerprint(42), 0);
+        forest.place(Fingerprint(42), 0);
         assert!(forest.remove_document(Fingerprint(42)));
         assert!(forest.remove_document(Fingerprint(42)));
         assert!(!forest.remove_document(Fingerprint(42)));

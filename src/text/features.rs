@@ -1,4 +1,4 @@
-//! From segmented words to weighted simhash features.
+//! From jieba's words to weighted simhash features.
 //!
 //! A word is a feature when it has a letter or digit in it (punctuation and white space are not)
 //! and is not a stop word. Each occurrence adds the word's weight: 1 under term-frequency
@@ -11,7 +11,7 @@ use std::sync::{LazyLock, RwLock};
 use jieba_rs::{KeywordExtract, KeywordExtractConfig, TfIdf};
 use serde::{Deserialize, Serialize};
 
-use super::segment::jieba;
+use super::words::jieba;
 
 /// How much a feature weighs in the simhash.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -123,7 +123,7 @@ fn pack(word: &str) -> Option<u64> {
     Some(u64::from_le_bytes(key))
 }
 
-/// Whether a segmented word counts as a feature: it has a letter or digit and is no stop word.
+/// Whether a word counts as a feature: it has a letter or digit and is no stop word.
 ///
 /// ```
 /// use tantivy_dedup::text::is_feature;

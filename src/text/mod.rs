@@ -1,4 +1,4 @@
-//! The text pipeline: normalise, segment, pick features, and fingerprint.
+//! The text pipeline: normalise, split into words, pick features, and fingerprint.
 //!
 //! Everything that decides what two texts have in common lives here, and every path that
 //! fingerprints text (the `dedup` command, the index writer, the near-duplicate check) goes
@@ -6,7 +6,7 @@
 
 mod features;
 mod normalize;
-mod segment;
+mod words;
 
 pub(crate) use features::SENTENCE_ENDS;
 pub use features::{
@@ -15,7 +15,7 @@ pub use features::{
 };
 pub(crate) use normalize::is_zero_width;
 pub use normalize::normalize;
-pub use segment::{TokenSpan, USE_HMM, jieba, search_tokens, segment};
+pub use words::{TokenSpan, USE_HMM, jieba, search_tokens, split_words};
 
 use std::ops::Range;
 
@@ -23,7 +23,7 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use crate::simhash::{Fingerprint, SimhashBuilder};
 
-/// A text analysed once for both of its uses: normalised, then segmented into the search
+/// A text analysed once for both of its uses: normalised, then split into the search
 /// index's tokens, among which the whole words are the fingerprint's features.
 ///
 /// The tokens are exactly what the index's registered tokenizer produces for the same raw text
@@ -38,7 +38,7 @@ use crate::simhash::{Fingerprint, SimhashBuilder};
 /// let analyzed = AnalyzedText::new(text);
 /// assert_eq!(analyzed.normalized(), "中华人民共和国国务院新闻办公室今天举行发布会。");
 /// assert!(analyzed.tokens().any(|(word, _)| word == "人民"));
-/// // The whole words are the default segmentation, so the fingerprint is the same either way.
+/// // The whole words are jieba's default-mode words, so the fingerprint is the same either way.
 /// let fingerprinter = Fingerprinter::new(Weighting::Tf, false);
 /// assert_eq!(fingerprinter.fingerprint_analyzed(&[&analyzed]), fingerprinter.fingerprint(text));
 /// ```
@@ -51,7 +51,7 @@ pub struct AnalyzedText {
 }
 
 impl AnalyzedText {
-    /// Normalises and segments `raw`.
+    /// Normalises `raw` and splits it into words.
     pub fn new(raw: &str) -> Self {
         let normalized = normalize(raw);
         let tokens = search_tokens(&normalized);
@@ -85,7 +85,7 @@ impl AnalyzedText {
         self.raw_hash
     }
 
-    /// The words of the default segmentation that lie inside `region` (byte offsets).
+    /// The words of jieba's default mode that lie inside `region` (byte offsets).
     fn words_in(&self, region: Range<usize>) -> impl Iterator<Item = &str> + '_ {
         self.tokens
             .iter()
@@ -98,7 +98,7 @@ impl AnalyzedText {
     }
 }
 
-/// Turns text into a simhash fingerprint: normalise, segment with jieba, keep the features,
+/// Turns text into a simhash fingerprint: normalise, split into words with jieba, keep the features,
 /// weight them, and hash.
 ///
 /// A `Fingerprinter` is cheap to build and to clone: the dictionary and the IDF table it reads
@@ -181,11 +181,13 @@ impl Fingerprinter {
             .map(|text| &text[self.region(text)])
             .collect();
         let raw_hashes: Vec<u64> = raw.iter().map(|part| xxh3_64(part.as_bytes())).collect();
-        self.weigh(&regions, &raw_hashes, |region, add| segment(region, add))
+        self.weigh(&regions, &raw_hashes, |region, add| {
+            split_words(region, add)
+        })
     }
 
-    /// The fingerprint of texts already analysed (the index's insert path, which segments each
-    /// text once for the fingerprint and the search index together).
+    /// The fingerprint of texts already analysed (the index's insert path, which splits each
+    /// text into words once for the fingerprint and the search index together).
     pub fn fingerprint_analyzed(&self, parts: &[&AnalyzedText]) -> Fingerprint {
         let regions: Vec<(&AnalyzedText, Range<usize>)> = parts
             .iter()

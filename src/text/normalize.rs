@@ -68,7 +68,7 @@ fn nfkc(text: &str) -> Cow<'_, str> {
 /// character it names, `\"` and `\/` the quote and slash. Other backslashes stay. Borrows
 /// when there is no backslash.
 ///
-/// Left alone, the two characters `\` `n` are a word to the segmenter, and a scraped article
+/// Left alone, the two characters `\` `n` are a word to jieba, and a scraped article
 /// carries dozens of them: enough to decide a term-frequency fingerprint on their own.
 fn undo_literal_escapes(text: &str) -> Cow<'_, str> {
     if !text.contains('\\') {

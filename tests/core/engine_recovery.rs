@@ -194,7 +194,7 @@ fn the_index_decides_as_the_dedup_command_does() {
         let Step::Add(article) = step else { continue };
         let arrival = index.arrival_time();
         let from_index = index.add_article(article.clone()).unwrap();
-        let alone = dedup.insert(article, arrival).unwrap();
+        let alone = dedup.add_article(article, arrival).unwrap();
         assert_eq!(from_index, alone, "{}", article.id);
     }
 }

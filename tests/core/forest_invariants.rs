@@ -687,7 +687,7 @@ fn run_forest(
         let context = |what: String| format!("step {step} ({event:?}): {what}");
         match *event {
             Event::Insert(fingerprint, time, text) => {
-                let placement = forest.insert(mode.signature(fingerprint, text), time);
+                let placement = forest.place(mode.signature(fingerprint, text), time);
                 let fingerprint = placement.node.0;
                 if placement.kind != PlacementKind::ExistingNode {
                     node_sketches.insert(fingerprint, pooled(text).clone());
@@ -774,7 +774,7 @@ fn compare_with_model(
     for (step, event) in events.iter().enumerate() {
         match *event {
             Event::Insert(fingerprint, time, text) => {
-                let placement = forest.insert(mode.signature(fingerprint, text), time);
+                let placement = forest.place(mode.signature(fingerprint, text), time);
                 let (node, root, kind) = model.insert(fingerprint, time, text);
                 if (placement.node.0, placement.root.0, placement.kind) != (node, root, kind) {
                     return Err(format!(
@@ -1000,25 +1000,21 @@ fn tie_breaks_follow_spec_order() {
     let a = Fingerprint(0b111 << 40);
     let b = Fingerprint(0b111);
     let mut forest = forest();
-    assert_eq!(forest.insert(a, T0).kind, PlacementKind::NewRoot);
-    assert_eq!(forest.insert(b, T0).kind, PlacementKind::NewRoot);
+    assert_eq!(forest.place(a, T0).kind, PlacementKind::NewRoot);
+    assert_eq!(forest.place(b, T0).kind, PlacementKind::NewRoot);
     // e is 3 from each: equal children (0), so the earliest root wins although b is smaller.
     let e = Fingerprint((1 << 40) | 1);
     assert_eq!((a.distance(e), b.distance(e)), (3, 3));
-    assert_eq!(
-        forest.insert(e, T0).root,
-        a,
-        "equal children: earliest root"
-    );
+    assert_eq!(forest.place(e, T0).root, a, "equal children: earliest root");
     // b gets two children of its own (out of reach of a's tree).
     for bit in [20, 21] {
         let leaf = Fingerprint(b.0 | (1 << bit));
-        assert_eq!(forest.insert(leaf, T0).root, b);
+        assert_eq!(forest.place(leaf, T0).root, b);
     }
     // f reaches a's tree (a and e) and b's (b): b has 2 children, a has 1, so b wins.
     let f = Fingerprint((1 << 41) | 1);
     assert_eq!((a.distance(f), e.distance(f), b.distance(f)), (3, 2, 3));
-    let placed = forest.insert(f, T0);
+    let placed = forest.place(f, T0);
     assert_eq!((placed.root, placed.kind), (b, PlacementKind::NewLeaf));
     // f was attached through b (the only node of b's tree in reach).
     let info = forest.nodes().find(|n| n.fingerprint == f).unwrap();
@@ -1039,8 +1035,8 @@ fn root_outlives_leaves_reached_through_it() {
     let mut forest = forest();
     let root = Fingerprint(0);
     let leaf = Fingerprint(0b11);
-    forest.insert(root, T0);
-    forest.insert(leaf, T0 + 5 * DAY);
+    forest.place(root, T0);
+    forest.place(leaf, T0 + 5 * DAY);
     // The leaf refreshed the root: nine days after the start both are alive.
     forest.advance_to(T0 + 9 * DAY);
     forest.expire();
@@ -1048,7 +1044,7 @@ fn root_outlives_leaves_reached_through_it() {
     assert_eq!(forest.root_of(leaf), Some(root));
     // Reaching the leaf again refreshes both; the root is never older than the leaf.
     assert_eq!(
-        forest.insert(leaf, T0 + 11 * DAY).kind,
+        forest.place(leaf, T0 + 11 * DAY).kind,
         PlacementKind::ExistingNode
     );
     forest.advance_to(T0 + 17 * DAY);
@@ -1061,15 +1057,15 @@ fn root_outlives_leaves_reached_through_it() {
 #[test]
 fn expired_tree_does_not_capture_new_documents() {
     let mut forest = forest();
-    forest.insert(Fingerprint(0), T0);
+    forest.place(Fingerprint(0), T0);
     // Exactly at the window's edge the node is still live (expired means strictly older).
     assert_eq!(
-        forest.insert(Fingerprint(1), T0 + WINDOW).root,
+        forest.place(Fingerprint(1), T0 + WINDOW).root,
         Fingerprint(0)
     );
     let mut forest = self::forest();
-    forest.insert(Fingerprint(0), T0);
-    let later = forest.insert(Fingerprint(1), T0 + WINDOW + 1);
+    forest.place(Fingerprint(0), T0);
+    let later = forest.place(Fingerprint(1), T0 + WINDOW + 1);
     assert_eq!(later.kind, PlacementKind::NewRoot);
     assert_eq!(later.root, Fingerprint(1));
     forest.check_invariants().unwrap();
@@ -1088,16 +1084,16 @@ fn event_times_beyond_u32_seconds_still_cluster() {
     let late: Timestamp = 5_000_000_000; // the year 2128
     let mut forest = forest();
     assert_eq!(
-        forest.insert(Fingerprint(1), late).kind,
+        forest.place(Fingerprint(1), late).kind,
         PlacementKind::NewRoot
     );
-    let again = forest.insert(Fingerprint(1), late);
+    let again = forest.place(Fingerprint(1), late);
     assert_eq!(
         again.kind,
         PlacementKind::ExistingNode,
         "same fingerprint, same second"
     );
-    let near = forest.insert(Fingerprint(3), late + 60);
+    let near = forest.place(Fingerprint(3), late + 60);
     assert_eq!(
         (near.root, near.kind),
         (Fingerprint(1), PlacementKind::NewLeaf)
@@ -1111,8 +1107,8 @@ fn event_times_beyond_u32_seconds_still_cluster() {
 #[test]
 fn event_times_before_1970_are_treated_as_1970() {
     let mut forest = forest();
-    forest.insert(Fingerprint(1), -5_000_000);
-    let later = forest.insert(Fingerprint(3), -4_000_000);
+    forest.place(Fingerprint(1), -5_000_000);
+    let later = forest.place(Fingerprint(3), -4_000_000);
     assert_eq!(
         (later.root, later.kind),
         (Fingerprint(1), PlacementKind::NewLeaf),
@@ -1120,7 +1116,7 @@ fn event_times_before_1970_are_treated_as_1970() {
     );
     forest.check_invariants().unwrap();
     // A real date after them expires both.
-    let now = forest.insert(Fingerprint(3), 1_700_000_000);
+    let now = forest.place(Fingerprint(3), 1_700_000_000);
     assert_eq!(now.kind, PlacementKind::NewRoot);
     forest.check_invariants().unwrap();
 }

@@ -51,8 +51,10 @@ fn joined(mode: Mode, original: &str, copy: &str) -> bool {
 /// [`joined`] under any settings.
 fn joined_with(config: DedupConfig, original: &str, copy: &str) -> bool {
     let mut dedup = Deduplicator::new(config).unwrap();
-    let first = dedup.insert(&article("original", original, 0), T0).unwrap();
-    let second = dedup.insert(&article("copy", copy, 30), T0).unwrap();
+    let first = dedup
+        .add_article(&article("original", original, 0), T0)
+        .unwrap();
+    let second = dedup.add_article(&article("copy", copy, 30), T0).unwrap();
     dedup.forest().check_invariants().unwrap();
     first.root == second.root
 }
@@ -270,7 +272,7 @@ fn a_digest_page_joins_none_of_its_stories() {
         .enumerate()
         .map(|(i, text)| {
             dedup
-                .insert(&article(&format!("s{i}"), text, 0), T0)
+                .add_article(&article(&format!("s{i}"), text, 0), T0)
                 .unwrap()
                 .root
         })
@@ -279,7 +281,7 @@ fn a_digest_page_joins_none_of_its_stories() {
     assert_eq!(distinct.len(), stories.len(), "the stories are unrelated");
     let digest = format!("今日要闻摘要\n{}", stories.join("\n\n"));
     let digest_root = dedup
-        .insert(&article("digest", &digest, 60), T0)
+        .add_article(&article("digest", &digest, 60), T0)
         .unwrap()
         .root;
     assert!(!roots.contains(&digest_root), "the digest joined a story");
@@ -287,7 +289,7 @@ fn a_digest_page_joins_none_of_its_stories() {
     for (i, story) in stories.iter().enumerate() {
         let copy = format!("【转载】{story}（来源：滨江日报）");
         let decision = dedup
-            .insert(&article(&format!("c{i}"), &copy, 90), T0)
+            .add_article(&article(&format!("c{i}"), &copy, 90), T0)
             .unwrap();
         assert_eq!(decision.root, roots[i], "copy of story {i}");
     }
@@ -362,7 +364,7 @@ fn long_reports_on_one_beat_stay_apart_and_their_copies_join() {
         .enumerate()
         .map(|(i, text)| {
             dedup
-                .insert(&article(&format!("r{i}"), text, i as i64), T0)
+                .add_article(&article(&format!("r{i}"), text, i as i64), T0)
                 .unwrap()
         })
         .collect();
@@ -396,7 +398,7 @@ fn long_reports_on_one_beat_stay_apart_and_their_copies_join() {
             continue;
         }
         let decision = dedup
-            .insert(&article(&format!("c{i}"), &copy, 100 + i as i64), T0)
+            .add_article(&article(&format!("c{i}"), &copy, 100 + i as i64), T0)
             .unwrap();
         assert_eq!(decision.root, roots[i], "copy of report {i}");
     }
@@ -419,8 +421,8 @@ fn seed_mode_stays_the_documented_algorithm() {
         .chars()
         .take(policy().chars().count() / 3)
         .collect();
-    let first = seed.insert(&article("a", &policy(), 0), T0).unwrap();
-    let second = seed.insert(&article("b", &cut, 1), T0).unwrap();
+    let first = seed.add_article(&article("a", &policy(), 0), T0).unwrap();
+    let second = seed.add_article(&article("b", &cut, 1), T0).unwrap();
     assert!(first.simhash.distance(second.simhash) > 3);
     assert_ne!(first.root, second.root, "seed mode joins only within k");
     assert_found("the same cut copy", &policy(), &cut);
@@ -434,7 +436,7 @@ fn roots(texts: &[&str]) -> Vec<tantivy_dedup::Fingerprint> {
         .enumerate()
         .map(|(i, text)| {
             dedup
-                .insert(&article(&format!("t{i}"), text, i as i64), T0)
+                .add_article(&article(&format!("t{i}"), text, i as i64), T0)
                 .unwrap()
                 .root
         })
@@ -524,18 +526,18 @@ fn equal_fingerprints_are_verified() {
         fingerprint: tantivy_dedup::Fingerprint(42),
         sketch: Some(Sketch::of(&[text], 200)),
     };
-    let first = forest.insert(signature(POST), T0);
-    let other = forest.insert(signature(POLICY[0]), T0 + 1);
+    let first = forest.place(signature(POST), T0);
+    let other = forest.place(signature(POLICY[0]), T0 + 1);
     assert_eq!(other.kind, PlacementKind::NewRoot);
     assert_ne!(other.node, first.node);
     assert_ne!(other.root, first.root);
-    let copy_of_other = forest.insert(signature(POLICY[0]), T0 + 2);
+    let copy_of_other = forest.place(signature(POLICY[0]), T0 + 2);
     assert_eq!(copy_of_other.kind, PlacementKind::ExistingNode);
     assert_eq!(
         (copy_of_other.node, copy_of_other.root),
         (other.node, other.root)
     );
-    let copy_of_first = forest.insert(signature(POST), T0 + 3);
+    let copy_of_first = forest.place(signature(POST), T0 + 3);
     assert_eq!(
         (copy_of_first.node, copy_of_first.root),
         (first.node, first.root)

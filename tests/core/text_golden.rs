@@ -412,7 +412,7 @@ proptest::proptest! {
         let normalized = normalize(&text);
         // The index keeps only words with a letter or digit (the only possible features).
         let mut cut = Vec::new();
-        tantivy_dedup::text::segment(&normalized, |word| {
+        tantivy_dedup::text::split_words(&normalized, |word| {
             if tantivy_dedup::text::has_letter_or_digit(word) {
                 cut.push(word.to_owned());
             }

@@ -118,11 +118,7 @@ fn sequential_roots(config: &DedupConfig, documents: &[Document]) -> Vec<Fingerp
     .unwrap();
     documents
         .iter()
-        .map(|document| {
-            forest
-                .insert(document.signature.clone(), document.time)
-                .root
-        })
+        .map(|document| forest.place(document.signature.clone(), document.time).root)
         .collect()
 }
 

@@ -1,5 +1,5 @@
-//! Word segmentation with jieba, through tantivy-jieba: the fingerprint and the search index
-//! read the same words from the same segmenter.
+//! Splitting text into words with jieba, through tantivy-jieba: the fingerprint and the search
+//! index read the same words from the same dictionary.
 
 use std::sync::LazyLock;
 
@@ -10,32 +10,32 @@ use tantivy_jieba::JiebaTokenizer;
 use crate::text::has_letter_or_digit;
 
 /// A jieba instance of our own, with the default dictionary: the same jieba-rs release and
-/// dictionary as tantivy-jieba's instance, so both segment alike (a property test checks it).
+/// dictionary as tantivy-jieba's instance, so both split alike (a property test checks it).
 ///
 /// It serves the paths that only fingerprint (the `dedup` and `eval` commands, the IDF table
 /// behind TF-IDF weights), where borrowing jieba's words directly is faster than going through
-/// a token stream. Indexing segments through tantivy-jieba; the dictionary loads on first use,
+/// a token stream. Indexing splits through tantivy-jieba; the dictionary loads on first use,
 /// so a process loads only the instances it uses.
 pub fn jieba() -> &'static Jieba {
     static JIEBA: LazyLock<Jieba> = LazyLock::new(Jieba::new);
     &JIEBA
 }
 
-/// Whether segmentation lets jieba's HMM join characters the dictionary does not know into
+/// Whether word splitting lets jieba's HMM join characters the dictionary does not know into
 /// words (names, new terms). It is tantivy-jieba's default, which the search index uses.
 pub const USE_HMM: bool = true;
 
-/// Calls `emit` with each word of `text`, in order: jieba's default segmentation, which cuts
+/// Calls `emit` with each word of `text`, in order: jieba's default mode, which cuts
 /// the text into words that do not overlap. Punctuation and white space come out as words of
 /// their own; [`is_feature`](crate::text::is_feature) decides what counts.
 ///
 /// ```
 /// let mut words = Vec::new();
-/// tantivy_dedup::text::segment("新闻联播今天播出", |word| words.push(word.to_owned()));
+/// tantivy_dedup::text::split_words("新闻联播今天播出", |word| words.push(word.to_owned()));
 /// assert_eq!(words.concat(), "新闻联播今天播出");
 /// assert!(words.len() >= 2);
 /// ```
-pub fn segment<'a>(text: &'a str, mut emit: impl FnMut(&'a str)) {
+pub fn split_words<'a>(text: &'a str, mut emit: impl FnMut(&'a str)) {
     for token in jieba().cut(text, USE_HMM) {
         emit(token.word);
     }
@@ -53,7 +53,7 @@ pub struct TokenSpan {
     pub position: u32,
     /// Length in characters.
     pub length: u32,
-    /// Whether this is a word of the default segmentation ([`segment`]), as opposed to a
+    /// Whether this is a word of the default mode ([`split_words`]), as opposed to a
     /// sub-word that search mode added.
     pub whole_word: bool,
 }
