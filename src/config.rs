@@ -599,6 +599,12 @@ impl Secret {
             .map_err(|error| Error::Config(format!("{source}: {error}")))
     }
 
+    /// The `Authorization` header value that presents this key (for a client such as
+    /// `tantivy-dedup load`).
+    pub fn bearer(&self) -> String {
+        format!("Bearer {}", self.0)
+    }
+
     /// Whether `candidate` is this key, in time that depends only on the lengths.
     pub fn matches(&self, candidate: &[u8]) -> bool {
         subtle::ConstantTimeEq::ct_eq(self.0.as_bytes(), candidate).into()

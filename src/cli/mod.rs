@@ -5,6 +5,7 @@ mod bench;
 mod dedup;
 mod eval;
 mod ingest;
+mod load;
 mod query;
 mod serve;
 
@@ -24,6 +25,7 @@ use tantivy_dedup::{DedupConfig, Mode};
 #[command(after_help = "Examples:\n  \
     tantivy-dedup serve --index news.idx --addr 127.0.0.1:7700\n  \
     tantivy-dedup ingest --index news.idx articles.jsonl.gz\n  \
+    tantivy-dedup load --url http://127.0.0.1:7700 articles.jsonl.gz\n  \
     tantivy-dedup search --index news.idx 防汛 --sort similar_desc\n  \
     tantivy-dedup similar --index news.idx ARTICLE_ID\n  \
     tantivy-dedup stats --index news.idx\n  \
@@ -54,6 +56,15 @@ enum Command {
     /// "published_at"?}. Re-ingesting an id replaces that document. Prints a summary; a bad
     /// line is reported on stderr with its number and skipped, and the exit status is then 1.
     Ingest(ingest::IngestArgs),
+    /// Send articles to a running server (`serve`) in gzip-compressed batches: what `ingest`
+    /// does to an index directory, through the HTTP API.
+    ///
+    /// Each batch is answered once committed; a busy server (503) is waited for, and a batch
+    /// left unanswered (a dropped connection, a restart) is sent again, which is safe: a
+    /// document sent again unchanged changes nothing and is counted as unchanged. Prints a
+    /// summary; each refused line is reported on stderr with its number, and the exit status
+    /// is then 1.
+    Load(load::LoadArgs),
     /// A list page: keyword search with one result per cluster (story), its number of similar
     /// articles and its sources.
     Search(query::SearchArgs),
@@ -168,6 +179,7 @@ pub fn run() -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Ingest(args) => ingest::run(args),
+        Command::Load(args) => load::run(args),
         Command::Search(args) => query::search(args),
         Command::Similar(args) => query::similar(args),
         Command::Stats(args) => query::stats(args),
