@@ -499,7 +499,8 @@ fn is_origin(text: &str) -> bool {
             .all(|byte| byte.is_ascii_alphanumeric() || b".-:[]".contains(&byte))
 }
 
-/// The API keys of `serve` (SPEC: `Authorization: Bearer <key>`). With a write key, POST and
+/// The API keys of `serve` (`Authorization: Bearer <key>`; docs/service.md, "HTTP"). With a
+/// write key, POST and
 /// DELETE need it; with a read key too, every other endpoint but `/healthz` needs one of the
 /// two. Keys come from the environment or from files, never from the command line or a
 /// settings file, and are never shown: `Debug` prints `[redacted]`.

@@ -173,7 +173,7 @@ impl SimhashBuilder {
         let weight = (weight.max(0.0) * WEIGHT_SCALE).round() as i32;
         let weight = i64::from(weight);
         // Summing only the "1" side keeps the loop branch-free and vectorisable: the signed sum
-        // of the specification is `2 * ones - total`.
+        // of the definition (docs/algorithm.md, "Weights and the simhash") is `2 * ones - total`.
         // A mask, not a multiplication: 64-bit lanes multiply slowly or not at all in SIMD.
         for (bit, ones) in self.ones.iter_mut().enumerate() {
             *ones += weight & ((hash >> bit) & 1).wrapping_neg() as i64;

@@ -289,8 +289,8 @@ impl Forest {
     }
 
     /// Places a document with event time `time` by its signature (a bare [`Fingerprint`] in seed
-    /// mode), by the rules of SPEC §1 ([`place`](crate::forest::place), the protocol every
-    /// store shares).
+    /// mode), by the rules of docs/algorithm.md, "Insertion rules"
+    /// ([`place`](crate::forest::place), the protocol every store shares).
     pub fn place(&mut self, signature: impl Into<Signature>, time: Timestamp) -> Placement {
         match crate::forest::place(self, &signature.into(), time, MEMORY_TOKEN) {
             Ok(placement) => placement,

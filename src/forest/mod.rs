@@ -1,11 +1,12 @@
 //! The parent forest: clusters of near-duplicate fingerprints as trees of height at most two.
 //!
 //! Every distinct fingerprint is one node. A root's fingerprint is the cluster id ("root hash")
-//! stored on every document of its tree. The insertion rules (SPEC §1):
+//! stored on every document of its tree. The insertion rules (docs/algorithm.md, "Insertion
+//! rules"):
 //!
 //! - the fingerprint is already a node: the document joins that node's tree (in a verifying
 //!   forest only if its text verifies against the node's; otherwise the node takes the next
-//!   free value of [`node_candidates`](crate::forest::node_candidates), so texts with one
+//!   free value of [`node_candidates`], so texts with one
 //!   simhash may form several nodes, in one tree or in several);
 //! - no node within `k`: it becomes a new root;
 //! - nodes within `k`, all under one root: it becomes a leaf of that root;
@@ -33,9 +34,10 @@
 //!
 //! **Edges.** In seed mode two nodes are joined by an edge when their fingerprints are within
 //! `k`. A forest made [`with_verifier`](Forest::with_verifier) (default mode) keeps a
-//! [`Sketch`] per node and replaces that rule: the candidates are the nodes within `k` and the
-//! nodes posted under one of the new sketch's keys, and an edge is a candidate whose sketch the
-//! [`Verifier`] accepts. Every rule above then reads "edge" for "within `k`".
+//! [`Sketch`](crate::verify::Sketch) per node and replaces that rule: the candidates are the nodes
+//! within `k` and the nodes posted under one of the new sketch's keys, and an edge is a candidate
+//! whose sketch the [`Verifier`](crate::verify::Verifier) accepts. Every rule above then reads
+//! "edge" for "within `k`".
 
 //!
 //! The module's parts:

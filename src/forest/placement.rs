@@ -28,7 +28,7 @@ impl From<Fingerprint> for Signature {
     }
 }
 
-/// How a document was placed by [`Forest::place`].
+/// How a document was placed by [`Forest::place`](crate::Forest::place).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PlacementKind {
     /// Its fingerprint was already a node; the forest did not change shape.

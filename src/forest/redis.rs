@@ -244,7 +244,7 @@ fn redacted(node: &str) -> String {
 }
 
 /// The forest on a Redis Cluster: see the module's documentation for the key layout and
-/// [`store`](crate::store) for the protocol. Each ingest process (or thread) opens its own.
+/// [`place`](crate::forest::place) for the protocol. Each ingest process (or thread) opens its own.
 ///
 /// ```no_run
 /// use tantivy_dedup::DedupConfig;

@@ -1,4 +1,5 @@
-//! Where a forest lives, and the insert protocol that keeps SPEC §1's invariants in any of them.
+//! Where a forest lives, and the insert protocol that keeps the forest's invariants
+//! (docs/algorithm.md, "Invariants") in any of them.
 //!
 //! A [`ForestStore`] holds the nodes (fingerprint, parent link, counts, last-seen time), the
 //! bucket keys that find a node's neighbours, and the clock. Two stores implement it:
@@ -116,8 +117,8 @@ pub struct RootRank {
 }
 
 impl RootRank {
-    /// The tie-break order of SPEC §1, smallest first: most children, then created earliest,
-    /// then the smaller root hash.
+    /// The tie-break order (docs/algorithm.md, "Tie-breaks"), smallest first: most children,
+    /// then created earliest, then the smaller root hash.
     pub fn order(&self, root: Fingerprint) -> (std::cmp::Reverse<u32>, u64, Fingerprint) {
         (std::cmp::Reverse(self.children), self.sequence, root)
     }
@@ -153,7 +154,7 @@ pub enum Settlement {
 /// - tickets come from one counter, strictly increasing across all writers.
 ///
 /// The in-memory [`Forest`](crate::Forest) meets this trivially (one writer); the
-/// [`RedisStore`](redis::RedisStore) by single-key scripts on a Redis Cluster.
+/// `RedisStore` (feature `redis`) by single-key scripts on a Redis Cluster.
 pub trait ForestStore {
     /// The radius `k`.
     fn max_distance(&self) -> u32;
@@ -262,8 +263,9 @@ pub(crate) fn clamp_time(time: Timestamp) -> u32 {
 }
 
 /// Places a document with event time `time` by its signature, by the protocol above; `token`
-/// identifies this insert (see [`new_token`]). Applies SPEC §1's rules: an existing node is
-/// joined; no edge makes a new root; edges into one or more trees make a leaf of the tree with
+/// identifies this insert (see [`new_token`]). Applies the rules of docs/algorithm.md,
+/// "Insertion rules": an existing node is joined; no edge makes a new root; edges into one or
+/// more trees make a leaf of the tree with
 /// the most children, then the earliest root, then the smaller root hash, attached through the
 /// nearest neighbour in it (the root among equals, then the smaller fingerprint).
 pub fn place<S: ForestStore + ?Sized>(

@@ -1,4 +1,5 @@
-//! Recovery (SPEC §5): reopening an index rebuilds the forest from the index itself, so the
+//! Recovery (docs/algorithm.md, "Recovery"): reopening an index rebuilds the forest from the index
+//! itself, so the
 //! decisions after a restart equal those of a run without one, with deletes, replacements,
 //! expiry and documents that were never committed.
 //!

@@ -1,14 +1,16 @@
-//! The parent forest against SPEC §1: invariants after arbitrary insert / advance / expire
+//! The parent forest against docs/algorithm.md ("The forest"): invariants after arbitrary
+//! insert / advance / expire
 //! sequences, determinism, and agreement with a small independent reference model of the
 //! insertion and expiry rules; in seed mode (edges: within `k`) and in default mode (edges:
 //! candidates whose sketches verify, the candidates being the nodes within `k` and those that
 //! share a sketch key).
 //!
-//! The reference model ([`Model`]) is written from the specification, not from the forest's
+//! The reference model ([`Model`]) is written from docs/algorithm.md, not from the forest's
 //! code: a map from fingerprint to node (last seen, the node it was attached through, creation
 //! order, documents); a node is expired when `last_seen < newest - window` and then simply gone;
 //! neighbours are found by scanning every node; a root's children are counted by walking every
-//! live leaf up to its root. Where SPEC §1 leaves a choice open the model follows the forest's
+//! live leaf up to its root. Where the bare rules leave a choice open the model follows the
+//! forest's
 //! documented refresh semantics: a leaf records the node it was attached through (the nearest
 //! live neighbour in the chosen tree, the root itself on a tie of distance, then the smaller
 //! fingerprint), and refreshing a node refreshes it and every node up its attachment chain to
@@ -170,7 +172,8 @@ impl Model {
         }
     }
 
-    /// SPEC §1's insertion: the document's node, the root of its cluster and how it was
+    /// The insertion rules (docs/algorithm.md, "Insertion rules"): the document's node, the
+    /// root of its cluster and how it was
     /// placed.
     fn insert(
         &mut self,
@@ -406,7 +409,8 @@ fn pooled(text: u32) -> &'static Sketch {
 }
 
 // ---------------------------------------------------------------------------------------------
-// SPEC §1 invariants, checked from the outside through `nodes()` (besides `check_invariants`).
+// The invariants of docs/algorithm.md ("Invariants"), checked from the outside through
+// `nodes()` (besides `check_invariants`).
 
 /// A relation between two stored nodes, by fingerprint.
 type NodeRelation<'a> = dyn Fn(u64, u64) -> bool + 'a;
@@ -1072,8 +1076,9 @@ fn expired_tree_does_not_capture_new_documents() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Event times at the edges of the clock. SPEC §1 measures expiry in event time against the
-// newest time seen, with no range limit; the forest stores times clamped to 0..=u32::MAX
+// Event times at the edges of the clock. Expiry is measured in event time against the newest
+// time seen (docs/algorithm.md, "Expiry and the window"); the forest stores times clamped to
+// 0..=u32::MAX
 // seconds. These two tests FAIL against the current src/forest.rs (see the report).
 
 /// Documents dated after 2106-02-07 (u32::MAX seconds) plus the window: their time is stored

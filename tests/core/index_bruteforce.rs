@@ -1,7 +1,8 @@
 //! The pigeonhole index against a brute-force linear scan.
 //!
-//! SPEC §1: "The result of a lookup must equal a brute-force linear scan, always, including at
-//! distance exactly k and k+1." Part (a) checks that at scale for the layouts of 4, 10, 16 and
+//! docs/algorithm.md ("The pigeonhole index"): a lookup returns exactly what a brute-force
+//! linear scan returns, for every layout, at distance exactly k and k+1 too. Part (a) checks
+//! that at scale for the layouts of 4, 10, 16 and
 //! 20 tables of k = 3 (over 100,000 random fingerprints plus neighbours planted at every
 //! distance 0..=k+2, some with all their differing bits in one block, some spread over several,
 //! crowds sharing a table's key); part (b) checks every layout of other radii the same way at

@@ -1,5 +1,6 @@
-//! Default mode's accuracy on the edits reposts make in the wild (SPEC §1 "Short texts", issue
-//! 5), on text written for these tests: each copy must join its original's cluster, and
+//! Default mode's accuracy on the edits reposts make in the wild (docs/algorithm.md, "Short
+//! texts"; issue 5), on text written for these tests: each copy must join its original's
+//! cluster, and
 //! stories that only share a template or a vocabulary must not.
 
 use tantivy_dedup::{Article, DedupConfig, Deduplicator, Mode};
@@ -298,7 +299,8 @@ fn a_digest_page_joins_none_of_its_stories() {
 /// Long invented articles on the same beat: every article draws its sentences from its own
 /// plan (which places, which figures) but from the same stock of words, as an outlet's long
 /// market reports do. Plain term weights pull such texts toward the fingerprint of their most
-/// frequent words (SPEC §7's known failure); default mode verifies every candidate.
+/// frequent words (docs/algorithm.md, "Long texts under plain TF weights"); default mode
+/// verifies every candidate.
 fn long_report(seed: u32) -> String {
     let places = [
         "东港", "西山", "南湖", "北川", "中原", "临江", "青田", "白石",
@@ -368,7 +370,8 @@ fn long_reports_on_one_beat_stay_apart_and_their_copies_join() {
                 .unwrap()
         })
         .collect();
-    // The failure SPEC §7 warns of is there: many pairs of these unrelated reports have
+    // The known failure (docs/algorithm.md, "Long texts under plain TF weights") is there:
+    // many pairs of these unrelated reports have
     // fingerprints within k, which seed mode would merge.
     let within_k = decisions
         .iter()

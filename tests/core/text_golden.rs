@@ -1,4 +1,5 @@
-//! Golden cases for the text pipeline (SPEC §1 "Fingerprint"): what a repost changes without
+//! Golden cases for the text pipeline (docs/algorithm.md, "The fingerprint"): what a repost
+//! changes without
 //! changing the content must not change the fingerprint, a small edit must move it only a few
 //! bits, and unrelated stories must land far apart.
 //!
@@ -339,7 +340,8 @@ fn sentence_end_punctuation_repeated_does_not_matter() {
     assert_eq!(tf().fingerprint(&shouty), tf().fingerprint(STORY));
 }
 
-/// SPEC §1's weighted simhash, written out independently: jieba words of the normalised text,
+/// The weighted simhash of docs/algorithm.md ("Weights and the simhash"), written out
+/// independently: jieba words of the normalised text,
 /// features by `is_feature`, each hashed with xxh3 and summed +1 / -1 per bit.
 fn reference_tf_simhash(text: &str) -> Fingerprint {
     let normalized = normalize(text);

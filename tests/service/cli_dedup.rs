@@ -1,4 +1,5 @@
-//! The `tantivy-dedup dedup` command end to end (SPEC §2, §4, §5): JSON Lines in, one decision
+//! The `tantivy-dedup dedup` command end to end (docs/service.md: "Articles", "Command line",
+//! "Bad input"): JSON Lines in, one decision
 //! per valid line out, in input order; bad lines reported with their line numbers and skipped;
 //! clear exit statuses.
 
@@ -342,7 +343,8 @@ fn clean_input_exits_zero() {
 
 #[test]
 fn decisions_do_not_depend_on_the_title_by_default() {
-    // SPEC §1: by default only the body feeds the fingerprint, since reposts change titles.
+    // docs/algorithm.md, "The fingerprint": by default only the body feeds the fingerprint,
+    // since reposts change titles.
     let text = [
         line(json!({"id": "a", "title": "标题一", "content": MARATHON})),
         line(json!({"id": "b", "title": "完全不同的另一个标题", "content": MARATHON})),
@@ -412,7 +414,8 @@ fn bad_config_exits_two_with_a_clear_message() {
 }
 
 /// A `published_at` in milliseconds (a common producer mistake) reads as a date some 50,000
-/// years ahead. SPEC §5: bad input gets a clear error "and loses nothing else". Accepting it
+/// years ahead. docs/service.md, "Bad input": a bad document gets a clear error and costs
+/// nothing else. Accepting it
 /// moves the forest's clock so far that every later document is expired on arrival, and
 /// deduplication silently stops for the rest of the stream. Either rejecting the line or
 /// otherwise keeping it from moving the clock passes; this test FAILS against the current

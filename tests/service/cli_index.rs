@@ -1,4 +1,5 @@
-//! The index commands end to end (SPEC §4): `ingest` into a directory, then `search`, `similar`
+//! The index commands end to end (docs/service.md, "Command line"): `ingest` into a directory, then
+//! `search`, `similar`
 //! and `stats` over it, as separate processes; the mistakes a newcomer makes; and `check`, with
 //! directories that lost or damaged files (issue 14).
 

@@ -1,4 +1,4 @@
-//! The HTTP service (`src/server/`) end to end, over real HTTP on loopback (SPEC §2-§5).
+//! The HTTP service (`src/server/`) end to end, over real HTTP on loopback (docs/service.md).
 //!
 //! Each test starts its own in-process server (a fresh index in a temporary directory, a tokio
 //! runtime on a background thread, a listener on `127.0.0.1:0`) and talks to it with `ureq`.
@@ -1398,7 +1398,8 @@ fn check_service_endpoints(server: &TestServer, model: &Model) {
     }
 }
 
-/// The clusters the answers describe keep the forest's rules (SPEC §1), with default mode's
+/// The clusters the answers describe keep the forest's rules (docs/algorithm.md, "The forest"),
+/// with default mode's
 /// edges: two nodes are joined when the sketches of the texts that made them verify.
 fn check_decisions(stories: &[Story], answers: &[(Doc, u64, u64, bool)]) {
     let config = DedupConfig::default();
@@ -3344,7 +3345,7 @@ fn ids_longer_than_a_term_are_refused_or_replaced() {
     assert_eq!(
         server.stats()["index"]["documents"],
         json!(1),
-        "re-ingesting an existing id replaces that document (SPEC §2)"
+        "re-ingesting an existing id replaces that document (docs/service.md, Stored fields)"
     );
     server.stop();
 }

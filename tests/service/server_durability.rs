@@ -1,4 +1,5 @@
-//! Durability of the HTTP service (SPEC §5), against the real `tantivy-dedup serve` binary:
+//! Durability of the HTTP service (docs/service.md, "Crashes"), against the real
+//! `tantivy-dedup serve` binary:
 //!
 //! - **kill -9 during a steady ingest** (twice per run): a client posts a stream of batches
 //!   one after the other and the server is killed while a POST is in flight. After a restart

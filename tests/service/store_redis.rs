@@ -1,6 +1,7 @@
 //! The forest on a real 3-node Redis Cluster: one writer equals the in-memory forest; eight
 //! concurrent writers (with bursts of identical and near-identical documents released at one
-//! instant) keep SPEC §1's invariants and split no story the sequential run keeps whole; a node
+//! instant) keep the forest's invariants (docs/algorithm.md, "Invariants") and split no story the
+//! sequential run keeps whole; a node
 //! killed and restarted during ingest loses no acknowledged insert; processes (`dedup`, `ingest`,
 //! `serve`) share the forest through the command line.
 
@@ -152,7 +153,8 @@ fn place_until_acknowledged(store: &mut RedisStore, document: &Document) -> (Fin
     }
 }
 
-/// Checks SPEC §1's invariants on what the cluster holds, by brute force, and that every
+/// Checks the forest's invariants (docs/algorithm.md, "Invariants") on what the cluster holds,
+/// by brute force, and that every
 /// acknowledged document's node has the root it was answered with. Nodes last seen before
 /// `cutoff` have expired: they may still be stored (until the sweep), but no longer count as
 /// roots, and their documents' nodes may be gone.
