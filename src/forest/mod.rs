@@ -38,16 +38,16 @@
 //! within `k` and the nodes posted under one of the new sketch's keys, and an edge is a candidate
 //! whose sketch the [`Verifier`](crate::verify::Verifier) accepts. Every rule above then reads
 //! "edge" for "within `k`".
-
 //!
 //! The module's parts:
 //!
-//! - [`placement`](Signature): what an insert brings and gets back ([`Signature`],
-//!   [`Placement`]), the clock ([`Timestamp`]) and the counts ([`ForestStats`]);
-//! - [`ForestStore`]: what an insert needs from wherever the forest lives, and [`place`], the
-//!   one insert protocol over it;
-//! - [`Forest`]: the forest in memory, one writer (the default store);
-//! - `redis` (feature `redis`): `RedisStore`, the forest on a Redis Cluster shared by many
+//! - `placement.rs`: what an insert brings and gets back ([`Signature`], [`Placement`]), the
+//!   clock ([`Timestamp`]) and the counts ([`ForestStats`]);
+//! - `store.rs`: [`ForestStore`], what an insert needs from wherever the forest lives;
+//!   [`place`], the one insert protocol over it; [`SharedForest`], a store that several
+//!   processes share;
+//! - `memory.rs`: [`Forest`], the forest in memory, one writer (the default store);
+//! - `redis.rs` (feature `redis`): `RedisStore`, the forest on a Redis Cluster shared by many
 //!   processes.
 
 mod memory;
