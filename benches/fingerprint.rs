@@ -1,7 +1,8 @@
 //! Fingerprinting throughput on the news corpus (one core), reported by criterion in bytes/s.
 //!
 //! Reads `../shared/data/xwlb-news.jsonl.gz` (or the file named by `TANTIVY_DEDUP_CORPUS`);
-//! without it, falls back to generated text so the bench still runs.
+//! without it (it is not shipped with the repository: README "Evaluation data"), falls back to
+//! generated text so the bench still runs, and says so.
 
 use std::path::PathBuf;
 
@@ -15,8 +16,12 @@ fn corpus() -> Vec<String> {
         .unwrap_or_else(|| PathBuf::from("../shared/data/xwlb-news.jsonl.gz"));
     match load_contents(&path, Some(2_000)) {
         Ok(texts) if !texts.is_empty() => texts,
-        _ => {
-            eprintln!("{} not found: using generated text", path.display());
+        read => {
+            let why = match read {
+                Err(error) => error.to_string(),
+                Ok(_) => format!("{}: no text", path.display()),
+            };
+            eprintln!("{why}\nfingerprint bench: using generated text instead");
             (0..2_000)
                 .map(|i| format!("第{i}条消息：今天上午，市政府召开新闻发布会，介绍城市更新和民生工程进展情况。").repeat(8))
                 .collect()

@@ -86,7 +86,19 @@ struct Row {
     value: Value,
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> std::process::ExitCode {
+    // Printed whole (a missing corpus explains where the project's data comes from), not as
+    // `main`'s debug form of the error.
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("labeled_set: error: {error}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let mut corpus = None;
     let mut exclude = None;
@@ -107,6 +119,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let corpus = corpus.ok_or("give the corpus file (JSON Lines, optionally gzipped)")?;
+    // Both before the long read of the corpus.
+    input::require_file(&corpus)?;
+    if let Some(path) = &exclude {
+        input::require_file(path)?;
+    }
     let excluded = match exclude {
         Some(path) => read_ids(&path)?,
         None => HashSet::new(),

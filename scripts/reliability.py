@@ -108,6 +108,15 @@ def main():
     parser.add_argument("corpus")
     parser.add_argument("--binary", default="target/release/tantivy-dedup")
     args = parser.parse_args()
+    if not os.path.isfile(args.corpus):
+        sys.exit(
+            f"reliability.py: {args.corpus}: no such file. The news corpus "
+            "(xwlb-news.jsonl.gz, the project's evaluation data) is not shipped with the "
+            "repository; README \"Evaluation data\" says where it comes from. Any JSON Lines "
+            "file of articles with `id` and `content` works too.")
+    if not os.path.isfile(args.binary):
+        sys.exit(f"reliability.py: {args.binary}: no such file; build it with "
+                 "`cargo build --release` or name it with --binary")
     # This process holds 2,000 connections.
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8192), hard))

@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::index::MAX_DISTANCE;
+use crate::local_time::TimeZone;
 use crate::text::Weighting;
 use crate::verify::Verifier;
 use crate::{Error, Result};
@@ -358,6 +359,11 @@ pub struct IndexConfig {
     /// Indexing threads [default: the number of cores, at most 8].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub writer_threads: Option<usize>,
+    /// The zone of the people who read the index: a date or time given without an offset
+    /// (`search --from 2024-04-21`, `/v1/search?from=2024-04-21`) is read in it, and the
+    /// command line prints times in it. Kept with the index, so that its readers need not
+    /// repeat it.
+    pub time_zone: TimeZone,
 }
 
 impl Default for IndexConfig {
@@ -366,6 +372,7 @@ impl Default for IndexConfig {
             retention: None,
             writer_memory_mb: 256,
             writer_threads: None,
+            time_zone: TimeZone::default(),
         }
     }
 }
@@ -427,8 +434,9 @@ impl IndexConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
-    /// Address and port to listen on.
-    pub addr: std::net::SocketAddr,
+    /// Address and port to listen on: an IP address or a host name with a port, or a bare
+    /// port on loopback.
+    pub addr: ListenAddr,
     /// The shortest time between two commits (group commit). A change made when the last
     /// commit is older is committed at once; otherwise it waits for the rest of this delay,
     /// gathering everything that arrives meanwhile into one commit. A POST is answered after
@@ -481,6 +489,159 @@ pub struct ServerConfig {
     /// write and delete.
     #[serde(skip)]
     pub insecure_no_auth: bool,
+}
+
+/// Where `serve` listens, as people write it: `HOST:PORT`, where the host is an IP address
+/// (`127.0.0.1:7700`, `[::1]:7700`, `0.0.0.0:7700` for every interface) or a name resolved when
+/// the server binds (`localhost:7700`), or a bare `PORT`, which means loopback
+/// (`127.0.0.1`). Port 0 picks a free port.
+///
+/// ```
+/// use tantivy_dedup::config::ListenAddr;
+///
+/// let bare: ListenAddr = "7701".parse()?;
+/// assert_eq!(bare.to_string(), "127.0.0.1:7701");
+/// let named: ListenAddr = "localhost:7701".parse()?;
+/// assert!(named.resolve()?.iter().all(|address| address.ip().is_loopback()));
+/// assert_eq!("[::1]:7701".parse::<ListenAddr>()?.host(), "::1");
+/// assert!("127.0.0.1".parse::<ListenAddr>().unwrap_err().to_string().contains("127.0.0.1:7700"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenAddr {
+    /// An IP address (an IPv6 one without its brackets) or a host name.
+    host: String,
+    port: u16,
+}
+
+impl ListenAddr {
+    /// `127.0.0.1:port`.
+    pub fn loopback(port: u16) -> Self {
+        ListenAddr {
+            host: std::net::Ipv4Addr::LOCALHOST.to_string(),
+            port,
+        }
+    }
+
+    /// The IP address or host name, IPv6 without brackets.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The port (0: any free one).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Whether the host is a name rather than an IP address.
+    pub fn is_name(&self) -> bool {
+        self.host.parse::<std::net::IpAddr>().is_err()
+    }
+
+    /// The socket addresses to try binding, in order: the address itself, or every address
+    /// the name resolves to, IPv4 first (so `localhost` means 127.0.0.1, as a bare port does,
+    /// where the resolver lists `::1` too).
+    pub fn resolve(&self) -> std::io::Result<Vec<std::net::SocketAddr>> {
+        use std::net::ToSocketAddrs as _;
+        let unresolved = |problem: String| {
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("the name {:?} {problem}", self.host),
+            )
+        };
+        let mut addresses: Vec<std::net::SocketAddr> = (self.host.as_str(), self.port)
+            .to_socket_addrs()
+            .map_err(|error| unresolved(format!("does not resolve ({error})")))?
+            .collect();
+        if addresses.is_empty() {
+            return Err(unresolved("resolves to no address".to_owned()));
+        }
+        addresses.sort_by_key(std::net::SocketAddr::is_ipv6);
+        Ok(addresses)
+    }
+}
+
+impl std::fmt::Display for ListenAddr {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.host.contains(':') {
+            write!(formatter, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(formatter, "{}:{}", self.host, self.port)
+        }
+    }
+}
+
+impl std::str::FromStr for ListenAddr {
+    type Err = Error;
+
+    fn from_str(text: &str) -> Result<Self> {
+        let text = text.trim();
+        let problem = |what: String| {
+            Error::Config(format!(
+                "{what}: write HOST:PORT (127.0.0.1:7700, localhost:7700, [::1]:7700, or \
+                 0.0.0.0:7700 for every interface) or a bare PORT (7700, on 127.0.0.1)"
+            ))
+        };
+        let port = |digits: &str| {
+            digits.parse::<u16>().map_err(|_| {
+                Error::Config(format!(
+                    "{text:?}: the port must be a number from 0 to 65535"
+                ))
+            })
+        };
+        if !text.is_empty() && text.bytes().all(|byte| byte.is_ascii_digit()) {
+            return Ok(ListenAddr::loopback(port(text)?));
+        }
+        if let Ok(address) = text.parse::<std::net::SocketAddr>() {
+            return Ok(ListenAddr {
+                host: address.ip().to_string(),
+                port: address.port(),
+            });
+        }
+        if let Ok(ip) = text.trim_matches(['[', ']']).parse::<std::net::IpAddr>() {
+            return Err(problem(format!("{text:?} has no port (e.g. {ip}:7700)")));
+        }
+        // A host name: letters, digits, `-`, `_` and dots (RFC 1123, with the underscore some
+        // internal names use).
+        let is_name = |host: &str| {
+            !host.is_empty()
+                && host.len() <= 253
+                && host
+                    .bytes()
+                    .all(|byte| byte.is_ascii_alphanumeric() || b"-_.".contains(&byte))
+        };
+        match text.rsplit_once(':') {
+            Some((host, digits)) if is_name(host) => Ok(ListenAddr {
+                host: host.to_ascii_lowercase(),
+                port: port(digits)?,
+            }),
+            None if is_name(text) => {
+                Err(problem(format!("{text:?} has no port (e.g. {text}:7700)")))
+            }
+            _ => Err(problem(format!("{text:?} is not an address to listen on"))),
+        }
+    }
+}
+
+impl Serialize for ListenAddr {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for ListenAddr {
+    fn deserialize<D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> std::result::Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(|error: Error| match error {
+            Error::Config(message) => serde::de::Error::custom(message),
+            other => serde::de::Error::custom(other),
+        })
+    }
 }
 
 /// Whether `text` is a web origin: `http(s)://host[:port]`, nothing after it but an optional
@@ -621,7 +782,7 @@ impl std::fmt::Debug for Secret {
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
-            addr: std::net::SocketAddr::from(([127, 0, 0, 1], 7700)),
+            addr: ListenAddr::loopback(7700),
             commit_delay: Duration::from_millis(100),
             max_body_mib: 32,
             max_document_kib: 1024,
@@ -891,6 +1052,44 @@ mod tests {
             shipped.fields.resolved(),
             FieldsConfig::default().resolved()
         );
+    }
+
+    #[test]
+    fn listen_addresses_in_every_form() {
+        for (text, host, port) in [
+            ("7701", "127.0.0.1", 7701),
+            ("0", "127.0.0.1", 0),
+            ("127.0.0.1:7701", "127.0.0.1", 7701),
+            ("0.0.0.0:80", "0.0.0.0", 80),
+            ("[::1]:7701", "::1", 7701),
+            ("localhost:7701", "localhost", 7701),
+            ("News-Dedup.internal:7701", "news-dedup.internal", 7701),
+        ] {
+            let addr: ListenAddr = text.parse().unwrap();
+            assert_eq!((addr.host(), addr.port()), (host, port), "{text}");
+            // The settings file takes the same forms, and what it prints reads back.
+            let config = Config::from_toml_str(&format!("[server]\naddr = \"{text}\"\n")).unwrap();
+            assert_eq!(config.server.addr, addr);
+            assert_eq!(addr.to_string().parse::<ListenAddr>().unwrap(), addr);
+        }
+        assert_eq!(ListenAddr::loopback(7700), ServerConfig::default().addr);
+        for (text, needle) in [
+            ("127.0.0.1", "127.0.0.1:7700"),
+            ("[::1]", "::1"),
+            ("localhost", "localhost:7700"),
+            ("65536", "0 to 65535"),
+            ("localhost:http", "0 to 65535"),
+            ("", "HOST:PORT"),
+            ("local host:1", "HOST:PORT"),
+            ("http://localhost:7700", "HOST:PORT"),
+        ] {
+            let message = text.parse::<ListenAddr>().unwrap_err().to_string();
+            assert!(message.contains(needle), "{text:?}: {message}");
+        }
+        let message = Config::from_toml_str("[server]\naddr = \"7700x\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains("HOST:PORT"), "{message}");
     }
 
     #[test]

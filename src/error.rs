@@ -35,6 +35,16 @@ pub enum Error {
         /// The operating system's error.
         source: std::io::Error,
     },
+    /// An input file does not exist. For a file of the project's evaluation data, `note`
+    /// says that it is not shipped with the repository and where it comes from
+    /// ([`input::missing_file`](crate::input::missing_file)).
+    #[error("{}: no such file{note}", path.display())]
+    MissingInput {
+        /// The file.
+        path: PathBuf,
+        /// What the file is and where to get it, when known; else empty.
+        note: String,
+    },
     /// A directory that should hold an index does not (or does not exist).
     #[error("{path}: {message}")]
     NoIndex {

@@ -17,7 +17,7 @@ use crate::{Error, Result};
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 
 /// Opens `path` for reading lines; `-` is standard input. Gzip is recognised by its first two
-/// bytes, whatever the file is called.
+/// bytes, whatever the file is called. A missing file is [`missing_file`]'s error.
 pub fn open(path: &Path) -> Result<Box<dyn BufRead + Send>> {
     let io_error = |source| Error::Io {
         path: path.to_owned(),
@@ -26,9 +26,68 @@ pub fn open(path: &Path) -> Result<Box<dyn BufRead + Send>> {
     let reader: Box<dyn Read + Send> = if path == Path::new("-") {
         Box::new(io::stdin())
     } else {
-        Box::new(File::open(path).map_err(io_error)?)
+        Box::new(File::open(path).map_err(|error| match error.kind() {
+            io::ErrorKind::NotFound => missing_file(path),
+            _ => io_error(error),
+        })?)
     };
     decompressing(reader).map_err(io_error)
+}
+
+/// The project's evaluation and benchmark data (`eval`, `bench`, BENCHMARKS.md), by file name,
+/// with what each set is and where it comes from. The files are third-party text and are not
+/// shipped with the repository; README "Evaluation data" says more.
+pub const EVALUATION_DATA: [(&str, &str); 3] = [
+    (
+        "xwlb-news.jsonl.gz",
+        "74,545 stories of CCTV's evening news Xinwen Lianbo, 2012 to 2026, as published on \
+         tv.cctv.com",
+    ),
+    (
+        "neardup-dev.jsonl.gz",
+        "21,666 labeled documents built from half of xwlb-news.jsonl.gz: its stories with \
+         generated reposts and edits",
+    ),
+    (
+        "web-dev.jsonl.gz",
+        "19,900 Sina Weibo posts from the CED dataset of the GitHub repository \
+         thunlp/Chinese_Rumor_Dataset, labeled by character 5-gram Jaccard >= 0.8",
+    ),
+];
+
+/// Checks that `path` (`-`: standard input) exists, before a long run reads it: the error is
+/// [`missing_file`]'s.
+pub fn require_file(path: &Path) -> Result<()> {
+    if path == Path::new("-") || path.exists() {
+        return Ok(());
+    }
+    Err(missing_file(path))
+}
+
+/// The error for an input file that does not exist. One of [`EVALUATION_DATA`] by its name,
+/// or any file under a `shared/data` directory (where the project keeps them, beside the
+/// clone), gets an explanation: a visitor of the published repository does not have them.
+pub fn missing_file(path: &Path) -> Error {
+    const SHIPPED: &str = "is not shipped with the repository (third-party text, for \
+                           evaluation only); README \"Evaluation data\" says where each set \
+                           comes from. Put the file at that path, or give another file of the same form";
+    let name = path.file_name().and_then(|name| name.to_str());
+    let known = EVALUATION_DATA.iter().find(|(file, _)| Some(*file) == name);
+    let components: Vec<&std::ffi::OsStr> = path.iter().collect();
+    let in_shared_data = components
+        .windows(2)
+        .any(|pair| pair[0] == "shared" && pair[1] == "data");
+    let note = match known {
+        Some((file, what)) => {
+            format!(". {file} is the project's evaluation data ({what}) and {SHIPPED}")
+        }
+        None if in_shared_data => format!(". The project's evaluation data {SHIPPED}"),
+        None => String::new(),
+    };
+    Error::MissingInput {
+        path: path.to_owned(),
+        note,
+    }
 }
 
 /// Reads `reader` as lines, decompressing it first if it starts with the gzip magic bytes.

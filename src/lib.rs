@@ -46,6 +46,7 @@ pub mod eval;
 pub mod forest;
 pub mod index;
 pub mod input;
+pub mod local_time;
 #[cfg(feature = "server")]
 pub mod server;
 pub mod simhash;

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use tantivy_dedup::bench::{self, engine, http};
 use tantivy_dedup::engine::DedupSearcher;
 use tantivy_dedup::index::BlockLayout;
-use tantivy_dedup::{DedupConfig, Mode};
+use tantivy_dedup::{DedupConfig, Mode, input};
 
 use super::ConfigArgs;
 
@@ -37,12 +37,13 @@ pub struct BenchArgs {
     /// Which parts to run (repeat the flag for several) [default: every part]
     #[arg(long, value_enum)]
     only: Vec<Part>,
-    /// News corpus (JSON Lines with `content`) for the fingerprinting benchmark; the default is
-    /// the project's evaluation data, kept beside the repository, not in it
+    /// News corpus (JSON Lines with `content`) for the fingerprint, ingest, collapse, detail
+    /// and HTTP parts; the default is the project's evaluation data, kept beside the clone and
+    /// not shipped with the repository (README "Evaluation data" says where it comes from)
     #[arg(long, default_value = "../shared/data/xwlb-news.jsonl.gz")]
     corpus: PathBuf,
-    /// Articles (JSON Lines) for the end-to-end dedup benchmark; the default is the project's
-    /// labeled evaluation set, kept beside the repository, not in it
+    /// Articles (JSON Lines) for the end-to-end dedup part; the default is the project's
+    /// labeled evaluation set, likewise not shipped with the repository
     #[arg(long, default_value = "../shared/data/neardup-dev.jsonl.gz")]
     labeled: PathBuf,
     /// Use only the first N corpus documents for fingerprinting
@@ -132,6 +133,18 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let settings = args.config.load_if_given()?.unwrap_or_default();
     let config = settings.dedup.clone();
     let wants = |part| args.only.is_empty() || args.only.contains(&part);
+    // Before anything runs (the lookup part alone takes minutes): the data files the parts
+    // asked for are there.
+    let needs_corpus = wants(Part::Fingerprint)
+        || wants(Part::Ingest)
+        || ((wants(Part::Collapse) || wants(Part::Detail)) && args.index.is_none())
+        || (wants(Part::Http) && !args.no_http_ingest);
+    if needs_corpus {
+        input::require_file(&args.corpus)?;
+    }
+    if wants(Part::Dedup) {
+        input::require_file(&args.labeled)?;
+    }
     let mut report = serde_json::Map::new();
     report.insert("threads".into(), json!(rayon::current_num_threads()));
 

@@ -12,7 +12,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use tantivy_dedup::forest::SharedForest;
 use tantivy_dedup::{Deduplicator, input};
 
-use super::{ConfigArgs, StoreArgs};
+use super::{ConfigArgs, StoreArgs, counted};
 
 #[derive(Args)]
 pub struct DedupArgs {
@@ -84,7 +84,9 @@ pub fn run(args: DedupArgs) -> anyhow::Result<ExitCode> {
 
     let seconds = start.elapsed().as_secs_f64();
     eprintln!(
-        "dedup: {decided} documents, {rejected} skipped, {clusters} clusters started, {:.1} s, {:.0} documents/s",
+        "dedup: {}, {rejected} skipped, {} started, {:.1} s, {:.0} documents/s",
+        counted(decided, "document", "documents"),
+        counted(clusters, "cluster", "clusters"),
         seconds,
         decided as f64 / seconds.max(1e-9),
     );

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::Args;
 use tantivy_dedup::eval::{EvalReport, evaluate};
 
-use super::ConfigArgs;
+use super::{ConfigArgs, counted};
 
 #[derive(Args)]
 pub struct EvalArgs {
@@ -58,8 +58,9 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
 fn write_table(out: &mut impl Write, report: &EvalReport, mode: &str) -> io::Result<()> {
     writeln!(
         out,
-        "{} documents, mode {mode}, {:.0} documents/s",
-        report.documents, report.documents_per_second
+        "{}, mode {mode}, {:.0} documents/s",
+        counted(report.documents as u64, "document", "documents"),
+        report.documents_per_second
     )?;
     writeln!(
         out,
@@ -81,13 +82,12 @@ fn write_table(out: &mut impl Write, report: &EvalReport, mode: &str) -> io::Res
     let merged = report.over_merged;
     writeln!(
         out,
-        "over-merged: {} predicted {} more than one true cluster; the largest holds {}",
-        merged.clusters,
-        if merged.clusters == 1 {
-            "cluster holds"
-        } else {
-            "clusters hold"
-        },
+        "over-merged: {} more than one true cluster; the largest holds {}",
+        counted(
+            merged.clusters as u64,
+            "predicted cluster holds",
+            "predicted clusters hold"
+        ),
         merged.largest
     )?;
     if !report.recall_by_kind.is_empty() {

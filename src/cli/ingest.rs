@@ -12,7 +12,7 @@ use serde::Serialize;
 use tantivy_dedup::engine::{DedupIndex, RecoveryReport};
 use tantivy_dedup::input;
 
-use super::{ConfigArgs, StoreArgs};
+use super::{ConfigArgs, StoreArgs, counted};
 
 #[derive(Args)]
 pub struct IngestArgs {
@@ -67,17 +67,17 @@ pub fn run(args: IngestArgs) -> anyhow::Result<ExitCode> {
     let recovered = index.recovery().clone();
     if recovered.replayed > 0 {
         eprintln!(
-            "ingest: reopened {}: replayed {} inserts into the forest in {:.2} s",
+            "ingest: reopened {}: replayed {} into the forest in {:.2} s",
             args.index.display(),
-            recovered.replayed,
+            counted(recovered.replayed, "insert", "inserts"),
             recovered.elapsed.as_secs_f64()
         );
     }
     if recovered.mismatched_roots > 0 {
         eprintln!(
-            "ingest: warning: {} documents have another root than the replay gives; the index \
-             was written with other settings (window?)",
-            recovered.mismatched_roots
+            "ingest: warning: {} another root than the replay gives; the index was written \
+             with other settings (window?)",
+            counted(recovered.mismatched_roots, "document has", "documents have")
         );
     }
 
@@ -128,9 +128,9 @@ pub fn run(args: IngestArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
         println!(
-            "ingest: indexed {} documents into {}: {} joined an earlier story, {} started one; \
+            "ingest: indexed {} into {}: {} joined an earlier story, {} started one; \
              skipped {}; {:.1} s, {:.0} documents/s",
-            summary.documents,
+            counted(summary.documents, "document", "documents"),
             summary.index.display(),
             summary.duplicates,
             summary.clusters_started,
@@ -139,11 +139,15 @@ pub fn run(args: IngestArgs) -> anyhow::Result<ExitCode> {
             summary.documents_per_second
         );
         if retention_deleted > 0 {
-            println!("ingest: retention deleted {retention_deleted} old documents");
+            println!(
+                "ingest: retention deleted {}",
+                counted(retention_deleted, "old document", "old documents")
+            );
         }
         println!(
-            "ingest: the forest holds {} fingerprints in {} clusters within the window",
-            summary.forest_nodes, summary.forest_roots
+            "ingest: the forest holds {} in {} within the window",
+            counted(summary.forest_nodes as u64, "fingerprint", "fingerprints"),
+            counted(summary.forest_roots as u64, "cluster", "clusters")
         );
     }
     Ok(if skipped > 0 {

@@ -97,7 +97,9 @@ enum Command {
     /// those of two short ones; a pair of one long and one short text counts in `all` only.
     /// Recall per kind is over the true pairs with at least one document of that kind.
     ///
-    /// Example: tantivy-dedup eval ../shared/data/neardup-dev.jsonl.gz --mode seed
+    /// Example: tantivy-dedup eval ../shared/data/neardup-dev.jsonl.gz --mode seed (the
+    /// project's labeled set, kept beside the clone and not shipped with the repository: README
+    /// "Evaluation data" says where it comes from)
     Eval(eval::EvalArgs),
     /// Measure fingerprinting speed, lookup latency and memory, and `dedup` throughput, and
     /// print the figures as JSON.
@@ -171,6 +173,28 @@ impl ConfigArgs {
         }
         Ok(Some(config))
     }
+}
+
+/// A count with its noun in the right number: `1 document`, `2 documents`.
+fn counted(count: u64, singular: &str, plural: &str) -> String {
+    format!("{count} {}", if count == 1 { singular } else { plural })
+}
+
+/// A size in bytes in the binary unit its magnitude calls for, to one decimal: `512 B`,
+/// `19.2 KiB`, `44.5 MiB`, `1.3 GiB`.
+fn size(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    // 1023.95 would print as 1024.0 of the smaller unit.
+    while value >= 1023.95 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
 }
 
 /// Runs the command line; the binary's `main` is just this.

@@ -4,15 +4,17 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
+use anyhow::{Context, anyhow, bail};
 use clap::Args;
 use clap::builder::TypedValueParser as _;
 use serde::Serialize;
-use tantivy_dedup::article::parse_time;
 use tantivy_dedup::engine::{
-    DedupSearcher, DocumentView, MAX_PAGE_SIZE, SearchRequest, Sort, check_index,
+    DEFAULT_PAGE_SIZE, DedupSearcher, DocumentView, MAX_PAGE_SIZE, SearchRequest, Sort, check_index,
 };
 use tantivy_dedup::forest::Timestamp;
+use tantivy_dedup::local_time::{RangeEnd, TimeZone};
+
+use super::{counted, size};
 
 #[derive(Args)]
 pub struct IndexArg {
@@ -45,22 +47,45 @@ pub struct SearchArgs {
     /// Clusters to skip
     #[arg(long, default_value_t = 0)]
     offset: usize,
-    /// Clusters to show, at most 1000
-    #[arg(long, default_value_t = 10,
+    /// Clusters to show, at most 1000 (the HTTP API's default too)
+    #[arg(long, default_value_t = DEFAULT_PAGE_SIZE,
           value_parser = clap::value_parser!(u16).range(0..=MAX_PAGE_SIZE as i64).map(usize::from))]
     limit: usize,
-    /// Only documents published at or after this time (RFC 3339 or Unix seconds)
-    #[arg(long, value_name = "TIME", value_parser = parse_time_arg)]
-    from: Option<Timestamp>,
-    /// Only documents published at or before this time (RFC 3339 or Unix seconds)
-    #[arg(long, value_name = "TIME", value_parser = parse_time_arg)]
-    to: Option<Timestamp>,
+    /// Only documents published at or after this time: a date (2024-04-21, from the start of
+    /// that day), a date and time (2024-04-21 08:30[:00]), both in --time-zone, RFC 3339
+    /// (2024-04-21T08:30:00+08:00) or Unix seconds
+    #[arg(long, value_name = "TIME")]
+    from: Option<String>,
+    /// Only documents published at or before this time, in the forms of --from; a date alone
+    /// means the END of that day (2024-04-21 is up to 23:59:59), so --from and --to of the same
+    /// date give that whole day
+    #[arg(long, value_name = "TIME")]
+    to: Option<String>,
     /// Only documents from this source
     #[arg(long)]
     source: Option<String>,
-    /// Print the page as JSON
+    #[command(flatten)]
+    zone: ZoneArg,
+    /// Print the page as JSON (times as Unix seconds)
     #[arg(long)]
     json: bool,
+}
+
+/// The zone of times read and printed.
+#[derive(Args)]
+pub struct ZoneArg {
+    /// Time zone of the times printed, and of --from/--to given without an offset: an offset
+    /// from UTC such as "+08:00", "-05:00" or "UTC" [default: the index's [index] time_zone,
+    /// +08:00 unless set when it was created]
+    #[arg(long, value_name = "OFFSET")]
+    time_zone: Option<TimeZone>,
+}
+
+impl ZoneArg {
+    /// The zone: the flag's, else the index's.
+    fn zone(&self, searcher: &DedupSearcher) -> TimeZone {
+        self.time_zone.unwrap_or(searcher.config().index.time_zone)
+    }
 }
 
 #[derive(Args)]
@@ -73,11 +98,13 @@ pub struct SimilarArgs {
     /// Documents to skip
     #[arg(long, default_value_t = 0)]
     offset: usize,
-    /// Documents to show, at most 1000
-    #[arg(long, default_value_t = 20,
+    /// Documents to show, at most 1000 (the HTTP API's default too)
+    #[arg(long, default_value_t = DEFAULT_PAGE_SIZE,
           value_parser = clap::value_parser!(u16).range(0..=MAX_PAGE_SIZE as i64).map(usize::from))]
     limit: usize,
-    /// Print the page as JSON
+    #[command(flatten)]
+    zone: ZoneArg,
+    /// Print the page as JSON (times as Unix seconds)
     #[arg(long)]
     json: bool,
 }
@@ -100,46 +127,74 @@ pub struct CheckArgs {
     json: bool,
 }
 
-fn parse_time_arg(text: &str) -> Result<Timestamp, String> {
-    parse_time(&serde_json::Value::String(text.to_owned())).map_err(|error| error.to_string())
+/// `--from` or `--to` (named by `flag`) as Unix seconds, read in `zone`.
+fn time_arg(
+    flag: &str,
+    text: Option<&str>,
+    zone: TimeZone,
+    end: RangeEnd,
+) -> anyhow::Result<Option<Timestamp>> {
+    text.map(|text| {
+        zone.parse(text, end)
+            .map_err(|error| anyhow!("{flag}: {error}"))
+    })
+    .transpose()
 }
 
 pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
     let searcher = args.index.open()?;
+    let zone = args.zone.zone(&searcher);
+    let from = time_arg("--from", args.from.as_deref(), zone, RangeEnd::Start)?;
+    let to = time_arg("--to", args.to.as_deref(), zone, RangeEnd::End)?;
+    if let (Some(from), Some(to)) = (from, to)
+        && from > to
+    {
+        bail!(
+            "--from {} is after --to {}: no time is in between",
+            zone.format(from),
+            zone.format(to)
+        );
+    }
     let mut request = SearchRequest::new(args.query.as_str())
         .sort(args.sort.parse()?)
         .page(args.offset, args.limit)
-        .published(args.from, args.to);
+        .published(from, to);
     request.source = args.source;
     let page = searcher.search(&request)?;
     output(args.json, &page, |out| {
         let (documents, clusters) = (page.total_hits, page.total_clusters);
+        let found = format!(
+            "{} in {}",
+            counted(documents, "matching document", "matching documents"),
+            counted(clusters, "cluster", "clusters")
+        );
         if page.clusters.is_empty() {
-            writeln!(
-                out,
-                "no clusters on this page ({documents} matching documents in {clusters} {})",
-                plural(clusters, "cluster", "clusters")
-            )?;
+            writeln!(out, "no clusters on this page ({found})")?;
         } else {
             writeln!(
                 out,
-                "{documents} matching documents in {clusters} {}; clusters {} to {}:",
-                plural(clusters, "cluster", "clusters"),
-                args.offset + 1,
-                args.offset + page.clusters.len()
+                "{found}; {}:",
+                match page.clusters.len() {
+                    1 => format!("cluster {}", args.offset + 1),
+                    shown => format!("clusters {} to {}", args.offset + 1, args.offset + shown),
+                }
             )?;
         }
         for (rank, cluster) in page.clusters.iter().enumerate() {
             write!(out, "{:>3}. ", args.offset + rank + 1)?;
-            write_document(out, &cluster.representative)?;
+            write_document(out, &cluster.representative, zone)?;
             writeln!(
                 out,
-                "     {} similar, {} matching, score {:.2}, root {}; sources: {}",
+                "     {} similar, {} matching, score {:.2}, root {}; {}",
                 cluster.cluster_size.saturating_sub(1),
                 cluster.hits,
                 cluster.score,
                 cluster.root,
-                cluster.sources.join(", ")
+                match cluster.sources.as_slice() {
+                    [] => "source unknown".to_owned(),
+                    [source] => format!("source: {source}"),
+                    sources => format!("sources: {}", sources.join(", ")),
+                }
             )?;
         }
         Ok(())
@@ -152,16 +207,22 @@ pub fn similar(args: SimilarArgs) -> anyhow::Result<ExitCode> {
         eprintln!("tantivy-dedup: error: no document with id {:?}", args.id);
         return Ok(ExitCode::FAILURE);
     };
+    let zone = args.zone.zone(&searcher);
     output(args.json, &page, |out| {
-        write_document(out, &page.document)?;
-        writeln!(
-            out,
-            "cluster {}: {} documents; {} others, earliest first:",
-            page.document.root, page.cluster_size, page.total
-        )?;
+        write_document(out, &page.document, zone)?;
+        match page.total {
+            0 => writeln!(out, "cluster {}: this document alone", page.document.root)?,
+            others => writeln!(
+                out,
+                "cluster {}: {}; {}, earliest first:",
+                page.document.root,
+                counted(page.cluster_size, "document", "documents"),
+                counted(others, "other", "others")
+            )?,
+        }
         for (rank, document) in page.documents.iter().enumerate() {
             write!(out, "{:>3}. ", args.offset + rank + 1)?;
-            write_document(out, document)?;
+            write_document(out, document, zone)?;
         }
         Ok(())
     })
@@ -179,7 +240,7 @@ pub fn stats(args: StatsArgs) -> anyhow::Result<ExitCode> {
             stats.tombstones
         )?;
         writeln!(out, "segments    {}", stats.segments)?;
-        writeln!(out, "disk        {:.1} kB", stats.disk_bytes as f64 / 1e3)
+        writeln!(out, "disk        {}", size(stats.disk_bytes))
     })
 }
 
@@ -189,22 +250,28 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let printed = output(args.json, &report, |out| {
         writeln!(
             out,
-            "{} {}: {} documents, {} tombstones; {} files ({:.1} kB) checksummed, {} stored \
-             documents and {} fast field values decoded",
-            report.segments,
-            plural(report.segments as u64, "segment", "segments"),
-            report.documents,
-            report.tombstones,
-            report.files,
-            report.bytes as f64 / 1e3,
-            report.stored_documents,
-            report.fast_values
+            "{}: {}, {}; {} ({}) checksummed, {} and {} decoded",
+            counted(report.segments as u64, "segment", "segments"),
+            counted(report.documents, "document", "documents"),
+            counted(report.tombstones, "tombstone", "tombstones"),
+            counted(report.files as u64, "file", "files"),
+            size(report.bytes),
+            counted(
+                report.stored_documents,
+                "stored document",
+                "stored documents"
+            ),
+            counted(report.fast_values, "fast field value", "fast field values")
         )?;
         match &report.replay {
             Some(replay) => writeln!(
                 out,
-                "forest replayed: {} inserts, {} roots differ from the stored ones",
-                replay.replayed, replay.mismatched_roots
+                "forest replayed: {}, {} from the stored ones",
+                counted(replay.replayed, "insert", "inserts"),
+                match replay.mismatched_roots {
+                    1 => "1 root differs".to_owned(),
+                    roots => format!("{roots} roots differ"),
+                }
             )?,
             None => writeln!(out, "forest not replayed: the index is damaged")?,
         }
@@ -224,38 +291,29 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     if report.is_sound() {
         return Ok(printed);
     }
-    let damaged = report.damaged.len() as u64;
     eprintln!(
-        "tantivy-dedup: error: {damaged} {} damaged in {}; restore the index from a backup",
-        plural(damaged, "file", "files"),
+        "tantivy-dedup: error: {} damaged in {}; restore the index from a backup",
+        counted(report.damaged.len() as u64, "file", "files"),
         dir.display()
     );
     Ok(ExitCode::FAILURE)
 }
 
-/// One line for a document: title (or id), source, time, id.
-fn write_document(out: &mut dyn Write, document: &DocumentView) -> io::Result<()> {
-    let time = document
-        .published_at
-        .and_then(|seconds| time::OffsetDateTime::from_unix_timestamp(seconds).ok())
-        .and_then(|time| {
-            time.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_default();
-    writeln!(
-        out,
-        "{}  [{}] {}  id {}{}",
-        document.title.as_deref().unwrap_or("(no title)"),
-        document.source.as_deref().unwrap_or("-"),
-        time,
-        document.id,
-        document
-            .url
-            .as_deref()
-            .map(|url| format!("  {url}"))
-            .unwrap_or_default()
-    )
+/// One line for a document: title, then what is known of source, time (in `zone`), id and
+/// address; what is unknown is left out rather than shown as a placeholder.
+fn write_document(out: &mut dyn Write, document: &DocumentView, zone: TimeZone) -> io::Result<()> {
+    let mut line = document.title.as_deref().unwrap_or("(no title)").to_owned();
+    if let Some(source) = &document.source {
+        line.push_str(&format!("  [{source}]"));
+    }
+    if let Some(time) = document.published_at {
+        line.push_str(&format!("  {}", zone.format(time)));
+    }
+    line.push_str(&format!("  id {}", document.id));
+    if let Some(url) = &document.url {
+        line.push_str(&format!("  {url}"));
+    }
+    writeln!(out, "{line}")
 }
 
 /// Prints `value` as JSON, or as text through `text`; a closed pipe ends quietly.
@@ -277,9 +335,4 @@ fn output<T: Serialize>(
         Err(error) if error.kind() != io::ErrorKind::BrokenPipe => Err(error.into()),
         _ => Ok(ExitCode::SUCCESS),
     }
-}
-
-/// `singular` for a count of one, else `plural`.
-fn plural(count: u64, singular: &'static str, plural: &'static str) -> &'static str {
-    if count == 1 { singular } else { plural }
 }

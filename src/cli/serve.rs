@@ -1,14 +1,15 @@
 //! `tantivy-dedup serve`: the HTTP service over an index directory.
 
-use std::net::SocketAddr;
+use std::convert::Infallible;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use tantivy_dedup::config::{AccessKeys, Config, ServerConfig};
-use tantivy_dedup::engine::DedupIndex;
+use tantivy_dedup::config::{AccessKeys, Config, ListenAddr, ServerConfig};
+use tantivy_dedup::engine::{DedupIndex, stored_settings};
+use tantivy_dedup::local_time::TimeZone;
 use tantivy_dedup::server::Server;
 
 use super::{ConfigArgs, StoreArgs};
@@ -20,10 +21,21 @@ pub struct ServeArgs {
     /// --store); other files without an index's meta.json are refused
     #[arg(long, value_name = "DIR")]
     index: PathBuf,
-    /// Address to listen on; port 0 picks a free port [default: server.addr of --config, else
-    /// 127.0.0.1:7700]
-    #[arg(long, value_name = "HOST:PORT")]
-    addr: Option<SocketAddr>,
+    /// Address to listen on: HOST:PORT, where HOST is an IP address or a name
+    /// (127.0.0.1:7700, localhost:7700, [::1]:7700, 0.0.0.0:7700 for every interface), or a
+    /// bare PORT on 127.0.0.1; port 0 picks a free port [default: server.addr of --config,
+    /// else 127.0.0.1:7700]
+    #[arg(long, value_name = "HOST:PORT", value_parser = parse_addr)]
+    addr: Option<ListenAddr>,
+    /// Not an option: the port is part of --addr. Kept, hidden, so that `--port 7701` is
+    /// answered with the --addr to write instead of "unexpected argument".
+    #[arg(long, hide = true, value_name = "PORT", value_parser = port_hint)]
+    port: Option<Infallible>,
+    /// The readers' time zone, an offset from UTC ("+08:00", "-05:00", "UTC"): dates and times
+    /// without an offset in /v1/search's `from` and `to` are read in it, and log lines are
+    /// dated in it [default: [index] time_zone of --config, else the index's, else +08:00]
+    #[arg(long, value_name = "OFFSET")]
+    time_zone: Option<TimeZone>,
     /// Group commit: the shortest time between two commits; documents arriving sooner wait
     /// for the rest of it and are committed together. A POST is answered after its commit
     /// ("100ms", "1s") [default: 100ms]
@@ -68,8 +80,11 @@ impl ServeArgs {
     fn server_config(&self, file: Option<&Config>) -> ServerConfig {
         let mut server = file.map(|config| config.server.clone()).unwrap_or_default();
         let flags = &self;
-        if let Some(addr) = flags.addr {
-            server.addr = addr;
+        if let Some(never) = flags.port {
+            match never {}
+        }
+        if let Some(addr) = &flags.addr {
+            server.addr = addr.clone();
         }
         if let Some(delay) = flags.commit_delay {
             server.commit_delay = delay;
@@ -94,9 +109,60 @@ impl ServeArgs {
     }
 }
 
-pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    init_logging();
+/// `--addr`'s value.
+fn parse_addr(text: &str) -> Result<ListenAddr, String> {
+    text.parse().map_err(|error| match error {
+        tantivy_dedup::Error::Config(message) => message,
+        other => other.to_string(),
+    })
+}
+
+/// `--port`'s answer: the --addr that says the same.
+fn port_hint(text: &str) -> Result<Infallible, String> {
+    let port = text.trim();
+    Err(
+        if !port.is_empty() && port.bytes().all(|byte| byte.is_ascii_digit()) {
+            format!(
+                "serve has no --port; write --addr 127.0.0.1:{port} (or --addr {port}, the same; \
+             --addr 0.0.0.0:{port} for every interface)"
+            )
+        } else {
+            "serve has no --port; write --addr HOST:PORT, e.g. --addr 127.0.0.1:7700".to_owned()
+        },
+    )
+}
+
+/// The settings the index will be opened with, `--time-zone` over them: with the flag, the
+/// settings are those of --config, else the index's own, else the defaults, so that the flag
+/// changes the zone and nothing else.
+fn settings(args: &ServeArgs) -> anyhow::Result<Option<Config>> {
     let config = args.config.load_if_given()?;
+    let Some(zone) = args.time_zone else {
+        return Ok(config);
+    };
+    let mut config = match config {
+        Some(config) => config,
+        None => match stored_settings(&args.index) {
+            Ok(stored) => stored,
+            // A new index: the defaults, as without the flag.
+            Err(tantivy_dedup::Error::NoIndex { .. }) => Config::default(),
+            Err(error) => return Err(error.into()),
+        },
+    };
+    config.index.time_zone = zone;
+    Ok(Some(config))
+}
+
+pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let config = settings(&args)?;
+    // The zone of the index's own settings when nothing else names one; what is wrong with
+    // those settings is reported when the index is opened.
+    let zone = config
+        .as_ref()
+        .map(|config| config.index.time_zone)
+        .or_else(|| Some(stored_settings(&args.index).ok()?.index.time_zone))
+        .unwrap_or_default();
+    init_logging(zone);
     let mut server_config = args.server_config(config.as_ref());
     server_config.keys = AccessKeys::load(
         args.write_key_file.as_deref(),
@@ -109,8 +175,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .build()
         .context("starting the async runtime")?;
     // Bound before the index is opened or created: a busy port leaves no directory behind.
-    let listener = runtime
-        .block_on(tokio::net::TcpListener::bind(server_config.addr))
+    let listener = server_config
+        .addr
+        .resolve()
+        .and_then(|candidates| {
+            runtime.block_on(tokio::net::TcpListener::bind(candidates.as_slice()))
+        })
         .with_context(|| format!("cannot listen on {}", server_config.addr))?;
     let addr = listener.local_addr()?;
     server_config.check_exposure(addr)?;
@@ -128,7 +198,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     tracing::info!(
         replayed = recovery.replayed,
         tombstones = recovery.tombstones,
-        ms = recovery.elapsed.as_secs_f64() * 1e3,
+        ms = recovery.elapsed.as_millis(),
         "index open"
     );
     let keys = if server_config.keys.enabled() {
@@ -147,12 +217,20 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Logs to stderr at the level of `RUST_LOG` (default `info`).
-fn init_logging() {
+/// Logs to stderr at the level of `RUST_LOG` (default `info`), each line dated in `zone` to
+/// the millisecond.
+fn init_logging(zone: TimeZone) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let timer = tracing_subscriber::fmt::time::OffsetTime::new(
+        zone.offset(),
+        time::macros::format_description!(
+            "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3][offset_hour sign:mandatory]:[offset_minute]"
+        ),
+    );
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_timer(timer)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .init();

@@ -75,11 +75,14 @@ pub(crate) fn holds_index(dir: &Path) -> Result<bool> {
     Err(Error::NoIndex {
         path: dir.to_owned(),
         message: format!(
-            "holds {} files ({named}) but no {META_FILE}, so it is neither an index nor a place \
+            "holds {} ({named}) but no {META_FILE}, so it is neither an index nor a place \
              for a new one. If it is an index that lost its {META_FILE}, restore {META_FILE} \
              from a backup (a new index made here would delete the old segment files); \
              otherwise give an empty or new directory",
-            found.len()
+            match found.len() {
+                1 => "a file".to_owned(),
+                files => format!("{files} files"),
+            }
         ),
     })
 }

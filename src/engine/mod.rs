@@ -26,8 +26,8 @@ pub use collapse::{
 pub use directory::{SETTINGS_FILE, stored_settings};
 pub use recovery::RecoveryReport;
 pub use search::{
-    ClusterHit, DedupSearcher, DocumentView, IndexStats, MAX_OFFSET, MAX_PAGE_SIZE, NearDuplicate,
-    NearDuplicates, SearchPage, SearchRequest, SimilarPage,
+    ClusterHit, DEFAULT_PAGE_SIZE, DedupSearcher, DocumentView, IndexStats, MAX_OFFSET,
+    MAX_PAGE_SIZE, NearDuplicate, NearDuplicates, SearchPage, SearchRequest, SimilarPage,
 };
 pub use tokenizer::{NewsTokenizer, register as register_tokenizer};
 pub use writer::{DedupIndex, PreparedArticle, Preparer};

@@ -29,6 +29,10 @@ use crate::{Error, Fingerprint, Result};
 /// The most results one page may ask for.
 pub const MAX_PAGE_SIZE: usize = 1000;
 
+/// The results of a page that does not say how many: the same for list and detail pages, on
+/// the command line and over HTTP, so that the two show the same page.
+pub const DEFAULT_PAGE_SIZE: usize = 20;
+
 /// The deepest page a list page may start at: the collapse keeps `offset + limit` clusters in
 /// memory, so deep paging is bounded (as in Elasticsearch's result window).
 pub const MAX_OFFSET: usize = 10_000;
@@ -66,7 +70,7 @@ impl Default for SearchRequest {
             query: String::new(),
             sort: Sort::Relevance,
             offset: 0,
-            limit: 20,
+            limit: DEFAULT_PAGE_SIZE,
             from: None,
             to: None,
             source: None,

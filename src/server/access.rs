@@ -2,8 +2,9 @@
 //!
 //! - request heads within our own limits (a URI of [`MAX_URI_BYTES`], headers of
 //!   [`MAX_HEADER_BYTES`]), answered in JSON like every other error;
-//! - `Host` names the server: the bound address, `localhost` on loopback, or one of
-//!   `server.allowed_hosts` (a DNS-rebinding page names its own host and is refused 421);
+//! - `Host` names the server: the bound address, the name it was told to listen on
+//!   (`server.addr`), `localhost` on loopback, or one of `server.allowed_hosts` (a
+//!   DNS-rebinding page names its own host and is refused 421);
 //! - the API keys ([`AccessKeys`]): writes need the write key, other requests the read key
 //!   (or the write key) when one is set; `/healthz` is open to probes. 401 with
 //!   `WWW-Authenticate: Bearer` otherwise;
@@ -40,9 +41,14 @@ pub struct Access {
 impl Access {
     /// The checks of a server bound to `bound` with `config`.
     pub fn new(config: &ServerConfig, bound: SocketAddr) -> Self {
+        // A server told to listen on a name answers to that name.
+        let mut allowed = config.allowed_hosts.clone();
+        if config.addr.is_name() {
+            allowed.push(config.addr.host().to_owned());
+        }
         Access {
             keys: config.keys.clone(),
-            hosts: accepted_hosts(bound, &config.allowed_hosts),
+            hosts: accepted_hosts(bound, &allowed),
         }
     }
 }

@@ -17,13 +17,14 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::article::{Article, parse_time};
+use crate::article::Article;
 use crate::config::ServerConfig;
 use crate::engine::{
-    DedupSearcher, DocumentView, IndexStats, MAX_OFFSET, MAX_PAGE_SIZE, NearDuplicates, Preparer,
-    RecoveryReport, SearchPage, SearchRequest, SimilarPage, Sort,
+    DEFAULT_PAGE_SIZE, DedupSearcher, DocumentView, IndexStats, MAX_OFFSET, MAX_PAGE_SIZE,
+    NearDuplicates, Preparer, RecoveryReport, SearchPage, SearchRequest, SimilarPage, Sort,
 };
 use crate::forest::Timestamp;
+use crate::local_time::{RangeEnd, TimeError, TimeZone};
 use crate::server::body::{BatchLimits, DocumentError, Refused, parse_batch};
 use crate::server::error::{ApiError, ErrorDetail};
 use crate::server::metrics::Metrics;
@@ -37,6 +38,8 @@ pub struct AppState {
     pub(crate) writer: WriterHandle,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) config: ServerConfig,
+    /// The zone a `from` or `to` without an offset is read in (`[index] time_zone`).
+    pub(crate) time_zone: TimeZone,
     pub(crate) recovery: RecoveryReport,
     pub(crate) started: Instant,
     /// Reads running at once: one per core. More would only share the cores, each read
@@ -418,33 +421,47 @@ fn count_param(name: &str, value: Option<&str>, default: usize, max: usize) -> A
         })
 }
 
-/// A time parameter: RFC 3339 or Unix seconds.
-fn time_param(name: &str, value: Option<&str>) -> AppResult<Option<Timestamp>> {
+/// A time parameter: a date, a date and time (both in `zone`), RFC 3339 or Unix seconds; a
+/// date alone bounds the range at the `end` of that day ([`TimeZone::parse`]).
+fn time_param(
+    name: &str,
+    value: Option<&str>,
+    zone: TimeZone,
+    end: RangeEnd,
+) -> AppResult<Option<Timestamp>> {
     let Some(value) = value.filter(|value| !value.trim().is_empty()) else {
         return Ok(None);
     };
-    // An unescaped `+` of a time zone arrives as a space.
-    let repaired = value.trim().replace(' ', "+");
-    parse_time(&Value::String(repaired)).map(Some).map_err(|_| {
-        ApiError::bad_request(
-            "invalid_parameter",
-            format!(
-                "`{name}` must be an RFC 3339 time such as 2024-05-01T08:00:00%2B08:00 (`+` escaped) or Unix seconds, got {value:?}"
-            ),
-        )
-    })
+    let value = value.trim();
+    zone.parse(value, end)
+        // An unescaped `+` of an RFC 3339 offset arrives as a space (while the space of
+        // `2024-04-21 08:30` is meant).
+        .or_else(|error| zone.parse(&value.replace(' ', "+"), end).map_err(|_| error))
+        .map(Some)
+        .map_err(|error| {
+            let message = match error {
+                TimeError::Form { .. } => format!(
+                    "`{name}` must be a date (2024-04-21), a date and time (2024-04-21 08:30 or \
+                     2024-04-21 08:30:15), both in {zone}, an RFC 3339 time \
+                     (2024-04-21T08:30:00%2B08:00, with `+` escaped) or Unix seconds; got {value:?}"
+                ),
+                TimeError::Range { .. } => format!("`{name}`: {error}"),
+            };
+            ApiError::bad_request("invalid_parameter", message)
+        })
 }
 
 impl SearchParams {
-    fn request(self) -> AppResult<SearchRequest> {
+    /// The request, with dates and times without an offset read in `zone`.
+    fn request(self, zone: TimeZone) -> AppResult<SearchRequest> {
         let sort = match self.sort.as_deref() {
             None | Some("") => Sort::default(),
             Some(sort) => sort
                 .parse::<Sort>()
                 .map_err(|error| ApiError::bad_request("invalid_parameter", error.to_string()))?,
         };
-        let from = time_param("from", self.from.as_deref())?;
-        let to = time_param("to", self.to.as_deref())?;
+        let from = time_param("from", self.from.as_deref(), zone, RangeEnd::Start)?;
+        let to = time_param("to", self.to.as_deref(), zone, RangeEnd::End)?;
         if let (Some(from), Some(to)) = (from, to)
             && from > to
         {
@@ -457,7 +474,12 @@ impl SearchParams {
             .sort(sort)
             .page(
                 count_param("offset", self.offset.as_deref(), 0, MAX_OFFSET)?,
-                count_param("limit", self.limit.as_deref(), 20, MAX_PAGE_SIZE)?,
+                count_param(
+                    "limit",
+                    self.limit.as_deref(),
+                    DEFAULT_PAGE_SIZE,
+                    MAX_PAGE_SIZE,
+                )?,
             )
             .published(from, to);
         if let Some(source) = self.source.filter(|source| !source.is_empty()) {
@@ -473,7 +495,7 @@ pub(crate) async fn search(
     State(state): State<Arc<AppState>>,
     query: Result<Query<SearchParams>, QueryRejection>,
 ) -> AppResult<Json<SearchPage>> {
-    let request = query_params(query)?.request()?;
+    let request = query_params(query)?.request(state.time_zone)?;
     let searcher = state.searcher.clone();
     state
         .read(move || Ok(searcher.search(&request)?))
@@ -539,7 +561,12 @@ pub(crate) async fn get_similar(
     let id = path_id(path)?;
     let params = query_params(query)?;
     let offset = count_param("offset", params.offset.as_deref(), 0, usize::MAX >> 1)?;
-    let limit = count_param("limit", params.limit.as_deref(), 20, MAX_PAGE_SIZE)?;
+    let limit = count_param(
+        "limit",
+        params.limit.as_deref(),
+        DEFAULT_PAGE_SIZE,
+        MAX_PAGE_SIZE,
+    )?;
     let searcher = state.searcher.clone();
     state
         .read(move || {
@@ -734,6 +761,34 @@ pub(crate) async fn wrong_method(request: Request) -> ApiError {
     )
 }
 
+/// Ends a JSON answer with a line break, so that the shell prompt after `curl` starts on a
+/// line of its own and answers can be appended to a JSON Lines file as they come. Every JSON
+/// answer is made whole before it is sent, so reading it whole here copies it once and waits
+/// for nothing.
+pub(crate) async fn end_json_with_newline(response: Response) -> Response {
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("application/json"));
+    if !is_json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let mut bytes = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(bytes) => Vec::from(bytes),
+        Err(error) => {
+            return ApiError::internal(format!("reading an answer's body: {error}"))
+                .into_response();
+        }
+    };
+    if !bytes.is_empty() && !bytes.ends_with(b"\n") {
+        bytes.push(b'\n');
+        parts.headers.remove(header::CONTENT_LENGTH);
+    }
+    Response::from_parts(parts, Body::from(bytes))
+}
+
 /// Records every answered request in the metrics and the log.
 pub(crate) async fn observe(
     State(state): State<Arc<AppState>>,
@@ -754,7 +809,7 @@ pub(crate) async fn observe(
     state
         .metrics
         .observe_request(method.as_str(), &route, status, elapsed);
-    let ms = elapsed.as_secs_f64() * 1e3;
+    let ms = crate::server::log_ms(elapsed);
     // A probe's 503 says what was logged when the writer failed; a line per probe would bury it.
     if response.status().is_server_error() && route != "/healthz" {
         tracing::warn!(%method, %path, status, ms, "request failed");

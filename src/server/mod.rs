@@ -69,6 +69,7 @@ impl Server {
         let searcher = index.searcher();
         let preparer = index.preparer();
         let recovery = index.recovery().clone();
+        let time_zone = index.config().index.time_zone;
         let path = index.path().to_owned();
         let (handle, writer) = writer::start(
             index,
@@ -83,6 +84,7 @@ impl Server {
             writer: handle,
             metrics,
             config,
+            time_zone,
             recovery,
             started: Instant::now(),
             readers: tokio::sync::Semaphore::new(
@@ -119,10 +121,12 @@ impl Server {
             // which run before bodies are decompressed.
             .layer(tower_http::decompression::RequestDecompressionLayer::new())
             .layer(axum::middleware::from_fn_with_state(access, access::check));
-        Ok(match cors(&state.config.cors_origins)? {
+        let router = match cors(&state.config.cors_origins)? {
             Some(cors) => router.layer(cors),
             None => router,
-        })
+        };
+        // Outermost, so that every JSON answer gets it, the access checks' refusals too.
+        Ok(router.layer(axum::middleware::map_response(api::end_json_with_newline)))
     }
 
     /// Serves the API on `listener` until `shutdown` completes, then lets requests in flight
@@ -155,6 +159,12 @@ impl Server {
     }
 }
 
+/// A duration as logged: milliseconds to the microsecond, the precision it is measured to
+/// (`ms=1.272`, not `ms=1.2720000000000001`).
+pub(crate) fn log_ms(elapsed: std::time::Duration) -> f64 {
+    (elapsed.as_secs_f64() * 1e6).round() / 1e3
+}
+
 /// The CORS layer of `server.cors_origins`, if any are named.
 fn cors(origins: &[String]) -> Result<Option<tower_http::cors::CorsLayer>> {
     use axum::http::{HeaderValue, Method, header};
@@ -179,4 +189,23 @@ fn cors(origins: &[String]) -> Result<Option<tower_http::cors::CorsLayer>> {
                 header::CONTENT_ENCODING,
             ]),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    #[test]
+    fn logged_milliseconds_have_no_float_noise() {
+        // 1.272 ms as seconds times 1e3 is 1.2720000000000002.
+        assert_eq!(
+            super::log_ms(Duration::from_nanos(1_272_000)).to_string(),
+            "1.272"
+        );
+        assert_eq!(
+            super::log_ms(Duration::from_nanos(1_272_499)).to_string(),
+            "1.272"
+        );
+        assert_eq!(super::log_ms(Duration::from_secs(3)).to_string(), "3000");
+    }
 }

@@ -580,7 +580,7 @@ impl Writer {
                     .observe_commit(elapsed, self.index.forest_stats());
                 tracing::debug!(
                     retention_deleted = expired,
-                    ms = elapsed.as_secs_f64() * 1e3,
+                    ms = crate::server::log_ms(elapsed),
                     "committed"
                 );
                 Ok(())

@@ -8,6 +8,7 @@ mod cli_dedup;
 mod cli_eval;
 mod cli_index;
 mod cli_load;
+mod cli_polish;
 mod redis_cluster;
 mod redis_cluster_smoke;
 mod server_api;

@@ -143,7 +143,7 @@ fn the_writer_recovers_from_a_failed_commit() {
         "no path in the answer: {}",
         failed.text
     );
-    assert!(failed.text.ends_with('}'));
+    assert!(failed.text.ends_with("}\n"), "{}", failed.text);
     let health = server.get("/healthz");
     assert_eq!(health.status, 503, "{}", health.text);
     assert_eq!(health.json["error"]["code"], json!("writer_recovering"));
