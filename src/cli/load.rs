@@ -21,6 +21,8 @@ use serde::{Deserialize, Serialize};
 use tantivy_dedup::config::AccessKeys;
 use tantivy_dedup::input::{self, Lines};
 
+use super::counted;
+
 #[derive(Args)]
 pub struct LoadArgs {
     /// Articles as JSON Lines, plain or gzip-compressed; `-` reads standard input
@@ -181,19 +183,14 @@ pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
     } else {
         println!(
             "load: {} indexed by {}: {} joined an earlier story, {} started one; {} unchanged \
-             (already indexed); {} refused; {} {}, {:.1} s, {:.0} documents/s",
+             (already indexed); {} refused; {}, {:.1} s, {:.0} documents/s",
             summary.indexed,
             summary.url,
             summary.duplicates,
             summary.indexed - summary.duplicates,
             summary.unchanged,
             summary.refused,
-            summary.requests,
-            if summary.requests == 1 {
-                "request"
-            } else {
-                "requests"
-            },
+            counted(summary.requests, "request", "requests"),
             summary.seconds,
             summary.documents_per_second
         );
