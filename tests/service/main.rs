@@ -9,6 +9,7 @@ mod cli_eval;
 mod cli_index;
 mod redis_cluster;
 mod redis_cluster_smoke;
+mod resends;
 mod server_api;
 mod server_durability;
 mod store_redis;

@@ -1221,7 +1221,19 @@ fn resend_replace_and_delete(
         .map(|(id, live)| (id.clone(), live.clone()))
         .expect("a reposted story");
     for form in 0..3 {
-        let results = post_batch(server, resent.doc.json(form).to_string().as_bytes(), 1);
+        let reply = server.post(
+            "/v1/documents",
+            resent.doc.json(form).to_string().as_bytes(),
+        );
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        assert_eq!(
+            (&reply.json["indexed"], &reply.json["unchanged"]),
+            (&json!(0), &json!(1)),
+            "an unchanged re-send is not indexed again: {}",
+            reply.text
+        );
+        let results = reply.json["results"].as_array().expect("results");
+        assert_eq!(results[0]["unchanged"], json!(true));
         assert_eq!(hash(&results[0]["simhash"]), resent.simhash);
         assert_eq!(hash(&results[0]["root"]), resent.root);
         let duplicate = answers.iter().find(|a| a.0.id == resent_id).unwrap().3;
