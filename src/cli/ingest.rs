@@ -16,7 +16,7 @@ use tantivy_dedup::engine::{DedupIndex, RecoveryReport};
 use tantivy_dedup::input;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
-use super::{ConfigArgs, StoreArgs};
+use super::{ConfigArgs, StoreArgs, counted};
 
 #[derive(Args)]
 pub struct IngestArgs {
@@ -232,10 +232,10 @@ pub fn run(args: IngestArgs) -> anyhow::Result<ExitCode> {
 /// prints), and what the forest holds.
 fn print_summary(summary: &Summary, shared: bool) {
     println!(
-        "ingest: indexed {} documents into {}: {} joined an earlier story, {} started one, \
-         {} replaced an earlier version of their id; {} unchanged (already indexed as they are); \
-         skipped {}; {:.1} s, {:.0} documents/s",
-        summary.documents,
+        "ingest: indexed {} into {}: {} joined an earlier story, {} started one, {} replaced \
+         an earlier version of their id; {} unchanged (already indexed as they are); skipped \
+         {}; {:.1} s, {:.0} documents/s",
+        counted(summary.documents, "document", "documents"),
         summary.index.display(),
         summary.duplicates,
         summary.clusters_started,
@@ -247,24 +247,33 @@ fn print_summary(summary: &Summary, shared: bool) {
     );
     if summary.retention_deleted > 0 {
         println!(
-            "ingest: retention deleted {} old documents",
-            summary.retention_deleted
+            "ingest: retention deleted {}",
+            counted(summary.retention_deleted, "old document", "old documents")
         );
     }
     println!("ingest: {}", index_line(summary));
     let window = humantime::format_duration(std::time::Duration::from_secs(summary.window_seconds));
+    let (nodes, roots) = (summary.forest_nodes as u64, summary.forest_roots as u64);
     if shared {
         println!(
-            "ingest: in the shared forest, this process created {} fingerprints and started {} \
-             clusters still within the window ({window})",
-            summary.forest_nodes, summary.forest_roots
+            "ingest: in the shared forest, this process created {} and started {} still \
+             within the window ({window})",
+            counted(nodes, "fingerprint", "fingerprints"),
+            counted(roots, "cluster", "clusters")
         );
     } else {
+        let expired = match summary.forest_expired {
+            0 => String::new(),
+            expired => format!(
+                "; {} expired from it, and their documents stay searchable in the index",
+                counted(expired, "older fingerprint", "older fingerprints")
+            ),
+        };
         println!(
-            "ingest: the forest holds {} fingerprints in {} clusters seen within the last \
-             {window} (the window); {} older fingerprints expired from it, and their documents \
-             stay searchable in the index",
-            summary.forest_nodes, summary.forest_roots, summary.forest_expired
+            "ingest: the forest holds {} in {} seen within the last {window} (the \
+             window){expired}",
+            counted(nodes, "fingerprint", "fingerprints"),
+            counted(roots, "cluster", "clusters")
         );
     }
 }
@@ -279,9 +288,9 @@ fn index_line(summary: &Summary) -> String {
         format!("{} fewer", before - after)
     };
     let mut line = format!(
-        "the index holds {} documents in {after} clusters (as `stats` counts them), {change} \
-         than before",
-        summary.index_documents
+        "the index holds {} in {} (as `stats` counts them), {change} than before",
+        counted(summary.index_documents, "document", "documents"),
+        counted(after, "cluster", "clusters")
     );
     let expected = before + summary.clusters_started;
     if after < expected {
@@ -309,13 +318,10 @@ fn interruption_message(summary: &Summary, stop: &Interruption) -> String {
     } else {
         format!("at line {} of {}", stop.line, stop.file.display())
     };
-    let kept = if summary.documents == 0 {
-        "no document was placed before it, so the index is as it was".to_owned()
-    } else {
-        format!(
-            "committed the {} documents placed up to there",
-            summary.documents
-        )
+    let kept = match summary.documents {
+        0 => "no document was placed before it, so the index is as it was".to_owned(),
+        1 => "committed the 1 document placed up to there".to_owned(),
+        documents => format!("committed the {documents} documents placed up to there"),
     };
     format!(
         "interrupted {place}: {kept}; run the same command again to go on: documents already \

@@ -187,3 +187,13 @@ pub fn run() -> ExitCode {
         }
     }
 }
+
+/// `singular` for a count of one, else `plural`.
+fn plural(count: u64, singular: &'static str, plural: &'static str) -> &'static str {
+    if count == 1 { singular } else { plural }
+}
+
+/// A count and its noun: "1 document", "2 documents".
+fn counted(count: u64, singular: &'static str, plural_form: &'static str) -> String {
+    format!("{count} {}", plural(count, singular, plural_form))
+}

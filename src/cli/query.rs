@@ -14,6 +14,8 @@ use tantivy_dedup::engine::{
 };
 use tantivy_dedup::forest::Timestamp;
 
+use super::plural;
+
 #[derive(Args)]
 pub struct IndexArg {
     /// Index directory (as written by `ingest`)
@@ -282,9 +284,4 @@ fn output<T: Serialize>(
         Err(error) if error.kind() != io::ErrorKind::BrokenPipe => Err(error.into()),
         _ => Ok(ExitCode::SUCCESS),
     }
-}
-
-/// `singular` for a count of one, else `plural`.
-fn plural(count: u64, singular: &'static str, plural: &'static str) -> &'static str {
-    if count == 1 { singular } else { plural }
 }

@@ -664,10 +664,11 @@ pub struct StatsResponse {
 }
 
 /// The forest's size: what was seen within the window only, so far fewer nodes and roots than
-/// the index's documents and clusters once the window has passed older stories by (they stay
-/// in the index, searchable; `expired` counts them). With a shared store (`serve --store`),
-/// this process's own share: the nodes it created and the clusters it started since it started
-/// (the shared forest's totals would need a scan of the cluster).
+/// the index's documents and clusters once the window has passed older stories by (their
+/// documents stay in the index, searchable; `expired` counts the fingerprints that left). With
+/// a shared store (`serve --store`), this process's own share: the nodes it created and the
+/// clusters it started since it started (the shared forest's totals would need a scan of the
+/// cluster).
 #[derive(Debug, Serialize)]
 pub struct ForestSize {
     /// Distinct fingerprints seen within the window.

@@ -150,6 +150,40 @@ fn ingest_counts_an_unchanged_line_and_a_replacement_as_such() {
     assert_eq!(resent["index_clusters"], stats["clusters"]);
 }
 
+/// The same text a month later, after its story left the window, starts a story again, under
+/// the same root fingerprint, so the index counts one cluster for both; the summary says so,
+/// and that the forest's fingerprints expired.
+#[test]
+fn a_story_started_again_after_the_window_shares_its_cluster_and_the_summary_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("articles.jsonl");
+    let index = dir.path().join("news");
+    let index = index.to_str().unwrap();
+    let mut later = sample("run-1");
+    later["id"] = json!("run-1-again");
+    later["published_at"] = json!("2024-05-21T09:00:00+08:00");
+    std::fs::write(&input, format!("{}\n{later}\n", sample("run-1"))).unwrap();
+
+    let printed = run(&["ingest", "--index", index, input.to_str().unwrap()]);
+    assert!(printed.status.success(), "{}", text(&printed.stderr));
+    let out = text(&printed.stdout);
+    for expected in [
+        "indexed 2 documents",
+        "0 joined an earlier story, 2 started one",
+        "the index holds 2 documents in 1 cluster (as `stats` counts them), 1 more than before",
+        "1 fewer than the stories started: a cluster is known by its root's fingerprint",
+        "the forest holds 1 fingerprint in 1 cluster seen within the last 7days (the window)",
+        "; 1 older fingerprint expired from it, and their documents stay searchable",
+    ] {
+        assert!(out.contains(expected), "{expected:?} not in:\n{out}");
+    }
+    let stats = stats(index);
+    assert_eq!(
+        (stats["documents"].as_u64(), stats["clusters"].as_u64()),
+        (Some(2), Some(1))
+    );
+}
+
 // ---- over HTTP --------------------------------------------------------------------------------
 
 /// A server over a fresh index in `dir`, on a runtime of its own; stopped when `stop` is sent.
