@@ -31,6 +31,38 @@ pub struct Decision {
     pub root: Fingerprint,
     /// Whether it joined an existing cluster.
     pub duplicate: bool,
+    /// What adding it did to the index: always [`Change::Added`] without one. Left out of the
+    /// JSON when it is `Added`, so that `dedup`'s lines stay `{id, simhash, root, duplicate}`.
+    #[serde(skip_serializing_if = "Change::is_added")]
+    pub change: Change,
+}
+
+/// What adding an article did to an index ([`DedupIndex::add`](crate::engine::DedupIndex::add)),
+/// told apart so that a re-send is not counted as new work: only `Added` and `Replaced`
+/// placed the article in the forest and wrote a document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Change {
+    /// No live document had its id: a new document.
+    Added,
+    /// It replaced the live document with its id, which differed in some field; the old one
+    /// was deleted (its tombstone kept) and the new one placed afresh.
+    Replaced,
+    /// It equals the live document with its id in every field (a client's retry, a file
+    /// ingested again): nothing was written, and the decision is that document's.
+    Unchanged,
+}
+
+impl Change {
+    /// Whether the article was added as a new document.
+    pub fn is_added(&self) -> bool {
+        *self == Change::Added
+    }
+
+    /// Whether nothing was done (an unchanged re-send).
+    pub fn is_unchanged(&self) -> bool {
+        *self == Change::Unchanged
+    }
 }
 
 /// Fingerprints articles and places them in a forest, one at a time, in the order given.
@@ -182,6 +214,7 @@ impl Deduplicator {
             simhash: placement.node,
             root: placement.root,
             duplicate: placement.is_duplicate(),
+            change: Change::Added,
         })
     }
 

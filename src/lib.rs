@@ -55,7 +55,7 @@ pub mod verify;
 
 pub use article::Article;
 pub use config::{DedupConfig, Mode};
-pub use dedup::{Decision, Deduplicator};
+pub use dedup::{Change, Decision, Deduplicator};
 pub use error::{Error, Result};
 pub use forest::Forest;
 pub use simhash::Fingerprint;

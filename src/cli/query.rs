@@ -233,7 +233,12 @@ pub fn stats(args: StatsArgs) -> anyhow::Result<ExitCode> {
     let stats = searcher.stats()?;
     output(args.json, &stats, |out| {
         writeln!(out, "documents   {}", stats.documents)?;
-        writeln!(out, "clusters    {}", stats.clusters)?;
+        writeln!(
+            out,
+            "clusters    {} (stories: distinct roots among the documents; all of them, not only \
+             those within the window)",
+            stats.clusters
+        )?;
         writeln!(
             out,
             "tombstones  {} (deleted or replaced; kept for recovery)",

@@ -16,7 +16,7 @@ use tantivy::{
 
 use crate::article::{Article, ArticleError};
 use crate::config::Config;
-use crate::dedup::{BATCH_SIZE, Decision, Deduplicator, Signer, now};
+use crate::dedup::{BATCH_SIZE, Change, Decision, Deduplicator, Signer, now};
 use crate::engine::directory::{
     self, SETTINGS_FILE, index_error, open_directory, open_tantivy, stored_settings,
 };
@@ -437,7 +437,8 @@ impl DedupIndex {
     ///
     /// An article identical to the live document with its id (every field the same: a client
     /// retrying a request whose answer it lost) changes nothing and gets that document's
-    /// decision again, so re-sending is safe and does not disturb the clusters.
+    /// decision again, marked [`Change::Unchanged`], so re-sending is safe, does not disturb
+    /// the clusters, and is not counted as new work.
     pub fn add(&mut self, prepared: PreparedArticle, arrival: Timestamp) -> Result<Decision> {
         let PreparedArticle {
             id,
@@ -447,6 +448,7 @@ impl DedupIndex {
             digest,
             mut document,
         } = prepared;
+        let mut change = Change::Added;
         if let Some(live) = self.live(&id)? {
             if live.digest == digest {
                 return Ok(Decision {
@@ -454,9 +456,11 @@ impl DedupIndex {
                     simhash: live.insert.simhash,
                     root: live.root,
                     duplicate: live.duplicate,
+                    change: Change::Unchanged,
                 });
             }
             self.remove(&id, &live.insert)?;
+            change = Change::Replaced;
         }
         let time = published_at.unwrap_or(arrival);
         let placement = self.dedup.place(signature, time)?;
@@ -495,6 +499,7 @@ impl DedupIndex {
             simhash,
             root: live.root,
             duplicate: live.duplicate,
+            change,
         };
         self.uncommitted.insert(id, Some(live));
         Ok(decision)
@@ -820,4 +825,85 @@ fn check_compatible(stored: &Config, requested: &Config) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn article(id: &str, content: &str) -> Article {
+        Article {
+            id: id.into(),
+            content: content.into(),
+            published_at: Some(1_700_000_000),
+            ..Default::default()
+        }
+    }
+
+    const STORY: &str = "国家统计局今天发布数据，前三季度国内生产总值同比增长百分之五点二，\
+                         就业形势总体稳定，居民消费价格温和上涨，经济运行持续恢复向好。";
+    const OTHER: &str = "东港市今年前十个月港口货物吞吐量达到一亿两千万吨，同比增长百分之六点八，\
+                         集装箱吞吐量首次突破三百万标准箱，新建的两个十万吨级泊位已经投入使用。";
+
+    /// An identical article is `Unchanged` with the first decision, before and after the
+    /// commit; a changed one under the same id is `Replaced`, and is no re-send.
+    #[test]
+    fn re_sends_and_replacements_are_told_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut index = DedupIndex::create(dir.path(), Config::default()).unwrap();
+        let first = index.add_article(article("a", STORY)).unwrap();
+        assert_eq!(first.change, Change::Added);
+
+        let again = index.add_article(article("a", STORY)).unwrap();
+        assert_eq!(again.change, Change::Unchanged, "uncommitted");
+        assert_eq!((again.simhash, again.root), (first.simhash, first.root));
+        index.commit().unwrap();
+        let committed = index.add_article(article("a", STORY)).unwrap();
+        assert_eq!(committed.change, Change::Unchanged, "committed");
+        assert_eq!(
+            Decision {
+                change: Change::Added,
+                ..committed
+            },
+            first
+        );
+
+        let replaced = index.add_article(article("a", OTHER)).unwrap();
+        assert_eq!(replaced.change, Change::Replaced);
+        assert_ne!(replaced.root, first.root);
+        let back = index.add_article(article("a", STORY)).unwrap();
+        assert_eq!(
+            back.change,
+            Change::Replaced,
+            "a change again, not a re-send"
+        );
+        index.commit().unwrap();
+        assert_eq!(index.searcher().stats().unwrap().documents, 1);
+    }
+
+    /// Without an index every decision is `Added`, which its JSON leaves out, so `dedup`'s
+    /// lines keep their four keys.
+    #[test]
+    fn an_added_decision_keeps_its_four_json_keys() {
+        let mut dedup = Deduplicator::new(crate::DedupConfig::default()).unwrap();
+        let decision = dedup.add_article(&article("a", STORY), 0).unwrap();
+        assert_eq!(decision.change, Change::Added);
+        let json = serde_json::to_value(&decision).unwrap();
+        let mut keys: Vec<&str> = json
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        keys.sort_unstable();
+        assert_eq!(keys, ["duplicate", "id", "root", "simhash"]);
+        let unchanged = Decision {
+            change: Change::Unchanged,
+            ..decision
+        };
+        assert_eq!(
+            serde_json::to_value(&unchanged).unwrap()["change"],
+            "unchanged"
+        );
+    }
 }

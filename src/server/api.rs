@@ -185,7 +185,7 @@ fn path_id(path: Result<Path<String>, PathRejection>) -> AppResult<String> {
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
 pub enum DocumentResult {
-    /// Indexed (committed and searchable).
+    /// Indexed (committed and searchable), or already indexed as it is.
     Indexed {
         /// Its id.
         id: String,
@@ -195,6 +195,9 @@ pub enum DocumentResult {
         root: Fingerprint,
         /// Whether it joined an earlier story.
         duplicate: bool,
+        /// Whether it equals the document already indexed under its id (a retry): nothing
+        /// was done, and the rest is that document's decision.
+        unchanged: bool,
         /// Documents in its cluster now, itself included.
         cluster_size: u64,
     },
@@ -215,11 +218,13 @@ pub enum DocumentResult {
 /// The answer to a POST of documents.
 #[derive(Debug, Serialize)]
 pub struct IngestResponse {
-    /// Present when no document was indexed: the first document's error.
+    /// Present when every document was refused: the first document's error.
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<ErrorDetail>,
-    /// Documents indexed.
+    /// Documents indexed: added, or replacing the document with their id.
     indexed: usize,
+    /// Documents equal to the one already indexed under their id: nothing done (a retry).
+    unchanged: usize,
     /// Documents refused.
     failed: usize,
     /// Each document's outcome, in order.
@@ -295,7 +300,11 @@ pub(crate) async fn post_documents(
         let roots: Vec<Fingerprint> = decisions.iter().map(|decision| decision.root).collect();
         blocking(move || cluster_sizes(&searcher, &roots)).await?
     };
-    let indexed = decisions.len();
+    let accepted = decisions.len();
+    let unchanged = decisions
+        .iter()
+        .filter(|decision| decision.change.is_unchanged())
+        .count();
     results.extend(
         positions
             .into_iter()
@@ -306,6 +315,7 @@ pub(crate) async fn post_documents(
                     simhash,
                     root,
                     duplicate,
+                    change,
                 } = decision;
                 let cluster_size = sizes.get(&root).copied().unwrap_or(1);
                 (
@@ -315,6 +325,7 @@ pub(crate) async fn post_documents(
                         simhash,
                         root,
                         duplicate,
+                        unchanged: change.is_unchanged(),
                         cluster_size,
                     },
                 )
@@ -322,9 +333,9 @@ pub(crate) async fn post_documents(
     );
     results.sort_unstable_by_key(|(index, _)| *index);
     let results: Vec<DocumentResult> = results.into_iter().map(|(_, result)| result).collect();
-    let failed = results.len() - indexed;
+    let failed = results.len() - accepted;
     let (status, error) = match results.first() {
-        Some(DocumentResult::Failed { status, error, .. }) if indexed == 0 => (
+        Some(DocumentResult::Failed { status, error, .. }) if accepted == 0 => (
             StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_REQUEST),
             Some(ErrorDetail {
                 code: error.code,
@@ -335,7 +346,8 @@ pub(crate) async fn post_documents(
     };
     let response = IngestResponse {
         error,
-        indexed,
+        indexed: accepted - unchanged,
+        unchanged,
         failed,
         results,
     };
@@ -678,24 +690,37 @@ pub struct StatsResponse {
     pub uptime_seconds: u64,
 }
 
-/// The forest's size. With a shared store (`serve --store`), this process's own share: the
-/// nodes it created and the clusters it started since it started (the shared forest's totals
-/// would need a scan of the cluster).
+/// The forest's size: what was seen within the window only, so far fewer nodes and roots than
+/// the index's documents and clusters once the window has passed older stories by (their
+/// documents stay in the index, searchable; `expired` counts the fingerprints that left). With
+/// a shared store (`serve --store`), this process's own share: the nodes it created and the
+/// clusters it started since it started (the shared forest's totals would need a scan of the
+/// cluster).
 #[derive(Debug, Serialize)]
 pub struct ForestSize {
-    /// Distinct fingerprints in the window.
+    /// Distinct fingerprints seen within the window.
     pub nodes: u64,
-    /// Clusters in the window.
+    /// Clusters seen within the window.
     pub roots: u64,
+    /// Fingerprints that left the forest as the window passed them by, since the forest was
+    /// last rebuilt from the index (at start, or after a failed write), its replay included.
+    pub expired: u64,
+    /// The window, seconds (`[dedup] window`).
+    pub window_seconds: u64,
 }
 
 pub(crate) async fn stats(State(state): State<Arc<AppState>>) -> AppResult<Json<StatsResponse>> {
     let searcher = state.searcher.clone();
     let index = state.read(move || Ok(searcher.stats()?)).await?;
-    let (nodes, roots) = state.metrics.forest();
+    let (nodes, roots, expired) = state.metrics.forest();
     Ok(Json(StatsResponse {
         index,
-        forest: ForestSize { nodes, roots },
+        forest: ForestSize {
+            nodes,
+            roots,
+            expired,
+            window_seconds: state.searcher.config().dedup.window_seconds(),
+        },
         queue_documents: state.writer.queued_documents(),
         queue_reserved_bytes: state.writer.reserved_bytes(),
         recovery: state.recovery.clone(),

@@ -45,6 +45,7 @@ pub struct Metrics {
     queue_bytes: Gauge,
     forest_nodes: Gauge,
     forest_roots: Gauge,
+    forest_expired: Gauge,
     index_documents: Gauge,
     index_clusters: Gauge,
     index_segments: Gauge,
@@ -80,7 +81,7 @@ impl Metrics {
         let documents = Family::<OutcomeLabels, Counter>::default();
         registry.register(
             "documents",
-            "Documents posted, by outcome: new_story, duplicate (joined an earlier story) or rejected",
+            "Documents posted, by outcome: new_story, duplicate (joined an earlier story), unchanged (a re-send equal to the indexed document: nothing done) or rejected",
             documents.clone(),
         );
         let commit_latency = latency_histogram();
@@ -114,6 +115,11 @@ impl Metrics {
                 &mut registry,
                 "forest_roots",
                 "Clusters in the window (after the last commit; with --store, those this process started)",
+            ),
+            forest_expired: gauge(
+                &mut registry,
+                "forest_expired",
+                "Fingerprints that left the forest as the window passed them by, since the forest was last rebuilt from the index (at start, or after a failed write), its replay included; their documents stay in the index",
             ),
             index_documents: gauge(
                 &mut registry,
@@ -162,12 +168,21 @@ impl Metrics {
             .inc_by(documents);
     }
 
-    /// Counts the writer's decisions.
+    /// Counts the writer's decisions. An unchanged re-send is counted as such, not as a new
+    /// story or a duplicate again: it placed nothing.
     pub fn count_decisions(&self, decisions: &[Decision]) {
-        let duplicates = decisions.iter().filter(|d| d.duplicate).count() as u64;
+        let (mut new_stories, mut duplicates, mut unchanged) = (0u64, 0u64, 0u64);
+        for decision in decisions {
+            match (decision.change.is_unchanged(), decision.duplicate) {
+                (true, _) => unchanged += 1,
+                (false, true) => duplicates += 1,
+                (false, false) => new_stories += 1,
+            }
+        }
         for (outcome, count) in [
             ("duplicate", duplicates),
-            ("new_story", decisions.len() as u64 - duplicates),
+            ("new_story", new_stories),
+            ("unchanged", unchanged),
         ] {
             self.documents
                 .get_or_create(&OutcomeLabels { outcome })
@@ -181,11 +196,12 @@ impl Metrics {
         self.set_forest(forest);
     }
 
-    /// The forest's nodes and roots after the last commit.
-    pub fn forest(&self) -> (u64, u64) {
+    /// The forest's nodes, roots and expired nodes after the last commit.
+    pub fn forest(&self) -> (u64, u64, u64) {
         (
             self.forest_nodes.get().max(0) as u64,
             self.forest_roots.get().max(0) as u64,
+            self.forest_expired.get().max(0) as u64,
         )
     }
 
@@ -193,6 +209,8 @@ impl Metrics {
     pub fn set_forest(&self, forest: ForestStats) {
         self.forest_nodes.set(forest.nodes as i64);
         self.forest_roots.set(forest.roots as i64);
+        self.forest_expired
+            .set(i64::try_from(forest.expired).unwrap_or(i64::MAX));
     }
 
     /// Sets the queue's size.

@@ -1,6 +1,6 @@
 //! `tantivy-dedup load` against a real `serve` on loopback: a gzip file sent in batches, its
-//! bad line reported by number, the counts equal to what the server holds, the write key
-//! required when the server has one.
+//! bad line reported by number, the counts equal to what the server holds, a second load
+//! counted as unchanged, the write key required when the server has one.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -137,6 +137,13 @@ fn load_sends_a_file_in_batches_and_reports_each_refused_line() {
     assert_eq!(summary["refused"], 1, "{summary}");
     // 31 lines, 7 a request.
     assert_eq!(summary["requests"], 5, "{summary}");
+    assert_eq!(server.documents(), 30);
+
+    // Sent again (a load that was cut off and started over): nothing is new.
+    let again = load(&server.url, &file, &["--json"]);
+    let summary: Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(summary["indexed"], 0, "{summary}");
+    assert_eq!(summary["unchanged"], 30, "{summary}");
     assert_eq!(server.documents(), 30);
 }
 

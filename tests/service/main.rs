@@ -11,6 +11,7 @@ mod cli_load;
 mod cli_polish;
 mod redis_cluster;
 mod redis_cluster_smoke;
+mod resends;
 mod server_api;
 mod server_durability;
 mod store_redis;

@@ -1221,7 +1221,19 @@ fn resend_replace_and_delete(
         .map(|(id, live)| (id.clone(), live.clone()))
         .expect("a reposted story");
     for form in 0..3 {
-        let results = post_batch(server, resent.doc.json(form).to_string().as_bytes(), 1);
+        let reply = server.post(
+            "/v1/documents",
+            resent.doc.json(form).to_string().as_bytes(),
+        );
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        assert_eq!(
+            (&reply.json["indexed"], &reply.json["unchanged"]),
+            (&json!(0), &json!(1)),
+            "an unchanged re-send is not indexed again: {}",
+            reply.text
+        );
+        let results = reply.json["results"].as_array().expect("results");
+        assert_eq!(results[0]["unchanged"], json!(true));
         assert_eq!(hash(&results[0]["simhash"]), resent.simhash);
         assert_eq!(hash(&results[0]["root"]), resent.root);
         let duplicate = answers.iter().find(|a| a.0.id == resent_id).unwrap().3;
@@ -1519,7 +1531,15 @@ fn post_at_once(server: &TestServer, bodies: Vec<Vec<u8>>) -> Vec<Value> {
         .map(|thread| {
             let reply = thread.join().expect("a client thread");
             assert_eq!(reply.status, 200, "{}", reply.text);
-            assert_eq!(reply.json["indexed"], json!(1), "{}", reply.text);
+            let counts = (
+                reply.json["indexed"].as_u64(),
+                reply.json["unchanged"].as_u64(),
+            );
+            assert!(
+                matches!(counts, (Some(1), Some(0)) | (Some(0), Some(1))),
+                "one document, indexed or unchanged: {}",
+                reply.text
+            );
             reply.json["results"][0].clone()
         })
         .collect()
@@ -1667,6 +1687,11 @@ fn concurrent_clients_make_one_cluster() {
     );
     assert_eq!(results[0]["duplicate"], json!(false));
     assert_eq!(results[0]["cluster_size"], json!(1));
+    let indexed = results.iter().filter(|r| r["unchanged"] == false).count();
+    assert_eq!(
+        indexed, 1,
+        "the first indexes it, the others find it unchanged"
+    );
 
     let stats = server.stats();
     assert_eq!(stats["index"]["documents"], json!(2 * CLIENTS + 1));

@@ -388,6 +388,7 @@ struct Ack {
 #[derive(Debug, Deserialize)]
 struct IngestAnswer {
     indexed: usize,
+    unchanged: usize,
     failed: usize,
     results: Vec<Ack>,
 }
@@ -429,7 +430,11 @@ impl Client {
         };
         assert_eq!(status, 200, "POST /v1/documents answered {status}: {text}");
         let answer: IngestAnswer = serde_json::from_str(&text).unwrap();
-        assert_eq!((answer.indexed, answer.failed), (batch.len(), 0), "{text}");
+        assert_eq!(
+            (answer.indexed + answer.unchanged, answer.failed),
+            (batch.len(), 0),
+            "{text}"
+        );
         Posted::Acked(answer.results)
     }
 
@@ -467,8 +472,13 @@ impl Client {
         assert_eq!(status, 200, "{text}");
         text.lines()
             .filter(|line| {
-                line.starts_with("tantivy_dedup_documents_total{outcome=\"new_story\"}")
-                    || line.starts_with("tantivy_dedup_documents_total{outcome=\"duplicate\"}")
+                ["new_story", "duplicate", "unchanged"]
+                    .iter()
+                    .any(|outcome| {
+                        line.starts_with(&format!(
+                            "tantivy_dedup_documents_total{{outcome=\"{outcome}\"}}"
+                        ))
+                    })
             })
             .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
             .sum()
