@@ -3,6 +3,7 @@
 
 mod bench;
 mod dedup;
+mod delete;
 mod eval;
 mod ingest;
 mod load;
@@ -28,6 +29,8 @@ use tantivy_dedup::{DedupConfig, Mode};
     tantivy-dedup load --url http://127.0.0.1:7700 articles.jsonl.gz\n  \
     tantivy-dedup search --index news.idx 防汛 --sort similar_desc\n  \
     tantivy-dedup similar --index news.idx ARTICLE_ID\n  \
+    tantivy-dedup near-duplicates --index news.idx \"要发布的正文……\"\n  \
+    tantivy-dedup delete --index news.idx ARTICLE_ID\n  \
     tantivy-dedup stats --index news.idx\n  \
     tantivy-dedup check --index news.idx\n  \
     tantivy-dedup dedup articles.jsonl.gz > decisions.jsonl\n  \
@@ -72,6 +75,13 @@ enum Command {
     Search(query::SearchArgs),
     /// A detail page: the other articles of a document's cluster, earliest first.
     Similar(query::SimilarArgs),
+    /// Check before publishing: the indexed near-duplicates of a text that is not indexed, by
+    /// the rule the clusters follow, nearest first (what `POST /v1/near-duplicates` answers).
+    NearDuplicates(query::NearDuplicatesArgs),
+    /// Delete documents by id and commit. Their clusters keep their other documents; a
+    /// cluster's root hash stays its id even when the document it came from is deleted. Takes
+    /// the index's writer lock: with a server running, use `DELETE /v1/documents/{id}`.
+    Delete(delete::DeleteArgs),
     /// Document, cluster and segment counts of an index.
     Stats(query::StatsArgs),
     /// Read every file of an index and report the damaged ones: each file's checksum, every
@@ -208,6 +218,8 @@ pub fn run() -> ExitCode {
         Command::Load(args) => load::run(args),
         Command::Search(args) => query::search(args),
         Command::Similar(args) => query::similar(args),
+        Command::NearDuplicates(args) => query::near_duplicates(args),
+        Command::Delete(args) => delete::run(args),
         Command::Stats(args) => query::stats(args),
         Command::Check(args) => query::check(args),
         Command::Dedup(args) => dedup::run(args),

@@ -1,4 +1,5 @@
-//! The read-only commands over an index: `search`, `similar`, `stats`, `check`.
+//! The read-only commands over an index: `search`, `similar`, `near-duplicates`, `stats`,
+//! `check`.
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -8,6 +9,7 @@ use anyhow::{Context, anyhow, bail};
 use clap::Args;
 use clap::builder::TypedValueParser as _;
 use serde::Serialize;
+use tantivy_dedup::Article;
 use tantivy_dedup::engine::{
     DEFAULT_PAGE_SIZE, DedupSearcher, DocumentView, MAX_PAGE_SIZE, SearchRequest, Sort, check_index,
 };
@@ -105,6 +107,27 @@ pub struct SimilarArgs {
     #[command(flatten)]
     zone: ZoneArg,
     /// Print the page as JSON (times as Unix seconds)
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct NearDuplicatesArgs {
+    #[command(flatten)]
+    index: IndexArg,
+    /// The text to check (an article's body); `-` reads it from standard input
+    #[arg(value_name = "TEXT")]
+    content: String,
+    /// Its headline (it counts when the index fingerprints titles: [dedup] fields)
+    #[arg(long, value_name = "TEXT")]
+    title: Option<String>,
+    /// Near-duplicates to show, at most 1000
+    #[arg(long, default_value_t = DEFAULT_PAGE_SIZE,
+          value_parser = clap::value_parser!(u16).range(0..=MAX_PAGE_SIZE as i64).map(usize::from))]
+    limit: usize,
+    #[command(flatten)]
+    zone: ZoneArg,
+    /// Print the answer as JSON (times as Unix seconds)
     #[arg(long)]
     json: bool,
 }
@@ -223,6 +246,42 @@ pub fn similar(args: SimilarArgs) -> anyhow::Result<ExitCode> {
         for (rank, document) in page.documents.iter().enumerate() {
             write!(out, "{:>3}. ", args.offset + rank + 1)?;
             write_document(out, document, zone)?;
+        }
+        Ok(())
+    })
+}
+
+pub fn near_duplicates(args: NearDuplicatesArgs) -> anyhow::Result<ExitCode> {
+    let searcher = args.index.open()?;
+    let content = if args.content == "-" {
+        io::read_to_string(io::stdin().lock()).context("reading the text from standard input")?
+    } else {
+        args.content
+    };
+    // Checked as a posted article is (an empty or invisible text is refused); it needs no id.
+    let mut article = serde_json::json!({"id": "unindexed", "content": content});
+    if let Some(title) = args.title {
+        article["title"] = title.into();
+    }
+    let article = Article::from_json_value(article)?;
+    let found = searcher.near_duplicates(&article, args.limit)?;
+    let zone = args.zone.zone(&searcher);
+    output(args.json, &found, |out| {
+        writeln!(
+            out,
+            "simhash {}: {}",
+            found.simhash,
+            match found.matches.len() {
+                0 => "no near-duplicate in the index".to_owned(),
+                count => format!(
+                    "{}, nearest first:",
+                    counted(count as u64, "near-duplicate", "near-duplicates")
+                ),
+            }
+        )?;
+        for (rank, near) in found.matches.iter().enumerate() {
+            write!(out, "{:>3}. {} bits away: ", rank + 1, near.distance)?;
+            write_document(out, &near.document, zone)?;
         }
         Ok(())
     })

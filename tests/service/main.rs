@@ -9,6 +9,7 @@ mod cli_eval;
 mod cli_index;
 mod cli_load;
 mod cli_polish;
+mod cli_write;
 mod redis_cluster;
 mod redis_cluster_smoke;
 mod resends;
