@@ -18,6 +18,13 @@ use tantivy_dedup::local_time::{RangeEnd, TimeZone};
 
 use super::{counted, size};
 
+/// A `--limit` of a page: 0 to [`MAX_PAGE_SIZE`], as over HTTP.
+fn page_size() -> impl clap::builder::TypedValueParser<Value = usize> {
+    clap::value_parser!(u16)
+        .range(0..=MAX_PAGE_SIZE as i64)
+        .map(usize::from)
+}
+
 #[derive(Args)]
 pub struct IndexArg {
     /// Index directory (as written by `ingest`)
@@ -51,7 +58,7 @@ pub struct SearchArgs {
     offset: usize,
     /// Clusters to show, at most 1000 (the HTTP API's default too)
     #[arg(long, default_value_t = DEFAULT_PAGE_SIZE,
-          value_parser = clap::value_parser!(u16).range(0..=MAX_PAGE_SIZE as i64).map(usize::from))]
+          value_parser = page_size())]
     limit: usize,
     /// Only documents published at or after this time: a date (2024-04-21, from the start of
     /// that day), a date and time (2024-04-21 08:30[:00]), both in --time-zone, RFC 3339
@@ -102,7 +109,7 @@ pub struct SimilarArgs {
     offset: usize,
     /// Documents to show, at most 1000 (the HTTP API's default too)
     #[arg(long, default_value_t = DEFAULT_PAGE_SIZE,
-          value_parser = clap::value_parser!(u16).range(0..=MAX_PAGE_SIZE as i64).map(usize::from))]
+          value_parser = page_size())]
     limit: usize,
     #[command(flatten)]
     zone: ZoneArg,
@@ -123,7 +130,7 @@ pub struct NearDuplicatesArgs {
     title: Option<String>,
     /// Near-duplicates to show, at most 1000
     #[arg(long, default_value_t = DEFAULT_PAGE_SIZE,
-          value_parser = clap::value_parser!(u16).range(0..=MAX_PAGE_SIZE as i64).map(usize::from))]
+          value_parser = page_size())]
     limit: usize,
     #[command(flatten)]
     zone: ZoneArg,

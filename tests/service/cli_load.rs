@@ -2,13 +2,15 @@
 //! bad line reported by number, the counts equal to what the server holds, a second load
 //! counted as unchanged, the write key required when the server has one.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
+
+use crate::serve_process::spawn_listening;
 
 const BIN: &str = env!("CARGO_BIN_EXE_tantivy-dedup");
 const KEY: &str = "a-write-key-for-the-load-test";
@@ -27,21 +29,11 @@ impl Server {
             .arg(dir.join("index"))
             .env_remove("TANTIVY_DEDUP_WRITE_KEY")
             .env_remove("TANTIVY_DEDUP_READ_KEY")
-            .stdout(Stdio::piped())
             .stderr(Stdio::null());
         if let Some(key) = key {
             command.env("TANTIVY_DEDUP_WRITE_KEY", key);
         }
-        let mut child = command.spawn().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let mut lines = BufReader::new(stdout).lines();
-        let url = loop {
-            let line = lines.next().expect("the server stopped before listening");
-            if let Some(url) = line.unwrap().strip_prefix("listening on ") {
-                break url.trim().to_owned();
-            }
-        };
-        std::thread::spawn(move || lines.for_each(drop));
+        let (child, url) = spawn_listening(&mut command, None);
         Server { child, url }
     }
 

@@ -4,12 +4,13 @@
 //! with a line break; the command line's counts, sizes and missing sources; the evaluation
 //! data that is not shipped with the repository.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+
+use crate::serve_process::spawn_listening;
 
 const BIN: &str = env!("CARGO_BIN_EXE_tantivy-dedup");
 
@@ -60,24 +61,16 @@ struct Serve {
 
 impl Serve {
     fn start(index: &Path, args: &[&str]) -> Self {
-        let mut child = Command::new(BIN)
-            .arg("serve")
-            .arg("--index")
-            .arg(index)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).unwrap();
-        let base = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("not listening: {line:?}"))
-            .to_owned();
+        let (child, base) = spawn_listening(
+            Command::new(BIN)
+                .arg("serve")
+                .arg("--index")
+                .arg(index)
+                .args(args)
+                .stdin(Stdio::null())
+                .stderr(Stdio::null()),
+            None,
+        );
         Serve { child, base }
     }
 

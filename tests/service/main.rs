@@ -13,6 +13,7 @@ mod cli_write;
 mod redis_cluster;
 mod redis_cluster_smoke;
 mod resends;
+mod serve_process;
 mod server_api;
 mod server_durability;
 mod store_redis;

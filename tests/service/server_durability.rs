@@ -20,7 +20,6 @@
 //! event times grow past the dedup window so that clusters expire during the run.
 
 use std::collections::{HashMap, HashSet};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -35,6 +34,8 @@ use serde_json::{Map, Value};
 use tantivy_dedup::config::Config;
 use tantivy_dedup::engine::DedupIndex;
 use tantivy_dedup::{Article, Decision, Fingerprint};
+
+use crate::serve_process::spawn_listening;
 
 // ---- the stream of documents ----------------------------------------------------------------
 
@@ -507,22 +508,20 @@ impl Server {
             std::fs::write(&config, CONFIG).unwrap();
         }
         let log = next_log(dir);
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tantivy-dedup"))
-            .arg("serve")
-            .arg("--index")
-            .arg(dir.join("index"))
-            .args(["--addr", "127.0.0.1:0", "--config"])
-            .arg(&config)
-            .args(flags)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
+        let (child, base) = spawn_listening(
+            Command::new(env!("CARGO_BIN_EXE_tantivy-dedup"))
+                .arg("serve")
+                .arg("--index")
+                .arg(dir.join("index"))
+                .args(["--addr", "127.0.0.1:0", "--config"])
+                .arg(&config)
+                .args(flags)
+                .stdin(Stdio::null())
+                .stderr(std::fs::File::create(&log).unwrap()),
+            Some(&log),
+        );
         let pid = child.id();
-        let stdout = child.stdout.take().unwrap();
-        // From here on the process is killed if anything fails.
-        let mut server = Server {
+        Server {
             child: Arc::new(Mutex::new(child)),
             pid,
             client: Client {
@@ -531,26 +530,9 @@ impl Server {
                     .timeout_global(Some(Duration::from_secs(60)))
                     .build()
                     .into(),
-                base: String::new(),
+                base,
             },
-        };
-        let mut lines = BufReader::new(stdout).lines();
-        server.client.base = loop {
-            match lines.next() {
-                Some(Ok(line)) => {
-                    if let Some(address) = line.strip_prefix("listening on ") {
-                        break address.trim().to_owned();
-                    }
-                }
-                _ => panic!(
-                    "the server stopped before listening:\n{}",
-                    std::fs::read_to_string(&log).unwrap_or_default()
-                ),
-            }
-        };
-        // Keep reading stdout so that the server never writes into a closed pipe.
-        thread::spawn(move || lines.for_each(drop));
-        server
+        }
     }
 
     /// SIGKILL after `delay`, from another thread.

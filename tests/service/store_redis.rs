@@ -10,6 +10,7 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use crate::redis_cluster::RedisCluster;
+use crate::serve_process::spawn_listening;
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -667,30 +668,15 @@ impl Served {
     /// Starts `serve` on a fresh index in `dir`, sharing the forest at `store_arg`; waits
     /// until it listens.
     fn start(dir: &std::path::Path, store_arg: &str) -> Served {
-        use std::io::BufRead;
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tantivy-dedup"))
-            .args(["serve", "--addr", "127.0.0.1:0", "--commit-delay", "20ms"])
-            .args(["--store", store_arg, "--index"])
-            .arg(dir.join("index"))
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::fs::File::create(dir.join("serve.log")).unwrap())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let mut lines = std::io::BufReader::new(stdout).lines();
-        let base = lines
-            .by_ref()
-            .map_while(Result::ok)
-            .find_map(|line| Some(line.strip_prefix("listening on ")?.trim().to_owned()));
-        let Some(base) = base else {
-            let _ = child.kill();
-            panic!(
-                "serve stopped before listening:\n{}",
-                std::fs::read_to_string(dir.join("serve.log")).unwrap_or_default()
-            );
-        };
-        // Keep reading stdout so that the server never writes into a closed pipe.
-        std::thread::spawn(move || lines.for_each(drop));
+        let log = dir.join("serve.log");
+        let (child, base) = spawn_listening(
+            std::process::Command::new(env!("CARGO_BIN_EXE_tantivy-dedup"))
+                .args(["serve", "--addr", "127.0.0.1:0", "--commit-delay", "20ms"])
+                .args(["--store", store_arg, "--index"])
+                .arg(dir.join("index"))
+                .stderr(std::fs::File::create(&log).unwrap()),
+            Some(&log),
+        );
         let agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(Duration::from_secs(60)))
