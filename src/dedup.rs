@@ -313,10 +313,23 @@ impl Signer {
 
     /// Signs an article.
     pub fn sign(&self, article: &Article) -> Signature {
-        let raw = self.parts(article);
+        self.sign_texts(&self.parts(article))
+    }
+
+    /// Signs a text given as parts (the values of the fingerprinted fields, in order; joined
+    /// by a line break), as an article's fields are.
+    ///
+    /// ```
+    /// use tantivy_dedup::{Article, DedupConfig, dedup::Signer};
+    ///
+    /// let signer = Signer::new(&DedupConfig::default());
+    /// let article = Article { id: "1".into(), content: "今天北京天气晴朗。".into(), ..Default::default() };
+    /// assert_eq!(signer.sign_texts(&["今天北京天气晴朗。"]), signer.sign(&article));
+    /// ```
+    pub fn sign_texts(&self, raw: &[&str]) -> Signature {
         let normalized: Vec<String> = raw.iter().map(|part| normalize(part)).collect();
         Signature {
-            fingerprint: self.fingerprinter.fingerprint_normalized(&raw, &normalized),
+            fingerprint: self.fingerprinter.fingerprint_normalized(raw, &normalized),
             sketch: self.sketch(normalized.iter().map(String::as_str)),
         }
     }

@@ -10,6 +10,7 @@ use tantivy::DateTime;
 use tantivy::schema::document::{ReferenceValue, ReferenceValueLeaf, Value};
 use tantivy::schema::{Document, Field};
 
+use crate::engine::dedup_writer::DedupDocument;
 use crate::engine::tokenizer;
 use crate::text::AnalyzedText;
 
@@ -61,6 +62,24 @@ impl NewsDocument {
     /// Adds a value to a field.
     pub fn add(&mut self, field: Field, value: NewsValue) {
         self.values.push((field, value));
+    }
+}
+
+impl DedupDocument for NewsDocument {
+    fn add_u64(&mut self, field: Field, value: u64) {
+        self.add(field, NewsValue::U64(value));
+    }
+
+    fn add_i64(&mut self, field: Field, value: i64) {
+        self.add(field, NewsValue::I64(value));
+    }
+
+    fn add_bool(&mut self, field: Field, value: bool) {
+        self.add(field, NewsValue::Bool(value));
+    }
+
+    fn add_date(&mut self, field: Field, value: DateTime) {
+        self.add(field, NewsValue::Date(value));
     }
 }
 

@@ -3,13 +3,16 @@
 //!
 //! - [`schema`]: the Tantivy schema built from `[fields.*]` plus the dedup fields;
 //! - [`NewsTokenizer`]: the tokenizer registered on every open (normalise + tantivy-jieba);
-//! - [`DedupIndex`]: the one ordered writer, with the forest in front and recovery on open;
+//! - [`schema::DedupFields`] and [`DedupWriter`]: dedup on any Tantivy schema: the fields, and
+//!   the forest beside an `IndexWriter` (the one insert path, with recovery on open);
+//! - [`DedupIndex`]: the news index: its one ordered writer over a [`DedupWriter`];
 //! - [`CollapseCollector`]: hits grouped by root;
 //! - [`DedupSearcher`]: list pages, detail pages, near-duplicate checks, statistics;
 //! - [`check_index`]: every file of an index read and checked (`tantivy-dedup check`).
 
 mod check;
 mod collapse;
+mod dedup_writer;
 mod directory;
 mod document;
 mod recovery;
@@ -23,6 +26,7 @@ pub use collapse::{
     ClusterHitsFruit, ClusterOrdinals, CollapseCollector, CollapseSegmentCollector, Collapsed,
     CollapsedCluster, NO_CLUSTER, RootHasher, RootMap, Sort,
 };
+pub use dedup_writer::{DedupDocument, DedupWriter, DedupWriterBuilder, PreparedDocument};
 pub use directory::{SETTINGS_FILE, stored_settings};
 pub use recovery::RecoveryReport;
 pub use search::{

@@ -1,11 +1,15 @@
-//! The Tantivy schema: the declared document fields plus tantivy-dedup's own fields.
+//! The Tantivy schema: the declared document fields plus tantivy-dedup's own fields
+//! ([`DedupFields`], which any schema can have).
 
+use tantivy::Term;
+use tantivy::query::{BooleanQuery, ConstScoreQuery, ExistsQuery, Occur, Query, TermQuery};
 use tantivy::schema::{
     DateOptions, DateTimePrecision, FAST, Field, IndexRecordOption, NumericOptions, STORED, STRING,
-    Schema, TextFieldIndexing, TextOptions,
+    Schema, SchemaBuilder, TextFieldIndexing, TextOptions,
 };
 
-use crate::config::{FieldKind, FieldsConfig};
+use crate::Fingerprint;
+use crate::config::{DedupConfig, FieldKind, FieldsConfig};
 use crate::index::BlockLayout;
 use crate::verify::Sketch;
 use crate::{Error, Result};
@@ -85,13 +89,163 @@ pub fn block_field_name(block: usize) -> String {
     format!("block{block}")
 }
 
-/// The handles of every field of a news index.
+/// The handles of tantivy-dedup's own fields in any Tantivy schema: what a document needs so
+/// that it can be collapsed by cluster, found by a near-duplicate lookup, and replayed into
+/// the forest when the index is reopened.
 ///
-/// Documents are of two sorts. A *live* document has the article's fields and every dedup
+/// Add them to your own schema with [`add_to`](Self::add_to), or find them in a schema with
+/// [`from_schema`](Self::from_schema). Their names are fixed (`simhash`, `block0..blockK`,
+/// `root`, and the internal `_seq`, `_time`, `_digest`, `_duplicate`, `_sketch`, `_keys`), so
+/// a schema must not use them for anything else.
+///
+/// Documents are of two sorts. A *live* document has the caller's fields and every dedup
 /// field. A *tombstone* stands for a document that was deleted or replaced: it keeps only the
-/// insert's `_seq`, `simhash`, `_time` and `_sketch`, so that the forest can be rebuilt exactly as it was
-/// (a deleted document may still be what a cluster's root came from). Tombstones have no
-/// `root` and no terms, so no query or collector ever sees them.
+/// insert's `_seq`, `simhash`, `_time` and `_sketch`, so that the forest can be rebuilt exactly
+/// as it was (a deleted document may still be what a cluster's root came from). Tombstones
+/// have no `root` and no terms, so no keyword query and no collapse ever sees them;
+/// [`live`](Self::live) keeps them out of queries that match everything.
+///
+/// ```
+/// use tantivy::schema::{Schema, STORED, TEXT};
+/// use tantivy_dedup::DedupConfig;
+/// use tantivy_dedup::engine::schema::DedupFields;
+///
+/// let mut builder = Schema::builder();
+/// builder.add_text_field("body", TEXT | STORED);
+/// let added = DedupFields::add_to(&mut builder, &DedupConfig::default())?;
+/// let schema = builder.build();
+/// assert_eq!(added.blocks.len(), 4);
+/// assert_eq!(DedupFields::from_schema(&schema)?, added);
+/// # Ok::<(), tantivy_dedup::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DedupFields {
+    /// See [`SIMHASH`].
+    pub simhash: Field,
+    /// `block0..blockK`: the simhash's pigeonhole blocks (u64, fast and indexed), one per block of
+    /// the layout, for near-duplicate lookups in the index itself.
+    pub blocks: Vec<Field>,
+    /// See [`ROOT`].
+    pub root: Field,
+    /// See [`SEQUENCE`].
+    pub sequence: Field,
+    /// See [`EVENT_TIME`].
+    pub event_time: Field,
+    /// See [`DIGEST`].
+    pub digest: Field,
+    /// See [`DUPLICATE`].
+    pub duplicate: Field,
+    /// See [`SKETCH`].
+    pub sketch: Field,
+    /// See [`SKETCH_KEYS`].
+    pub sketch_keys: Field,
+}
+
+impl DedupFields {
+    /// Adds the dedup fields to `builder`, with as many blocks as `config`'s `max_distance`
+    /// needs. Fails on an invalid `max_distance`.
+    ///
+    /// # Panics
+    /// Tantivy's builder panics when a field of one of these names was already added.
+    pub fn add_to(builder: &mut SchemaBuilder, config: &DedupConfig) -> Result<DedupFields> {
+        let layout = BlockLayout::new(config.max_distance)?;
+        Ok(Self::add_for_layout(builder, &layout))
+    }
+
+    fn add_for_layout(builder: &mut SchemaBuilder, layout: &BlockLayout) -> DedupFields {
+        let fast_indexed = || NumericOptions::default().set_fast().set_indexed();
+        let fast = || NumericOptions::default().set_fast();
+        DedupFields {
+            simhash: builder.add_u64_field(SIMHASH, fast().set_stored()),
+            blocks: (0..layout.blocks().len())
+                .map(|block| builder.add_u64_field(&block_field_name(block), fast_indexed()))
+                .collect(),
+            root: builder.add_u64_field(ROOT, fast_indexed()),
+            sequence: builder.add_u64_field(SEQUENCE, fast()),
+            event_time: builder.add_i64_field(EVENT_TIME, fast()),
+            digest: builder.add_u64_field(DIGEST, fast()),
+            duplicate: builder.add_bool_field(DUPLICATE, fast()),
+            sketch: builder.add_u64_field(SKETCH, fast()),
+            sketch_keys: builder
+                .add_u64_field(SKETCH_KEYS, NumericOptions::default().set_indexed()),
+        }
+    }
+
+    /// Finds the dedup fields in `schema` by name; an error names the first one missing.
+    pub fn from_schema(schema: &Schema) -> Result<DedupFields> {
+        let field = |name: &str| {
+            schema.get_field(name).map_err(|_| {
+                Error::Config(format!(
+                    "the schema has no `{name}` field: add the dedup fields with \
+                     DedupFields::add_to when building it"
+                ))
+            })
+        };
+        let blocks: Vec<Field> = (0..)
+            .map_while(|block| schema.get_field(&block_field_name(block)).ok())
+            .collect();
+        if blocks.len() < 2 {
+            return Err(Error::Config(
+                "the schema has no `block0`, `block1`… fields: add the dedup fields with \
+                 DedupFields::add_to when building it"
+                    .to_owned(),
+            ));
+        }
+        Ok(DedupFields {
+            simhash: field(SIMHASH)?,
+            blocks,
+            root: field(ROOT)?,
+            sequence: field(SEQUENCE)?,
+            event_time: field(EVENT_TIME)?,
+            digest: field(DIGEST)?,
+            duplicate: field(DUPLICATE)?,
+            sketch: field(SKETCH)?,
+            sketch_keys: field(SKETCH_KEYS)?,
+        })
+    }
+
+    /// Checks that these fields were made for `config`: as many blocks as its `max_distance`
+    /// cuts a fingerprint into.
+    pub fn check(&self, config: &DedupConfig) -> Result<()> {
+        let blocks = BlockLayout::new(config.max_distance)?.blocks().len();
+        if self.blocks.len() != blocks {
+            return Err(Error::Config(format!(
+                "the schema has {} block fields but max_distance = {} needs {blocks}: open the \
+                 index with the settings it was built with",
+                self.blocks.len(),
+                config.max_distance
+            )));
+        }
+        Ok(())
+    }
+
+    /// The query for every live document of the cluster whose root is `root` (the detail
+    /// page's query; tombstones have no root, so it never finds one).
+    pub fn cluster_query(&self, root: Fingerprint) -> TermQuery {
+        TermQuery::new(
+            Term::from_field_u64(self.root, root.0),
+            IndexRecordOption::Basic,
+        )
+    }
+
+    /// `query` restricted to live documents, leaving tombstones out: needed only for queries
+    /// that can match a document without any term of yours, such as Tantivy's `AllQuery`.
+    pub fn live(&self, query: Box<dyn Query>) -> BooleanQuery {
+        BooleanQuery::new(vec![
+            (Occur::Must, query),
+            // A filter: it scores 0, so the caller's scores are unchanged.
+            (
+                Occur::Must,
+                Box::new(ConstScoreQuery::new(
+                    Box::new(ExistsQuery::new(ROOT.to_owned(), false)),
+                    0.0,
+                )),
+            ),
+        ])
+    }
+}
+
+/// The handles of every field of a news index: the declared fields, and the dedup fields.
 #[derive(Debug, Clone)]
 pub struct NewsFields {
     /// The external id (string, indexed and stored).
@@ -106,25 +260,8 @@ pub struct NewsFields {
     pub url: Field,
     /// The publication time, or the arrival time for an article without one (date, fast).
     pub published_at: Field,
-    /// See [`SIMHASH`].
-    pub simhash: Field,
-    /// `block0..blockK`: the simhash's pigeonhole blocks (u64, fast and indexed), one per block of
-    /// the layout, for near-duplicate lookups in the index itself.
-    pub segments: Vec<Field>,
-    /// See [`ROOT`].
-    pub root: Field,
-    /// See [`SEQUENCE`].
-    pub sequence: Field,
-    /// See [`EVENT_TIME`].
-    pub event_time: Field,
-    /// See [`DIGEST`].
-    pub digest: Field,
-    /// See [`SKETCH`].
-    pub sketch: Field,
-    /// See [`SKETCH_KEYS`].
-    pub sketch_keys: Field,
-    /// See [`DUPLICATE`].
-    pub duplicate: Field,
+    /// tantivy-dedup's own fields.
+    pub dedup: DedupFields,
     /// Which text fields are indexed (searchable by keyword).
     pub searchable: Vec<Field>,
     /// Whether `source` can be filtered on.
@@ -142,9 +279,9 @@ pub struct NewsFields {
 /// use tantivy_dedup::index::BlockLayout;
 ///
 /// let (schema, fields) = build_schema(&FieldsConfig::default(), &BlockLayout::new(3).unwrap());
-/// assert_eq!(fields.segments.len(), 4);
+/// assert_eq!(fields.dedup.blocks.len(), 4);
 /// assert!(schema.get_field("root").is_ok());
-/// assert!(schema.get_field_entry(fields.root).is_fast());
+/// assert!(schema.get_field_entry(fields.dedup.root).is_fast());
 /// ```
 pub fn build_schema(declared: &FieldsConfig, layout: &BlockLayout) -> (Schema, NewsFields) {
     let mut builder = Schema::builder();
@@ -203,22 +340,7 @@ pub fn build_schema(declared: &FieldsConfig, layout: &BlockLayout) -> (Schema, N
         };
         handles.push(handle);
     }
-    let simhash = builder.add_u64_field(SIMHASH, NumericOptions::default().set_fast().set_stored());
-    let segments = (0..layout.blocks().len())
-        .map(|block| {
-            builder.add_u64_field(
-                &block_field_name(block),
-                NumericOptions::default().set_fast().set_indexed(),
-            )
-        })
-        .collect();
-    let root = builder.add_u64_field(ROOT, NumericOptions::default().set_fast().set_indexed());
-    let sequence = builder.add_u64_field(SEQUENCE, NumericOptions::default().set_fast());
-    let event_time = builder.add_i64_field(EVENT_TIME, NumericOptions::default().set_fast());
-    let digest = builder.add_u64_field(DIGEST, NumericOptions::default().set_fast());
-    let duplicate = builder.add_bool_field(DUPLICATE, NumericOptions::default().set_fast());
-    let sketch = builder.add_u64_field(SKETCH, NumericOptions::default().set_fast());
-    let sketch_keys = builder.add_u64_field(SKETCH_KEYS, NumericOptions::default().set_indexed());
+    let dedup = DedupFields::add_for_layout(&mut builder, layout);
     let schema = builder.build();
     let fields = NewsFields {
         id: handles[0],
@@ -227,15 +349,7 @@ pub fn build_schema(declared: &FieldsConfig, layout: &BlockLayout) -> (Schema, N
         source: handles[3],
         url: handles[4],
         published_at: handles[5],
-        simhash,
-        segments,
-        root,
-        sequence,
-        event_time,
-        digest,
-        duplicate,
-        sketch,
-        sketch_keys,
+        dedup,
         searchable,
         source_indexed,
         published_at_indexed,

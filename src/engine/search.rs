@@ -445,10 +445,7 @@ impl DedupSearcher {
 
     /// All live documents of a cluster.
     fn members(&self, searcher: &tantivy::Searcher, root: Fingerprint) -> Result<Vec<DocAddress>> {
-        let query = TermQuery::new(
-            Term::from_field_u64(self.shared.fields.root, root.0),
-            IndexRecordOption::Basic,
-        );
+        let query = self.shared.fields.dedup.cluster_query(root);
         let members = searcher
             .search(&query, &DocSetCollector)
             .map_err(self.error())?;
@@ -478,7 +475,8 @@ impl DedupSearcher {
             let roots = BooleanQuery::new(
                 page.iter()
                     .map(|cluster| {
-                        let term = Term::from_field_u64(self.shared.fields.root, cluster.root.0);
+                        let term =
+                            Term::from_field_u64(self.shared.fields.dedup.root, cluster.root.0);
                         let query: Box<dyn Query> =
                             Box::new(TermQuery::new(term, IndexRecordOption::Basic));
                         (Occur::Should, query)
@@ -548,10 +546,7 @@ impl DedupSearcher {
 
     /// How many live documents a cluster has.
     pub fn cluster_size(&self, root: Fingerprint) -> Result<u64> {
-        let query = TermQuery::new(
-            Term::from_field_u64(self.shared.fields.root, root.0),
-            IndexRecordOption::Basic,
-        );
+        let query = self.shared.fields.dedup.cluster_query(root);
         let count = self
             .tantivy_searcher()
             .search(&query, &Count)
@@ -645,7 +640,8 @@ impl DedupSearcher {
         let simhash = signature.fingerprint;
         let block_terms = shared
             .fields
-            .segments
+            .dedup
+            .blocks
             .iter()
             .zip(shared.layout.blocks())
             .map(|(field, block)| Term::from_field_u64(*field, block.key(simhash.0)));
@@ -653,7 +649,7 @@ impl DedupSearcher {
             .sketch
             .iter()
             .flat_map(Sketch::keys)
-            .map(|&key| Term::from_field_u64(shared.fields.sketch_keys, u64::from(key)));
+            .map(|&key| Term::from_field_u64(shared.fields.dedup.sketch_keys, u64::from(key)));
         let candidates_query: Vec<(Occur, Box<dyn Query>)> = block_terms
             .chain(key_terms)
             .map(|term| {
@@ -722,7 +718,7 @@ impl DedupSearcher {
                 .map(|time| time.into_timestamp_secs()),
             simhash: Fingerprint(
                 document
-                    .get_first(fields.simhash)
+                    .get_first(fields.dedup.simhash)
                     .and_then(|value| value.as_u64())
                     .unwrap_or(0),
             ),

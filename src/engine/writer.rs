@@ -1,65 +1,37 @@
 //! [`DedupIndex`]: a Tantivy index on disk with the forest in front of it, and its one
 //! ordered writer.
 
-use std::collections::HashMap;
 use std::io::BufRead;
 use std::ops::{Bound, ControlFlow};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use tantivy::collector::DocSetCollector;
-use tantivy::query::{RangeQuery, TermQuery};
-use tantivy::schema::IndexRecordOption;
-use tantivy::{
-    DateTime, DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, Term,
-};
+use tantivy::query::RangeQuery;
+use tantivy::{DateTime, Index, IndexWriter, Term};
 
 use crate::article::{Article, ArticleError};
 use crate::config::Config;
-use crate::dedup::{BATCH_SIZE, Change, Decision, Deduplicator, Signer, now};
+use crate::dedup::{BATCH_SIZE, Decision, Signer};
+use crate::engine::dedup_writer::{DedupWriter, PreparedDocument};
 use crate::engine::directory::{
     self, SETTINGS_FILE, index_error, open_directory, open_tantivy, stored_settings,
 };
 use crate::engine::document::{NewsDocument, NewsValue};
-use crate::engine::recovery::{self, RecoveryReport};
-use crate::engine::schema::{self, NewsFields, build_schema, fast_value, stored_sketch};
+use crate::engine::recovery::RecoveryReport;
+use crate::engine::schema::{NewsFields, build_schema};
 use crate::engine::search::DedupSearcher;
-use crate::forest::{Forest, SharedForest, Signature, Timestamp};
+use crate::forest::{Forest, SharedForest, Timestamp};
 use crate::index::BlockLayout;
 use crate::input;
 use crate::text::AnalyzedText;
-use crate::verify::Sketch;
-use crate::{Error, Fingerprint, Result};
+use crate::{Error, Result};
 
 /// An article analysed and fingerprinted, ready for [`DedupIndex::add`].
 ///
 /// Preparing is the expensive part of an insert (normalising and segmenting the text once for
 /// both the fingerprint and the index) and needs only `&DedupIndex`, so many articles can be
 /// prepared in parallel and then added in order.
-#[derive(Debug, Clone)]
-pub struct PreparedArticle {
-    id: String,
-    published_at: Option<Timestamp>,
-    signature: Signature,
-    /// The sketch, shared with the insert that stores it in `_sketch` (default mode).
-    sketch: Option<Arc<Sketch>>,
-    /// [`Article::digest`].
-    digest: u64,
-    /// Every field but those the forest decides (root) or the writer numbers.
-    document: NewsDocument,
-}
-
-impl PreparedArticle {
-    /// The article's id.
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    /// Its fingerprint.
-    pub fn simhash(&self) -> Fingerprint {
-        self.signature.fingerprint
-    }
-}
+pub type PreparedArticle = PreparedDocument<NewsDocument>;
 
 /// What preparing an article needs: a copy of the index's settings, so that articles can be
 /// prepared on any thread while the index itself is busy adding (see [`DedupIndex::preparer`]).
@@ -98,7 +70,6 @@ impl Preparer {
             })
             .collect();
         let signature = self.signer.sign_analyzed(&parts);
-        let sketch = signature.sketch.clone().map(Arc::new);
 
         let fields = &self.fields;
         let mut document = NewsDocument::default();
@@ -113,17 +84,13 @@ impl Preparer {
         if let Some(url) = url {
             document.add(fields.url, NewsValue::Str(url));
         }
-        for &key in signature.sketch.iter().flat_map(Sketch::keys) {
-            document.add(fields.sketch_keys, NewsValue::U64(u64::from(key)));
+        if let Some(time) = published_at {
+            document.add(
+                fields.published_at,
+                NewsValue::Date(DateTime::from_timestamp_secs(time)),
+            );
         }
-        PreparedArticle {
-            id,
-            published_at,
-            signature,
-            sketch,
-            digest,
-            document,
-        }
+        PreparedDocument::new(document, id, published_at, signature, digest)
     }
 }
 
@@ -135,25 +102,6 @@ fn text_value(analyzed: Option<AnalyzedText>, raw: String) -> NewsValue {
         Some(analyzed) => NewsValue::Analyzed(raw, Arc::new(analyzed)),
         None => NewsValue::Str(raw),
     }
-}
-
-/// The insert that a live document or a tombstone records.
-#[derive(Debug, Clone)]
-struct Insert {
-    sequence: u64,
-    simhash: Fingerprint,
-    time: Timestamp,
-    /// The sketch it was verified with (default mode).
-    sketch: Option<Arc<Sketch>>,
-}
-
-/// A live document: its insert, and what it was decided and made from.
-#[derive(Debug, Clone)]
-struct Live {
-    insert: Insert,
-    root: Fingerprint,
-    duplicate: bool,
-    digest: u64,
 }
 
 /// A Tantivy index of news articles with near-duplicate clustering: every document carries
@@ -201,16 +149,8 @@ pub struct DedupIndex {
     config: Config,
     /// `None` after a failure closed it, until [`recover`](DedupIndex::recover) reopens it.
     writer: Option<IndexWriter<NewsDocument>>,
-    reader: IndexReader,
-    /// The shared forest, when the forest is not this process's own.
-    store: Option<Arc<dyn SharedForest>>,
-    dedup: Deduplicator,
-    layout: BlockLayout,
-    next_sequence: u64,
-    /// Ids added or deleted since the last commit, with the document now live under each
-    /// (`None`: deleted). The committed index answers for every other id.
-    uncommitted: HashMap<String, Option<Live>>,
-    recovery: RecoveryReport,
+    /// The forest beside the writer: every add and delete goes through it.
+    dedup: DedupWriter,
 }
 
 /// Makes a new, empty index in `dir` with `config`'s schema and settings file. `dir` must be
@@ -297,32 +237,31 @@ impl DedupIndex {
     /// taken, the temporaries a crash left removed, every segment opened, the forest replayed.
     fn open_with(dir: &Path, config: Config, store: Option<Arc<dyn SharedForest>>) -> Result<Self> {
         config.validate()?;
-        let layout = BlockLayout::new(config.dedup.max_distance)?;
         let (index, fields) = open_tantivy(dir, &config)?;
         directory::check_files(dir, &index)?;
         let writer = open_writer(&index, &config, dir)?;
         // Only with the writer's lock held: no other process is writing them now.
         directory::remove_temporaries(dir)?;
-        let reader = index
-            .reader_builder()
-            .reload_policy(ReloadPolicy::Manual)
-            .try_into()
-            .map_err(|source| index_error(dir, source))?;
-        let (dedup, recovery, next_sequence) =
-            rebuild_forest(&reader, &config, store.as_deref(), dir)?;
+        let text_fields = config.dedup.fields.iter().map(|name| match name.as_str() {
+            "title" => fields.title,
+            _ => fields.content,
+        });
+        let mut builder = DedupWriter::builder(config.dedup.clone())
+            .id_field(fields.id)
+            .time_field(fields.published_at)
+            .text_fields(text_fields)
+            .location(dir);
+        if let Some(store) = store {
+            builder = builder.shared_forest(store);
+        }
+        let dedup = builder.open(&index)?;
         Ok(DedupIndex {
             path: dir.to_owned(),
             index,
             fields,
             config,
             writer: Some(writer),
-            reader,
-            store,
             dedup,
-            layout,
-            next_sequence,
-            uncommitted: HashMap::new(),
-            recovery,
         })
     }
 
@@ -338,29 +277,17 @@ impl DedupIndex {
         if let Some(writer) = self.writer.take() {
             let _ = writer.wait_merging_threads();
         }
-        self.uncommitted.clear();
         let writer = open_writer(&self.index, &self.config, &self.path)?;
-        self.reader
-            .reload()
-            .map_err(|source| index_error(&self.path, source))?;
-        let (dedup, recovery, next_sequence) = rebuild_forest(
-            &self.reader,
-            &self.config,
-            self.store.as_deref(),
-            &self.path,
-        )?;
+        self.dedup.rebuild()?;
         self.writer = Some(writer);
-        self.dedup = dedup;
-        self.recovery = recovery;
-        self.next_sequence = next_sequence;
         Ok(())
     }
 
-    /// The open writer and the index's path (for errors), or the error of a writer closed
-    /// by a failure.
-    fn writer(&mut self) -> Result<(&mut IndexWriter<NewsDocument>, &Path)> {
+    /// The open writer with the forest beside it, or the error of a writer closed by a
+    /// failure.
+    fn writers(&mut self) -> Result<(&mut IndexWriter<NewsDocument>, &mut DedupWriter)> {
         match &mut self.writer {
-            Some(writer) => Ok((writer, &self.path)),
+            Some(writer) => Ok((writer, &mut self.dedup)),
             None => Err(Error::Server(format!(
                 "the writer of {} was closed by a failure; it reopens at the last commit when recovered",
                 self.path.display()
@@ -386,18 +313,18 @@ impl DedupIndex {
 
     /// Node and root counts of the forest in use.
     pub fn forest_stats(&self) -> crate::forest::ForestStats {
-        self.dedup.stats()
+        self.dedup.forest_stats()
     }
 
     /// What opening the index replayed.
     pub fn recovery(&self) -> &RecoveryReport {
-        &self.recovery
+        self.dedup.recovery()
     }
 
     /// The event time to give an article without `published_at`: the newest time seen, or the
     /// wall clock when nothing was seen yet (so a file replays the same whatever the day).
     pub fn arrival_time(&self) -> Timestamp {
-        self.dedup.newest_time().unwrap_or_else(now)
+        self.dedup.arrival_time()
     }
 
     /// A searcher over what was committed. Cheap; clone it freely, across threads too.
@@ -405,7 +332,7 @@ impl DedupIndex {
         DedupSearcher::new(
             self.path.clone(),
             self.index.clone(),
-            self.reader.clone(),
+            self.dedup.reader().clone(),
             self.fields.clone(),
             self.config.clone(),
         )
@@ -432,85 +359,23 @@ impl DedupIndex {
     }
 
     /// Places a prepared article in its cluster and adds it to the index, replacing any
-    /// document with the same id. `arrival` is its event time when it has no `published_at`.
-    /// The document becomes searchable at the next [`commit`](Self::commit).
+    /// document with the same id ([`DedupWriter::add`]). An article without `published_at`
+    /// is dated by [`arrival_time`](Self::arrival_time). The document becomes searchable at
+    /// the next [`commit`](Self::commit).
     ///
     /// An article identical to the live document with its id (every field the same: a client
     /// retrying a request whose answer it lost) changes nothing and gets that document's
-    /// decision again, marked [`Change::Unchanged`], so re-sending is safe, does not disturb
+    /// decision again, marked [`Change::Unchanged`](crate::Change::Unchanged), so re-sending is safe, does not disturb
     /// the clusters, and is not counted as new work.
-    pub fn add(&mut self, prepared: PreparedArticle, arrival: Timestamp) -> Result<Decision> {
-        let PreparedArticle {
-            id,
-            published_at,
-            signature,
-            sketch,
-            digest,
-            mut document,
-        } = prepared;
-        let mut change = Change::Added;
-        if let Some(live) = self.live(&id)? {
-            if live.digest == digest {
-                return Ok(Decision {
-                    id,
-                    simhash: live.insert.simhash,
-                    root: live.root,
-                    duplicate: live.duplicate,
-                    change: Change::Unchanged,
-                });
-            }
-            self.remove(&id, &live.insert)?;
-            change = Change::Replaced;
-        }
-        let time = published_at.unwrap_or(arrival);
-        let placement = self.dedup.place(signature, time)?;
-        // The document is stored under its node, which is what a replay places it by.
-        let simhash = placement.node;
-        let live = Live {
-            insert: Insert {
-                sequence: self.next_sequence,
-                simhash,
-                time,
-                sketch,
-            },
-            root: placement.root,
-            duplicate: placement.is_duplicate(),
-            digest,
-        };
-        self.next_sequence += 1;
-        let fields = &self.fields;
-        document.add(
-            fields.published_at,
-            NewsValue::Date(DateTime::from_timestamp_secs(time)),
-        );
-        for (field, block) in fields.segments.iter().zip(self.layout.blocks()) {
-            document.add(*field, NewsValue::U64(block.key(simhash.0)));
-        }
-        document.add(fields.root, NewsValue::U64(live.root.0));
-        document.add(fields.digest, NewsValue::U64(digest));
-        document.add(fields.duplicate, NewsValue::Bool(live.duplicate));
-        add_insert_fields(&mut document, fields, &live.insert);
-        let (writer, path) = self.writer()?;
-        writer
-            .add_document(document)
-            .map_err(|source| index_error(path, source))?;
-        let decision = Decision {
-            id: id.clone(),
-            simhash,
-            root: live.root,
-            duplicate: live.duplicate,
-            change,
-        };
-        self.uncommitted.insert(id, Some(live));
-        Ok(decision)
+    pub fn add(&mut self, prepared: PreparedArticle) -> Result<Decision> {
+        let (writer, dedup) = self.writers()?;
+        dedup.add(writer, prepared)
     }
 
-    /// [`prepare`](Self::prepare) then [`add`](Self::add), with the arrival time of
-    /// [`arrival_time`](Self::arrival_time).
+    /// [`prepare`](Self::prepare) then [`add`](Self::add).
     pub fn add_article(&mut self, article: Article) -> Result<Decision> {
-        let arrival = self.arrival_time();
         let prepared = self.prepare(article);
-        self.add(prepared, arrival)
+        self.add(prepared)
     }
 
     /// Ingests JSON Lines from `reader` (named `name` in errors): articles are parsed and
@@ -540,16 +405,13 @@ impl DedupIndex {
             |batch| {
                 for (number, prepared) in batch {
                     let outcome = match prepared {
-                        Ok(prepared) => {
-                            let arrival = self.arrival_time();
-                            match self.add(prepared, arrival) {
-                                Ok(decision) => Ok(decision),
-                                Err(error) => {
-                                    failure = Some(error);
-                                    return ControlFlow::Break(());
-                                }
+                        Ok(prepared) => match self.add(prepared) {
+                            Ok(decision) => Ok(decision),
+                            Err(error) => {
+                                failure = Some(error);
+                                return ControlFlow::Break(());
                             }
-                        }
+                        },
                         Err(error) => Err(error),
                     };
                     report(number, outcome)?;
@@ -577,59 +439,8 @@ impl DedupIndex {
     /// Deletes the document with this id; returns whether there was one. Takes effect at the
     /// next commit. Its cluster stays in the forest until it expires.
     pub fn delete(&mut self, id: &str) -> Result<bool> {
-        let Some(live) = self.live(id)? else {
-            return Ok(false);
-        };
-        self.remove(id, &live.insert)?;
-        Ok(true)
-    }
-
-    /// The live document with this id, committed or not.
-    fn live(&self, id: &str) -> Result<Option<Live>> {
-        match self.uncommitted.get(id) {
-            Some(pending) => Ok(pending.clone()),
-            None => self.committed_live(id),
-        }
-    }
-
-    /// Deletes the live document `id` and leaves a tombstone of its insert in its place. The
-    /// forest goes first: a shared store's failure then leaves nothing done, and once it is
-    /// done `id` is recorded as gone, so that a retry never takes the document off twice.
-    fn remove(&mut self, id: &str, insert: &Insert) -> Result<()> {
-        let term = Term::from_field_text(self.fields.id, id);
-        // Checked before the forest changes, so that a closed writer leaves nothing done.
-        self.writer()?;
-        self.dedup.remove_document(insert.simhash)?;
-        self.uncommitted.insert(id.to_owned(), None);
-        self.writer()?.0.delete_term(term);
-        self.add_tombstone(insert)?;
-        Ok(())
-    }
-
-    /// The committed live document with this id.
-    fn committed_live(&self, id: &str) -> Result<Option<Live>> {
-        let searcher = self.reader.searcher();
-        let query = TermQuery::new(
-            Term::from_field_text(self.fields.id, id),
-            IndexRecordOption::Basic,
-        );
-        let found = searcher
-            .search(&query, &DocSetCollector)
-            .map_err(|source| index_error(&self.path, source))?;
-        let Some(address) = found.into_iter().next() else {
-            return Ok(None);
-        };
-        read_live(&searcher, address).map_err(|source| index_error(&self.path, source))
-    }
-
-    fn add_tombstone(&mut self, insert: &Insert) -> Result<()> {
-        let mut tombstone = NewsDocument::default();
-        add_insert_fields(&mut tombstone, &self.fields, insert);
-        let (writer, path) = self.writer()?;
-        writer
-            .add_document(tombstone)
-            .map_err(|source| index_error(path, source))?;
-        Ok(())
+        let (writer, dedup) = self.writers()?;
+        dedup.delete(writer, id)
     }
 
     /// Makes everything added and deleted so far durable and visible to searchers, then
@@ -645,19 +456,15 @@ impl DedupIndex {
     /// everything added and deleted so far survives a crash, whatever happens after; an
     /// `Err` leaves the last commit as it was.
     pub fn persist(&mut self) -> Result<()> {
-        let (writer, path) = self.writer()?;
-        writer
-            .commit()
-            .map_err(|source| index_error(path, source))?;
-        self.uncommitted.clear();
-        Ok(())
+        let (writer, dedup) = self.writers()?;
+        dedup.persist(writer).map(drop)
     }
 
     /// The second half of [`commit`](Self::commit): makes what was persisted visible to
     /// searchers, then applies the retention setting (itself committed). Returns how many
     /// documents retention deleted. A failure here loses nothing persisted.
     pub fn publish(&mut self) -> Result<u64> {
-        self.reload()?;
+        self.dedup.reload()?;
         let Some(retention) = self.config.index.retention_seconds() else {
             return Ok(0);
         };
@@ -668,19 +475,14 @@ impl DedupIndex {
         let deleted = self.delete_published_before(cutoff)?;
         if deleted > 0 {
             self.persist()?;
-            self.reload()?;
+            self.dedup.reload()?;
         }
         Ok(deleted)
     }
 
-    fn reload(&mut self) -> Result<()> {
-        self.reader
-            .reload()
-            .map_err(|source| index_error(&self.path, source))
-    }
-
     /// Deletes every committed document published before `cutoff` (Unix seconds), leaving
-    /// tombstones; returns how many. Takes effect at the next commit.
+    /// tombstones; returns how many. Takes effect at the next commit; refused while anything
+    /// is uncommitted ([`DedupWriter::delete_query`]).
     pub fn delete_published_before(&mut self, cutoff: Timestamp) -> Result<u64> {
         let query = RangeQuery::new(
             Bound::Unbounded,
@@ -689,27 +491,8 @@ impl DedupIndex {
                 DateTime::from_timestamp_secs(cutoff),
             )),
         );
-        let searcher = self.reader.searcher();
-        let old = searcher
-            .search(&query, &DocSetCollector)
-            .map_err(|source| index_error(&self.path, source))?;
-        let mut inserts = Vec::with_capacity(old.len());
-        for address in &old {
-            if let Some(insert) = read_insert(&searcher, *address)
-                .map_err(|source| index_error(&self.path, source))?
-            {
-                inserts.push(insert);
-            }
-        }
-        for insert in &inserts {
-            self.add_tombstone(insert)?;
-            self.dedup.remove_document(insert.simhash)?;
-        }
-        let (writer, path) = self.writer()?;
-        writer
-            .delete_query(Box::new(query))
-            .map_err(|source| index_error(path, source))?;
-        Ok(inserts.len() as u64)
+        let (writer, dedup) = self.writers()?;
+        dedup.delete_query(writer, Box::new(query))
     }
 
     /// Waits for background merges to finish (they continue in the background otherwise) and
@@ -733,72 +516,6 @@ fn open_writer(index: &Index, config: &Config, dir: &Path) -> Result<IndexWriter
             tantivy::TantivyError::LockFailure(..) => Error::Busy(dir.to_owned()),
             source => index_error(dir, source),
         })
-}
-
-/// A forest rebuilt from the last commit `reader` sees: replayed into a new in-memory forest,
-/// or, when the forest is shared on `store`, only the next sequence number read back (the
-/// store already holds this index's inserts).
-fn rebuild_forest(
-    reader: &IndexReader,
-    config: &Config,
-    store: Option<&dyn SharedForest>,
-    dir: &Path,
-) -> Result<(Deduplicator, RecoveryReport, u64)> {
-    let mut dedup = match store {
-        Some(shared) => {
-            Deduplicator::with_store(config.dedup.clone(), shared.connect(&config.dedup)?)?
-        }
-        None => Deduplicator::new(config.dedup.clone())?,
-    };
-    let replay_into = (!dedup.is_shared()).then(|| dedup.forest_mut());
-    let (recovery, next_sequence) = recovery::replay(&reader.searcher(), replay_into)
-        .map_err(|source| index_error(dir, source))?;
-    Ok((dedup, recovery, next_sequence))
-}
-
-/// The insert a document (live or tombstone) records.
-fn read_insert(searcher: &Searcher, address: DocAddress) -> tantivy::Result<Option<Insert>> {
-    Ok(
-        match (
-            fast_value::<u64>(searcher, address, schema::SEQUENCE)?,
-            fast_value::<u64>(searcher, address, schema::SIMHASH)?,
-            fast_value::<i64>(searcher, address, schema::EVENT_TIME)?,
-        ) {
-            (Some(sequence), Some(simhash), Some(time)) => Some(Insert {
-                sequence,
-                simhash: Fingerprint(simhash),
-                time,
-                sketch: stored_sketch(searcher, address)?.map(Arc::new),
-            }),
-            _ => None,
-        },
-    )
-}
-
-/// A live document's insert and decision (`None` for a tombstone).
-fn read_live(searcher: &Searcher, address: DocAddress) -> tantivy::Result<Option<Live>> {
-    let Some(insert) = read_insert(searcher, address)? else {
-        return Ok(None);
-    };
-    let Some(root) = fast_value::<u64>(searcher, address, schema::ROOT)? else {
-        return Ok(None);
-    };
-    Ok(Some(Live {
-        insert,
-        root: Fingerprint(root),
-        duplicate: fast_value::<bool>(searcher, address, schema::DUPLICATE)?.unwrap_or(false),
-        digest: fast_value::<u64>(searcher, address, schema::DIGEST)?.unwrap_or(0),
-    }))
-}
-
-/// The fields that let the forest be rebuilt: on live documents and tombstones alike.
-fn add_insert_fields(document: &mut NewsDocument, fields: &NewsFields, insert: &Insert) {
-    document.add(fields.sequence, NewsValue::U64(insert.sequence));
-    document.add(fields.simhash, NewsValue::U64(insert.simhash.0));
-    document.add(fields.event_time, NewsValue::I64(insert.time));
-    for value in insert.sketch.iter().flat_map(|sketch| sketch.to_values()) {
-        document.add(fields.sketch, NewsValue::U64(value));
-    }
 }
 
 /// Checks that `requested` may open an index created with `stored`.
@@ -830,6 +547,7 @@ fn check_compatible(stored: &Config, requested: &Config) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dedup::{Change, Deduplicator};
 
     fn article(id: &str, content: &str) -> Article {
         Article {

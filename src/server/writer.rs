@@ -450,10 +450,7 @@ impl Writer {
                 }
                 let added = articles
                     .into_iter()
-                    .map(|article| {
-                        let arrival = self.index.arrival_time();
-                        self.index.add(article, arrival)
-                    })
+                    .map(|article| self.index.add(article))
                     .collect::<crate::Result<Vec<_>>>();
                 match added {
                     Ok(decisions) => {

@@ -1,0 +1,688 @@
+//! [`DedupWriter`]: the forest beside a Tantivy `IndexWriter`, on any schema that has the dedup
+//! fields ([`DedupFields`]). It is the one insert path: [`DedupIndex`](super::DedupIndex)
+//! adds its news articles through it, and an application adds its own documents the same way.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tantivy::collector::DocSetCollector;
+use tantivy::query::{Query, TermQuery};
+use tantivy::schema::{Field, FieldType, IndexRecordOption, Schema, Value};
+use tantivy::{
+    DateTime, DocAddress, Document, Index, IndexReader, IndexWriter, Opstamp, ReloadPolicy,
+    Searcher, TantivyDocument, Term,
+};
+
+use crate::config::DedupConfig;
+use crate::dedup::{Change, Decision, Deduplicator, Signer, now};
+use crate::engine::directory::index_error;
+use crate::engine::recovery::{self, RecoveryReport};
+use crate::engine::schema::{self, DedupFields, fast_value, stored_sketch};
+use crate::forest::{Forest, ForestStats, SharedForest, Signature, Timestamp};
+use crate::index::BlockLayout;
+use crate::verify::Sketch;
+use crate::{Error, Fingerprint, Result};
+
+/// A Tantivy document type the dedup fields can be written into: Tantivy's own
+/// [`TantivyDocument`], and the news index's documents.
+pub trait DedupDocument: Document + Default {
+    /// Adds an unsigned integer value.
+    fn add_u64(&mut self, field: Field, value: u64);
+    /// Adds a signed integer value.
+    fn add_i64(&mut self, field: Field, value: i64);
+    /// Adds a flag.
+    fn add_bool(&mut self, field: Field, value: bool);
+    /// Adds a date.
+    fn add_date(&mut self, field: Field, value: DateTime);
+}
+
+impl DedupDocument for TantivyDocument {
+    fn add_u64(&mut self, field: Field, value: u64) {
+        TantivyDocument::add_u64(self, field, value);
+    }
+
+    fn add_i64(&mut self, field: Field, value: i64) {
+        TantivyDocument::add_i64(self, field, value);
+    }
+
+    fn add_bool(&mut self, field: Field, value: bool) {
+        TantivyDocument::add_bool(self, field, value);
+    }
+
+    fn add_date(&mut self, field: Field, value: DateTime) {
+        TantivyDocument::add_date(self, field, value);
+    }
+}
+
+/// A document fingerprinted and ready for [`DedupWriter::add`]: the expensive part of an
+/// insert, which needs only `&DedupWriter` (or nothing of it), so that many documents can be
+/// prepared in parallel and then added in order.
+#[derive(Debug, Clone)]
+pub struct PreparedDocument<D> {
+    id: String,
+    time: Option<Timestamp>,
+    signature: Signature,
+    /// The sketch, shared with the insert that stores it in `_sketch` (default mode).
+    sketch: Option<Arc<Sketch>>,
+    digest: u64,
+    document: D,
+}
+
+impl<D> PreparedDocument<D> {
+    /// A document with what the writer needs to know of it: its id (empty when the writer has
+    /// no id field), its event time if it has one, its signature
+    /// ([`Signer::sign_texts`]), and a digest of its content (equal digests under one id
+    /// mean a re-send, which changes nothing). The document itself holds the caller's fields;
+    /// the writer adds the dedup fields.
+    pub fn new(
+        document: D,
+        id: String,
+        time: Option<Timestamp>,
+        signature: Signature,
+        digest: u64,
+    ) -> Self {
+        PreparedDocument {
+            id,
+            time,
+            sketch: signature.sketch.clone().map(Arc::new),
+            signature,
+            digest,
+            document,
+        }
+    }
+
+    /// Its id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Its fingerprint.
+    pub fn simhash(&self) -> Fingerprint {
+        self.signature.fingerprint
+    }
+}
+
+/// The insert that a live document or a tombstone records.
+#[derive(Debug, Clone)]
+struct Insert {
+    sequence: u64,
+    simhash: Fingerprint,
+    time: Timestamp,
+    /// The sketch it was verified with (default mode).
+    sketch: Option<Arc<Sketch>>,
+}
+
+/// A live document: its insert, and what it was decided and made from.
+#[derive(Debug, Clone)]
+struct Live {
+    insert: Insert,
+    root: Fingerprint,
+    duplicate: bool,
+    digest: u64,
+}
+
+/// Builds a [`DedupWriter`]: which fields of the schema hold the id, the event time and the
+/// texts to fingerprint.
+pub struct DedupWriterBuilder {
+    config: DedupConfig,
+    id_field: Option<Field>,
+    time_field: Option<Field>,
+    text_fields: Vec<Field>,
+    location: PathBuf,
+    store: Option<Arc<dyn SharedForest>>,
+}
+
+impl DedupWriterBuilder {
+    /// The string field (indexed) holding each document's id. With one, adding a document
+    /// whose id is already live replaces it, and [`DedupWriter::delete`] works; without one,
+    /// every document is new.
+    pub fn id_field(mut self, field: Field) -> Self {
+        self.id_field = Some(field);
+        self
+    }
+
+    /// The date field holding each document's event time (its publication time). A document
+    /// without one gets the arrival time ([`DedupWriter::arrival_time`]) in this field.
+    /// Without a time field every document arrives at the newest time seen.
+    pub fn time_field(mut self, field: Field) -> Self {
+        self.time_field = Some(field);
+        self
+    }
+
+    /// The text fields whose values are fingerprinted, in this order (at least one).
+    pub fn text_fields(mut self, fields: impl IntoIterator<Item = Field>) -> Self {
+        self.text_fields = fields.into_iter().collect();
+        self
+    }
+
+    /// How errors name the index (its directory, say).
+    pub fn location(mut self, location: impl Into<PathBuf>) -> Self {
+        self.location = location.into();
+        self
+    }
+
+    /// Keeps the forest in a store several processes share (each with its own index) instead
+    /// of in memory; it is then not replayed from the index on open.
+    pub fn shared_forest(mut self, store: Arc<dyn SharedForest>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Opens the writer's side of `index`: checks the fields, and replays the index's inserts
+    /// into a fresh forest (see [`RecoveryReport`]).
+    pub fn open(self, index: &Index) -> Result<DedupWriter> {
+        self.config.validate()?;
+        let schema = index.schema();
+        let fields = DedupFields::from_schema(&schema)?;
+        fields.check(&self.config)?;
+        self.check_fields(&schema)?;
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .map_err(|source| index_error(&self.location, source))?;
+        let mut writer = DedupWriter {
+            layout: BlockLayout::new(self.config.max_distance)?,
+            signer: Signer::new(&self.config),
+            dedup: Deduplicator::new(self.config.clone())?,
+            config: self.config,
+            fields,
+            schema,
+            id_field: self.id_field,
+            time_field: self.time_field,
+            text_fields: self.text_fields,
+            location: self.location,
+            store: self.store,
+            reader,
+            next_sequence: 0,
+            uncommitted: HashMap::new(),
+            recovery: RecoveryReport::default(),
+        };
+        writer.replay()?;
+        Ok(writer)
+    }
+
+    fn check_fields(&self, schema: &Schema) -> Result<()> {
+        let describe = |field: Field| schema.get_field_entry(field).name().to_owned();
+        if self.text_fields.is_empty() {
+            return Err(Error::Config(
+                "name at least one text field to fingerprint (DedupWriterBuilder::text_fields)"
+                    .to_owned(),
+            ));
+        }
+        for &field in &self.text_fields {
+            if !matches!(
+                schema.get_field_entry(field).field_type(),
+                FieldType::Str(_)
+            ) {
+                return Err(Error::Config(format!(
+                    "`{}` cannot be fingerprinted: it is not a text field",
+                    describe(field)
+                )));
+            }
+        }
+        if let Some(field) = self.id_field {
+            let entry = schema.get_field_entry(field);
+            if !matches!(entry.field_type(), FieldType::Str(_)) || !entry.is_indexed() {
+                return Err(Error::Config(format!(
+                    "the id field `{}` must be an indexed string field (STRING)",
+                    describe(field)
+                )));
+            }
+        }
+        if let Some(field) = self.time_field
+            && !matches!(
+                schema.get_field_entry(field).field_type(),
+                FieldType::Date(_)
+            )
+        {
+            return Err(Error::Config(format!(
+                "the time field `{}` must be a date field",
+                describe(field)
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The forest of a Tantivy index's clusters, kept beside its `IndexWriter`: every document
+/// added through it gets its fingerprint, its cluster's root and the other dedup fields, so
+/// that [`CollapseCollector`](super::CollapseCollector) can collapse any query on the index by
+/// cluster with exact cluster sizes, and [`DedupFields::cluster_query`] lists a cluster.
+///
+/// Invariants (what makes a reopened index decide as it would have without the restart):
+/// every change of the index's documents goes through this writer (adds, replacements,
+/// deletes: a delete leaves a tombstone of its insert, see [`DedupFields`]), and the same
+/// writer commits ([`commit`](Self::commit)). Inserts are numbered in the order they were
+/// added; opening replays them in that order.
+///
+/// ```
+/// use tantivy::collector::Count;
+/// use tantivy::query::{AllQuery, TermQuery};
+/// use tantivy::schema::{IndexRecordOption, Schema, STORED, STRING, TEXT};
+/// use tantivy::{Index, IndexWriter, TantivyDocument, Term, doc};
+/// use tantivy_dedup::DedupConfig;
+/// use tantivy_dedup::engine::schema::DedupFields;
+/// use tantivy_dedup::engine::{ClusterOrdinals, CollapseCollector, DedupWriter, Sort};
+///
+/// let config = DedupConfig::default();
+/// let mut builder = Schema::builder();
+/// let id = builder.add_text_field("id", STRING | STORED);
+/// let body = builder.add_text_field("body", TEXT | STORED);
+/// let platform = builder.add_text_field("platform", STRING | STORED);
+/// let dedup_fields = DedupFields::add_to(&mut builder, &config)?;
+/// let index = Index::create_in_ram(builder.build());
+/// let mut writer: IndexWriter = index.writer(15_000_000)?;
+/// let mut dedup = DedupWriter::builder(config).id_field(id).text_fields([body]).open(&index)?;
+///
+/// let story = "南方多地持续强降雨，防汛应急响应提升至三级，各地转移安置受灾群众，抢修受损道路，\
+///              气象部门预计未来三天仍有大到暴雨，提醒公众注意防范山洪和地质灾害。";
+/// let first = dedup.add_document(&writer, doc!(id => "1", body => story, platform => "weibo"))?;
+/// let repost = dedup.add_document(&writer, doc!(id => "2", body => format!("转发：{story}"), platform => "news"))?;
+/// dedup.add_document(&writer, doc!(id => "3", body => "央行宣布下调存款准备金率零点五个百分点。", platform => "news"))?;
+/// dedup.commit(&mut writer)?;
+/// assert_eq!(repost.root, first.root);
+///
+/// // Your own filter, collapsed by cluster, with whole-cluster sizes.
+/// let searcher = dedup.reader().searcher();
+/// let news = TermQuery::new(Term::from_field_text(platform, "news"), IndexRecordOption::Basic);
+/// let ordinals = std::sync::Arc::new(ClusterOrdinals::build(&searcher)?);
+/// let page = searcher.search(&news, &CollapseCollector::new(ordinals, Sort::SimilarDesc, 0, 10))?;
+/// assert_eq!((page.total_hits, page.total_clusters), (2, 2));
+/// assert_eq!(page.clusters[0].size, 2);
+/// // The detail page: the whole cluster.
+/// assert_eq!(searcher.search(&dedup_fields.cluster_query(first.root), &Count)?, 2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct DedupWriter {
+    config: DedupConfig,
+    fields: DedupFields,
+    schema: Schema,
+    id_field: Option<Field>,
+    time_field: Option<Field>,
+    text_fields: Vec<Field>,
+    location: PathBuf,
+    store: Option<Arc<dyn SharedForest>>,
+    reader: IndexReader,
+    signer: Signer,
+    dedup: Deduplicator,
+    layout: BlockLayout,
+    next_sequence: u64,
+    /// Ids added or deleted since the last commit, with the document now live under each
+    /// (`None`: deleted). The committed index answers for every other id.
+    uncommitted: HashMap<String, Option<Live>>,
+    recovery: RecoveryReport,
+}
+
+impl DedupWriter {
+    /// A builder for a writer with these settings; the index must have been built with the
+    /// same ones (an index stores no settings of its own: keep them with it).
+    pub fn builder(config: DedupConfig) -> DedupWriterBuilder {
+        DedupWriterBuilder {
+            config,
+            id_field: None,
+            time_field: None,
+            text_fields: Vec::new(),
+            location: PathBuf::from("(tantivy index)"),
+            store: None,
+        }
+    }
+
+    /// Replays the committed inserts into a fresh forest (or, with a shared store, which holds
+    /// them already, reads back only the next sequence number), dropping uncommitted state.
+    fn replay(&mut self) -> Result<()> {
+        let mut dedup = match &self.store {
+            Some(shared) => {
+                Deduplicator::with_store(self.config.clone(), shared.connect(&self.config)?)?
+            }
+            None => Deduplicator::new(self.config.clone())?,
+        };
+        let replay_into = (!dedup.is_shared()).then(|| dedup.forest_mut());
+        let (recovery, next_sequence) = recovery::replay(&self.reader.searcher(), replay_into)
+            .map_err(|source| index_error(&self.location, source))?;
+        self.dedup = dedup;
+        self.recovery = recovery;
+        self.next_sequence = next_sequence;
+        self.uncommitted.clear();
+        Ok(())
+    }
+
+    /// Brings the forest back to the index's last commit, after the `IndexWriter` was rolled
+    /// back or reopened: everything added since the commit is forgotten, as the index forgot
+    /// it, and the forest is replayed as on open.
+    pub fn rebuild(&mut self) -> Result<()> {
+        self.reload()?;
+        self.replay()
+    }
+
+    /// The dedup fields' handles.
+    pub fn fields(&self) -> &DedupFields {
+        &self.fields
+    }
+
+    /// The settings in use.
+    pub fn config(&self) -> &DedupConfig {
+        &self.config
+    }
+
+    /// The reader this writer reloads at every commit: searchers over what was committed.
+    pub fn reader(&self) -> &IndexReader {
+        &self.reader
+    }
+
+    /// What makes a document's signature (thread-safe; clone it for other threads).
+    pub fn signer(&self) -> &Signer {
+        &self.signer
+    }
+
+    /// The in-memory forest of clusters in the window (empty when the forest is shared: see
+    /// [`forest_stats`](Self::forest_stats)).
+    pub fn forest(&self) -> &Forest {
+        self.dedup.forest()
+    }
+
+    /// Node and root counts of the forest in use.
+    pub fn forest_stats(&self) -> ForestStats {
+        self.dedup.stats()
+    }
+
+    /// What opening (or the last [`rebuild`](Self::rebuild)) replayed.
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.recovery
+    }
+
+    /// The newest event time the forest has seen, if any.
+    pub fn newest_time(&self) -> Option<Timestamp> {
+        self.dedup.newest_time()
+    }
+
+    /// The event time to give a document without one: the newest time seen, or the wall
+    /// clock when nothing was seen yet (so a file replays the same whatever the day).
+    pub fn arrival_time(&self) -> Timestamp {
+        self.newest_time().unwrap_or_else(now)
+    }
+
+    /// How errors name the index.
+    pub fn location(&self) -> &Path {
+        &self.location
+    }
+
+    fn error(&self) -> impl Fn(tantivy::TantivyError) -> Error + '_ {
+        |source| index_error(&self.location, source)
+    }
+
+    /// Fingerprints a document of the caller's schema: the values of the text fields, in
+    /// order, are its text; the id and time fields give its id and event time; the digest is
+    /// of all its values. Needs only `&self`: prepare in parallel, then [`add`](Self::add) in
+    /// order.
+    pub fn prepare(&self, document: TantivyDocument) -> PreparedDocument<TantivyDocument> {
+        let texts: Vec<&str> = self
+            .text_fields
+            .iter()
+            .flat_map(|&field| document.get_all(field).filter_map(|value| value.as_str()))
+            .collect();
+        let signature = self.signer.sign_texts(&texts);
+        let id = self
+            .id_field
+            .and_then(|field| document.get_first(field))
+            .and_then(|value| value.as_str())
+            .unwrap_or_default()
+            .to_owned();
+        let time = self
+            .time_field
+            .and_then(|field| document.get_first(field))
+            .and_then(|value| value.as_datetime())
+            .map(DateTime::into_timestamp_secs);
+        let digest = xxhash_rust::xxh3::xxh3_64(document.to_json(&self.schema).as_bytes());
+        PreparedDocument::new(document, id, time, signature, digest)
+    }
+
+    /// [`prepare`](Self::prepare) then [`add`](Self::add).
+    pub fn add_document(
+        &mut self,
+        writer: &IndexWriter<TantivyDocument>,
+        document: TantivyDocument,
+    ) -> Result<Decision> {
+        let prepared = self.prepare(document);
+        self.add(writer, prepared)
+    }
+
+    /// Places a prepared document in its cluster and adds it to `writer` with its dedup fields,
+    /// replacing the live document with its id (when there is an id field). It becomes
+    /// searchable at the next [`commit`](Self::commit).
+    ///
+    /// A document whose id and digest equal the live document's (a client retrying a request
+    /// whose answer it lost) changes nothing and gets that document's decision again, marked
+    /// [`Change::Unchanged`], so re-sending is safe and does not disturb the clusters.
+    pub fn add<D: DedupDocument>(
+        &mut self,
+        writer: &IndexWriter<D>,
+        prepared: PreparedDocument<D>,
+    ) -> Result<Decision> {
+        let PreparedDocument {
+            id,
+            time,
+            signature,
+            sketch,
+            digest,
+            mut document,
+        } = prepared;
+        let mut change = Change::Added;
+        if let Some(live) = self.live(&id)? {
+            if live.digest == digest {
+                return Ok(Decision {
+                    id,
+                    simhash: live.insert.simhash,
+                    root: live.root,
+                    duplicate: live.duplicate,
+                    change: Change::Unchanged,
+                });
+            }
+            self.remove(writer, &id, &live.insert)?;
+            change = Change::Replaced;
+        }
+        let event_time = time.unwrap_or_else(|| self.arrival_time());
+        for &key in signature.sketch.iter().flat_map(Sketch::keys) {
+            document.add_u64(self.fields.sketch_keys, u64::from(key));
+        }
+        let placement = self.dedup.place(signature, event_time)?;
+        // The document is stored under its node, which is what a replay places it by.
+        let simhash = placement.node;
+        let live = Live {
+            insert: Insert {
+                sequence: self.next_sequence,
+                simhash,
+                time: event_time,
+                sketch,
+            },
+            root: placement.root,
+            duplicate: placement.is_duplicate(),
+            digest,
+        };
+        self.next_sequence += 1;
+        if let (Some(field), None) = (self.time_field, time) {
+            document.add_date(field, DateTime::from_timestamp_secs(event_time));
+        }
+        let fields = &self.fields;
+        for (field, block) in fields.blocks.iter().zip(self.layout.blocks()) {
+            document.add_u64(*field, block.key(simhash.0));
+        }
+        document.add_u64(fields.root, live.root.0);
+        document.add_u64(fields.digest, digest);
+        document.add_bool(fields.duplicate, live.duplicate);
+        add_insert_fields(&mut document, fields, &live.insert);
+        writer.add_document(document).map_err(self.error())?;
+        let decision = Decision {
+            id: id.clone(),
+            simhash,
+            root: live.root,
+            duplicate: live.duplicate,
+            change,
+        };
+        if self.id_field.is_some() {
+            self.uncommitted.insert(id, Some(live));
+        }
+        Ok(decision)
+    }
+
+    /// Deletes the live document with this id; returns whether there was one. Takes effect at
+    /// the next commit. Its cluster stays in the forest until it expires. Without an id field
+    /// there is nothing to find by: `Ok(false)`.
+    pub fn delete<D: DedupDocument>(&mut self, writer: &IndexWriter<D>, id: &str) -> Result<bool> {
+        let Some(live) = self.live(id)? else {
+            return Ok(false);
+        };
+        self.remove(writer, id, &live.insert)?;
+        Ok(true)
+    }
+
+    /// Deletes every committed document `query` matches, leaving tombstones; returns how many.
+    /// Takes effect at the next commit. Refused while anything added or deleted is
+    /// uncommitted: Tantivy would delete matching uncommitted documents too, and those would
+    /// leave no tombstone, so a reopened index would decide differently.
+    pub fn delete_query<D: DedupDocument>(
+        &mut self,
+        writer: &IndexWriter<D>,
+        query: Box<dyn Query>,
+    ) -> Result<u64> {
+        if !self.uncommitted.is_empty() {
+            return Err(Error::Query(
+                "delete by query applies to committed documents: commit first".to_owned(),
+            ));
+        }
+        let searcher = self.reader.searcher();
+        let matched = searcher
+            .search(query.as_ref(), &DocSetCollector)
+            .map_err(self.error())?;
+        let mut inserts = Vec::with_capacity(matched.len());
+        for address in &matched {
+            // Tombstones match no term; a query that matches them anyway has nothing to remove.
+            if let Some(live) = read_live(&searcher, *address).map_err(self.error())? {
+                inserts.push(live.insert);
+            }
+        }
+        for insert in &inserts {
+            add_tombstone(writer, &self.fields, insert).map_err(self.error())?;
+            self.dedup.remove_document(insert.simhash)?;
+        }
+        writer.delete_query(query).map_err(self.error())?;
+        Ok(inserts.len() as u64)
+    }
+
+    /// Makes everything added and deleted so far durable (Tantivy's commit), without yet
+    /// showing it to searchers ([`reload`](Self::reload) does). An `Err` leaves the last
+    /// commit as it was.
+    pub fn persist<D: DedupDocument>(&mut self, writer: &mut IndexWriter<D>) -> Result<Opstamp> {
+        let opstamp = writer.commit().map_err(self.error())?;
+        self.uncommitted.clear();
+        Ok(opstamp)
+    }
+
+    /// Shows what was persisted to searchers of [`reader`](Self::reader).
+    pub fn reload(&self) -> Result<()> {
+        self.reader.reload().map_err(self.error())
+    }
+
+    /// [`persist`](Self::persist) then [`reload`](Self::reload).
+    pub fn commit<D: DedupDocument>(&mut self, writer: &mut IndexWriter<D>) -> Result<Opstamp> {
+        let opstamp = self.persist(writer)?;
+        self.reload()?;
+        Ok(opstamp)
+    }
+
+    /// The live document with this id, committed or not.
+    fn live(&self, id: &str) -> Result<Option<Live>> {
+        let Some(id_field) = self.id_field else {
+            return Ok(None);
+        };
+        if let Some(pending) = self.uncommitted.get(id) {
+            return Ok(pending.clone());
+        }
+        let searcher = self.reader.searcher();
+        let query = TermQuery::new(
+            Term::from_field_text(id_field, id),
+            IndexRecordOption::Basic,
+        );
+        let found = searcher
+            .search(&query, &DocSetCollector)
+            .map_err(self.error())?;
+        match found.into_iter().next() {
+            Some(address) => read_live(&searcher, address).map_err(self.error()),
+            None => Ok(None),
+        }
+    }
+
+    /// Deletes the live document `id` and leaves a tombstone of its insert in its place. The
+    /// forest goes first: a shared store's failure then leaves nothing done, and once it is
+    /// done `id` is recorded as gone, so that a retry never takes the document off twice.
+    fn remove<D: DedupDocument>(
+        &mut self,
+        writer: &IndexWriter<D>,
+        id: &str,
+        insert: &Insert,
+    ) -> Result<()> {
+        let Some(id_field) = self.id_field else {
+            return Ok(());
+        };
+        self.dedup.remove_document(insert.simhash)?;
+        self.uncommitted.insert(id.to_owned(), None);
+        writer.delete_term(Term::from_field_text(id_field, id));
+        add_tombstone(writer, &self.fields, insert).map_err(self.error())
+    }
+}
+
+fn add_tombstone<D: DedupDocument>(
+    writer: &IndexWriter<D>,
+    fields: &DedupFields,
+    insert: &Insert,
+) -> tantivy::Result<()> {
+    let mut tombstone = D::default();
+    add_insert_fields(&mut tombstone, fields, insert);
+    writer.add_document(tombstone).map(drop)
+}
+
+/// The fields that let the forest be rebuilt: on live documents and tombstones alike.
+fn add_insert_fields<D: DedupDocument>(document: &mut D, fields: &DedupFields, insert: &Insert) {
+    document.add_u64(fields.sequence, insert.sequence);
+    document.add_u64(fields.simhash, insert.simhash.0);
+    document.add_i64(fields.event_time, insert.time);
+    for value in insert.sketch.iter().flat_map(|sketch| sketch.to_values()) {
+        document.add_u64(fields.sketch, value);
+    }
+}
+
+/// The insert a document (live or tombstone) records.
+fn read_insert(searcher: &Searcher, address: DocAddress) -> tantivy::Result<Option<Insert>> {
+    Ok(
+        match (
+            fast_value::<u64>(searcher, address, schema::SEQUENCE)?,
+            fast_value::<u64>(searcher, address, schema::SIMHASH)?,
+            fast_value::<i64>(searcher, address, schema::EVENT_TIME)?,
+        ) {
+            (Some(sequence), Some(simhash), Some(time)) => Some(Insert {
+                sequence,
+                simhash: Fingerprint(simhash),
+                time,
+                sketch: stored_sketch(searcher, address)?.map(Arc::new),
+            }),
+            _ => None,
+        },
+    )
+}
+
+/// A live document's insert and decision (`None` for a tombstone).
+fn read_live(searcher: &Searcher, address: DocAddress) -> tantivy::Result<Option<Live>> {
+    let Some(insert) = read_insert(searcher, address)? else {
+        return Ok(None);
+    };
+    let Some(root) = fast_value::<u64>(searcher, address, schema::ROOT)? else {
+        return Ok(None);
+    };
+    Ok(Some(Live {
+        insert,
+        root: Fingerprint(root),
+        duplicate: fast_value::<bool>(searcher, address, schema::DUPLICATE)?.unwrap_or(false),
+        digest: fast_value::<u64>(searcher, address, schema::DIGEST)?.unwrap_or(0),
+    }))
+}
