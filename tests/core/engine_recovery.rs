@@ -34,11 +34,11 @@ const SENTENCES: &[&str] = &[
     "港口集装箱吞吐量连续三个月保持增长，外贸进出口形势总体平稳。",
 ];
 
-const SOURCES: &[&str] = &["新华网", "人民网", "央视网", "澎湃新闻", "本地日报"];
+pub(crate) const SOURCES: &[&str] = &["新华网", "人民网", "央视网", "澎湃新闻", "本地日报"];
 
 /// One step of a workload.
 #[derive(Debug, Clone)]
-enum Step {
+pub(crate) enum Step {
     Add(Article),
     Delete(String),
 }
@@ -47,7 +47,7 @@ enum Step {
 /// dropped, swapped or added, a header), some ids re-sent with other text, some deleted, about
 /// one document in ten undated, and event times spread over several windows so that clusters
 /// expire during the run.
-fn workload(seed: u64, steps: usize) -> Vec<Step> {
+pub(crate) fn workload(seed: u64, steps: usize) -> Vec<Step> {
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut stories: Vec<Vec<usize>> = Vec::new();
     let mut ids: Vec<String> = Vec::new();
@@ -106,7 +106,7 @@ fn workload(seed: u64, steps: usize) -> Vec<Step> {
     workload
 }
 
-fn config() -> Config {
+pub(crate) fn config() -> Config {
     let mut config = Config::default();
     // Short enough that clusters expire during the workload.
     config.dedup.window = Duration::from_secs(3 * 3600);
