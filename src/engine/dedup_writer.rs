@@ -26,6 +26,18 @@ use crate::{Error, Fingerprint, Result};
 
 /// A Tantivy document type the dedup fields can be written into: Tantivy's own
 /// [`TantivyDocument`], and the news index's documents.
+///
+/// ```
+/// use tantivy::schema::{Schema, FAST};
+/// use tantivy::TantivyDocument;
+/// use tantivy_dedup::engine::DedupDocument;
+///
+/// let mut builder = Schema::builder();
+/// let likes = builder.add_u64_field("likes", FAST);
+/// let mut document = TantivyDocument::default();
+/// DedupDocument::add_u64(&mut document, likes, 7);
+/// assert_eq!(document.len(), 1);
+/// ```
 pub trait DedupDocument: Document + Default {
     /// Adds an unsigned integer value.
     fn add_u64(&mut self, field: Field, value: u64);
@@ -58,6 +70,40 @@ impl DedupDocument for TantivyDocument {
 /// A document fingerprinted and ready for [`DedupWriter::add`]: the expensive part of an
 /// insert, which needs only `&DedupWriter` (or nothing of it), so that many documents can be
 /// prepared in parallel and then added in order.
+///
+/// ```
+/// use tantivy::schema::{Schema, STORED, STRING, TEXT};
+/// use tantivy::{Index, IndexWriter, doc};
+/// use tantivy_dedup::DedupConfig;
+/// use tantivy_dedup::engine::DedupWriter;
+/// use tantivy_dedup::engine::schema::DedupFields;
+///
+/// let mut builder = Schema::builder();
+/// let id = builder.add_text_field("id", STRING | STORED);
+/// let body = builder.add_text_field("body", TEXT);
+/// DedupFields::add_to(&mut builder, &DedupConfig::default())?;
+/// let index = Index::create_in_ram(builder.build());
+/// let mut writer: IndexWriter = index.writer(15_000_000)?;
+/// let mut dedup = DedupWriter::builder(DedupConfig::default()).id_field(id).text_fields([body]).open(&index)?;
+///
+/// // Prepared on other threads (here two), added in order.
+/// let texts = ["今天北京天气晴朗，气温回升，适合出行。", "央行宣布下调存款准备金率零点五个百分点。"];
+/// let preparer = dedup.preparer();
+/// let prepared: Vec<_> = std::thread::scope(|scope| {
+///     let preparer = &preparer;
+///     let handles: Vec<_> = texts.iter().enumerate()
+///         .map(|(n, text)| scope.spawn(move || preparer.prepare(doc!(id => n.to_string(), body => *text))))
+///         .collect();
+///     handles.into_iter().map(|handle| handle.join().unwrap()).collect()
+/// });
+/// assert_eq!(prepared[1].id(), "1");
+/// for document in prepared {
+///     dedup.add(&writer, document)?;
+/// }
+/// dedup.commit(&mut writer)?;
+/// assert_eq!(dedup.reader().searcher().num_docs(), 2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct PreparedDocument<D> {
     id: String,
@@ -103,6 +149,43 @@ impl<D> PreparedDocument<D> {
     }
 }
 
+/// Prepares documents of a [`DedupWriter`]'s schema on any thread
+/// ([`DedupWriter::preparer`]).
+#[derive(Clone)]
+pub struct DocumentPreparer {
+    signer: Signer,
+    schema: Schema,
+    id_field: Option<Field>,
+    time_field: Option<Field>,
+    text_fields: Vec<Field>,
+}
+
+impl DocumentPreparer {
+    /// Fingerprints a document: the values of the text fields, in order, are its text; the id
+    /// and time fields give its id and event time; the digest is of all its values.
+    pub fn prepare(&self, document: TantivyDocument) -> PreparedDocument<TantivyDocument> {
+        let texts: Vec<&str> = self
+            .text_fields
+            .iter()
+            .flat_map(|&field| document.get_all(field).filter_map(|value| value.as_str()))
+            .collect();
+        let signature = self.signer.sign_texts(&texts);
+        let id = self
+            .id_field
+            .and_then(|field| document.get_first(field))
+            .and_then(|value| value.as_str())
+            .unwrap_or_default()
+            .to_owned();
+        let time = self
+            .time_field
+            .and_then(|field| document.get_first(field))
+            .and_then(|value| value.as_datetime())
+            .map(DateTime::into_timestamp_secs);
+        let digest = xxhash_rust::xxh3::xxh3_64(document.to_json(&self.schema).as_bytes());
+        PreparedDocument::new(document, id, time, signature, digest)
+    }
+}
+
 /// The insert that a live document or a tombstone records.
 #[derive(Debug, Clone)]
 struct Insert {
@@ -123,7 +206,32 @@ struct Live {
 }
 
 /// Builds a [`DedupWriter`]: which fields of the schema hold the id, the event time and the
-/// texts to fingerprint.
+/// texts to fingerprint, and where the forest lives.
+///
+/// ```
+/// use tantivy::schema::{Schema, INDEXED, FAST, STORED, STRING, TEXT};
+/// use tantivy::Index;
+/// use tantivy_dedup::DedupConfig;
+/// use tantivy_dedup::engine::DedupWriter;
+/// use tantivy_dedup::engine::schema::DedupFields;
+///
+/// let mut builder = Schema::builder();
+/// let id = builder.add_text_field("id", STRING | STORED);
+/// let title = builder.add_text_field("title", TEXT | STORED);
+/// let body = builder.add_text_field("body", TEXT | STORED);
+/// let published = builder.add_date_field("published", INDEXED | FAST);
+/// DedupFields::add_to(&mut builder, &DedupConfig::default())?;
+/// let index = Index::create_in_ram(builder.build());
+/// let dedup = DedupWriter::builder(DedupConfig::default())
+///     .id_field(id)
+///     .time_field(published)
+///     .text_fields([title, body]) // fingerprint the title and the body, joined
+///     .open(&index)?;
+/// assert_eq!(dedup.recovery().replayed, 0);
+/// // A field of the wrong kind is refused.
+/// assert!(DedupWriter::builder(DedupConfig::default()).text_fields([published]).open(&index).is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct DedupWriterBuilder {
     config: DedupConfig,
     id_field: Option<Field>,
@@ -412,30 +520,21 @@ impl DedupWriter {
         |source| index_error(&self.location, source)
     }
 
-    /// Fingerprints a document of the caller's schema: the values of the text fields, in
-    /// order, are its text; the id and time fields give its id and event time; the digest is
-    /// of all its values. Needs only `&self`: prepare in parallel, then [`add`](Self::add) in
-    /// order.
+    /// Fingerprints a document of the caller's schema ([`DocumentPreparer::prepare`]).
     pub fn prepare(&self, document: TantivyDocument) -> PreparedDocument<TantivyDocument> {
-        let texts: Vec<&str> = self
-            .text_fields
-            .iter()
-            .flat_map(|&field| document.get_all(field).filter_map(|value| value.as_str()))
-            .collect();
-        let signature = self.signer.sign_texts(&texts);
-        let id = self
-            .id_field
-            .and_then(|field| document.get_first(field))
-            .and_then(|value| value.as_str())
-            .unwrap_or_default()
-            .to_owned();
-        let time = self
-            .time_field
-            .and_then(|field| document.get_first(field))
-            .and_then(|value| value.as_datetime())
-            .map(DateTime::into_timestamp_secs);
-        let digest = xxhash_rust::xxh3::xxh3_64(document.to_json(&self.schema).as_bytes());
-        PreparedDocument::new(document, id, time, signature, digest)
+        self.preparer().prepare(document)
+    }
+
+    /// What preparing needs, apart from the writer: send it to other threads, prepare there,
+    /// then [`add`](Self::add) in order here.
+    pub fn preparer(&self) -> DocumentPreparer {
+        DocumentPreparer {
+            signer: self.signer.clone(),
+            schema: self.schema.clone(),
+            id_field: self.id_field,
+            time_field: self.time_field,
+            text_fields: self.text_fields.clone(),
+        }
     }
 
     /// [`prepare`](Self::prepare) then [`add`](Self::add).

@@ -26,7 +26,9 @@ pub use collapse::{
     ClusterHitsFruit, ClusterOrdinals, CollapseCollector, CollapseSegmentCollector, Collapsed,
     CollapsedCluster, NO_CLUSTER, RootHasher, RootMap, Sort,
 };
-pub use dedup_writer::{DedupDocument, DedupWriter, DedupWriterBuilder, PreparedDocument};
+pub use dedup_writer::{
+    DedupDocument, DedupWriter, DedupWriterBuilder, DocumentPreparer, PreparedDocument,
+};
 pub use directory::{SETTINGS_FILE, stored_settings};
 pub use recovery::RecoveryReport;
 pub use search::{

@@ -43,10 +43,8 @@ fn platform_schema(config: &DedupConfig) -> PlatformSchema {
         ),
     );
     let group = builder.add_u64_field("group", INDEXED | FAST);
-    let published = builder.add_date_field(
-        "published",
-        DateOptions::default().set_indexed().set_fast(),
-    );
+    let published =
+        builder.add_date_field("published", DateOptions::default().set_indexed().set_fast());
     let dedup = DedupFields::add_to(&mut builder, config).unwrap();
     PlatformSchema {
         schema: builder.build(),
@@ -171,7 +169,10 @@ fn an_own_schema_decides_as_the_news_index_and_reopens_exactly() {
 
     let mut live = BTreeMap::new();
     let straight = Platform::create(&dir.path().join("straight")).run(&steps, 37, &mut live);
-    assert_eq!(straight, expected, "the own schema decides as the news index");
+    assert_eq!(
+        straight, expected,
+        "the own schema decides as the news index"
+    );
 
     // Reopened after each part: the replay gives the uninterrupted run's decisions.
     let path = dir.path().join("reopened");
@@ -205,6 +206,10 @@ fn brute_force(
     clusters
 }
 
+/// A query of the platform's with the rule it stands for: its name, the query, and which
+/// `group` values it matches.
+type Filter = (String, Box<dyn Query>, Box<dyn Fn(u64) -> bool>);
+
 #[test]
 fn collapsing_own_filters_counts_as_brute_force() {
     let steps = workload(12, 400);
@@ -217,7 +222,7 @@ fn collapsing_own_filters_counts_as_brute_force() {
     let group = platform.fields.group;
     let dedup = &platform.fields.dedup;
 
-    let filters: Vec<(String, Box<dyn Query>, Box<dyn Fn(u64) -> bool>)> = vec![
+    let filters: Vec<Filter> = vec![
         (
             "every live document".into(),
             Box::new(dedup.live(Box::new(AllQuery))),
@@ -258,13 +263,19 @@ fn collapsing_own_filters_counts_as_brute_force() {
         let hits: u64 = expected.values().map(|(hits, _)| hits).sum();
         assert_eq!(page.total_hits, hits, "{name}");
         let sizes: Vec<u64> = page.clusters.iter().map(|cluster| cluster.size).collect();
-        assert!(sizes.is_sorted_by(|a, b| a >= b), "{name}: most similar first");
+        assert!(
+            sizes.is_sorted_by(|a, b| a >= b),
+            "{name}: most similar first"
+        );
     }
 
     // The detail query lists exactly a cluster's live documents; tombstones are never
     // counted, though the workload left some.
     let roots: BTreeSet<Fingerprint> = live.values().map(|(root, _)| *root).collect();
-    assert!(roots.len() > 20 && roots.len() < live.len(), "clusters of several");
+    assert!(
+        roots.len() > 20 && roots.len() < live.len(),
+        "clusters of several"
+    );
     for root in roots {
         let size = live.values().filter(|(r, _)| *r == root).count();
         let counted = searcher.search(&dedup.cluster_query(root), &Count).unwrap();
