@@ -1,10 +1,16 @@
 //! The input document: one JSON object a line, validated with messages that say what to fix.
 
-use serde::Deserialize;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::LazyLock;
+
+use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
+use crate::config::{FieldKind, FieldsConfig};
 use crate::forest::Timestamp;
 
 /// A news article as tantivy-dedup reads it.
@@ -51,14 +57,14 @@ pub enum ArticleError {
     /// Not JSON, or not a JSON object.
     #[error("not a JSON object: {0}")]
     Json(String),
-    /// A required field is absent or null.
+    /// A required field is absent or null (named by its input key).
     #[error("missing required field `{0}`")]
-    Missing(&'static str),
-    /// A field is present with an unusable value.
+    Missing(Cow<'static, str>),
+    /// A field is present with an unusable value: a wrong type, a value out of range.
     #[error("field `{field}` {problem}")]
     Invalid {
-        /// The field.
-        field: &'static str,
+        /// The field, by its input key (its name unless `[fields.NAME] from` says otherwise).
+        field: Cow<'static, str>,
         /// What is wrong, phrased to follow the field's name.
         problem: String,
     },
@@ -70,39 +76,28 @@ pub enum ArticleError {
     TooLong(#[from] LineTooLong),
 }
 
-/// The fields of the JSON object as they came, before validation. Unknown keys are ignored.
-#[derive(Deserialize)]
-struct RawArticle {
-    id: Option<Value>,
-    title: Option<Value>,
-    content: Option<Value>,
-    source: Option<Value>,
-    url: Option<Value>,
-    published_at: Option<Value>,
-}
-
-fn invalid(field: &'static str, problem: impl Into<String>) -> ArticleError {
+fn invalid(field: impl Into<Cow<'static, str>>, problem: impl Into<String>) -> ArticleError {
     ArticleError::Invalid {
-        field,
+        field: field.into(),
         problem: problem.into(),
     }
 }
 
 /// A required, non-empty string (integers accepted for ids).
 fn required_text(
-    field: &'static str,
+    field: &str,
     value: Option<Value>,
     allow_integer: bool,
 ) -> Result<String, ArticleError> {
     let text = match value {
-        None | Some(Value::Null) => return Err(ArticleError::Missing(field)),
+        None | Some(Value::Null) => return Err(ArticleError::Missing(field_name(field))),
         Some(Value::String(text)) => text,
         Some(Value::Number(number)) if allow_integer && (number.is_u64() || number.is_i64()) => {
             number.to_string()
         }
         Some(other) => {
             return Err(invalid(
-                field,
+                field_name(field),
                 format!("must be a string, got {}", kind(&other)),
             ));
         }
@@ -112,20 +107,17 @@ fn required_text(
         .chars()
         .all(|c| c.is_whitespace() || crate::text::is_zero_width(c))
     {
-        return Err(invalid(field, "must not be empty"));
+        return Err(invalid(field_name(field), "must not be empty"));
     }
     Ok(text)
 }
 
-fn optional_text(
-    field: &'static str,
-    value: Option<Value>,
-) -> Result<Option<String>, ArticleError> {
+fn optional_text(field: &str, value: Option<Value>) -> Result<Option<String>, ArticleError> {
     match value {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(text)) => Ok(Some(text)),
         Some(other) => Err(invalid(
-            field,
+            field_name(field),
             format!("must be a string, got {}", kind(&other)),
         )),
     }
@@ -163,7 +155,12 @@ pub const TIME_RANGE: std::ops::RangeInclusive<Timestamp> = 0..=u32::MAX as Time
 /// Parses `published_at`: RFC 3339 text, or Unix seconds as a number or digits, within
 /// [`TIME_RANGE`].
 pub fn parse_time(value: &Value) -> Result<Timestamp, ArticleError> {
-    let time = parse_any_time(value)?;
+    parse_time_of("published_at", value)
+}
+
+/// Parses a date field's value (read from input key `field`) as [`parse_time`] does.
+fn parse_time_of(field: &str, value: &Value) -> Result<Timestamp, ArticleError> {
+    let time = parse_any_time(field, value)?;
     if TIME_RANGE.contains(&time) {
         return Ok(time);
     }
@@ -173,19 +170,19 @@ pub fn parse_time(value: &Value) -> Result<Timestamp, ArticleError> {
         ""
     };
     Err(invalid(
-        "published_at",
+        field_name(field),
         format!("must be between 1970 and 2106, got {time} seconds{hint}"),
     ))
 }
 
-fn parse_any_time(value: &Value) -> Result<Timestamp, ArticleError> {
+fn parse_any_time(field: &str, value: &Value) -> Result<Timestamp, ArticleError> {
     const PROBLEM: &str =
         "must be an RFC 3339 time such as \"2024-05-01T08:00:00+08:00\" or Unix seconds";
     match value {
         Value::Number(number) => number
             .as_i64()
             .or_else(|| number.as_f64().filter(|f| f.is_finite()).map(|f| f as i64))
-            .ok_or_else(|| invalid("published_at", PROBLEM)),
+            .ok_or_else(|| invalid(field_name(field), PROBLEM)),
         Value::String(text) => {
             let text = text.trim();
             if let Ok(seconds) = text.parse::<i64>() {
@@ -194,67 +191,83 @@ fn parse_any_time(value: &Value) -> Result<Timestamp, ArticleError> {
             OffsetDateTime::parse(text, &Rfc3339)
                 .map(|time| time.unix_timestamp())
                 .map_err(|error| {
-                    invalid("published_at", format!("{PROBLEM} ({error}), got {text:?}"))
+                    invalid(
+                        field_name(field),
+                        format!("{PROBLEM} ({error}), got {text:?}"),
+                    )
                 })
         }
         other => Err(invalid(
-            "published_at",
+            field_name(field),
             format!("{PROBLEM}, got {}", kind(other)),
         )),
     }
 }
 
+/// A field's name for an error: borrowed when it is a built-in field's, so that the default
+/// schema's errors allocate nothing for it.
+fn field_name(field: &str) -> Cow<'static, str> {
+    BUILT_IN_KEYS
+        .iter()
+        .find(|name| **name == field)
+        .map_or_else(|| Cow::Owned(field.to_owned()), |name| Cow::Borrowed(*name))
+}
+
+/// The built-in fields, in the order of [`Article`]'s fields and of `[fields]`.
+const BUILT_IN_KEYS: [&str; 6] = ["id", "title", "content", "source", "url", "published_at"];
+
 impl Article {
-    /// Parses and validates one JSON object.
+    /// Parses and validates one JSON object with the default schema's fields (no `from` keys,
+    /// no fields of one's own; [`ArticleReader`] reads by any schema).
     pub fn from_json(line: &str) -> Result<Self, ArticleError> {
-        // serde would also read a JSON array into the fields by position.
-        if !line.trim_start().starts_with('{') {
-            return Err(not_an_object(line.trim_start().chars().next()));
-        }
-        let raw: RawArticle =
-            serde_json::from_str(line).map_err(|error| ArticleError::Json(error.to_string()))?;
-        Self::from_raw(raw)
+        ArticleReader::default_schema()
+            .read_str(line)
+            .map(|record| record.article)
     }
 
-    /// Validates a parsed JSON value.
+    /// Validates a parsed JSON value with the default schema's fields.
     pub fn from_json_value(value: Value) -> Result<Self, ArticleError> {
-        if !value.is_object() {
-            return Err(ArticleError::Json(format!("got {}", kind(&value))));
-        }
-        let raw: RawArticle =
-            serde_json::from_value(value).map_err(|error| ArticleError::Json(error.to_string()))?;
-        Self::from_raw(raw)
+        ArticleReader::default_schema()
+            .read_value(value)
+            .map(|record| record.article)
     }
 
-    fn from_raw(raw: RawArticle) -> Result<Self, ArticleError> {
-        let id = required_text("id", raw.id, true)?;
+    /// Checks the built-in fields' values (`values` in [`BUILT_IN_KEYS`] order, read from the
+    /// input keys `keys`).
+    fn from_values(keys: &[String; 6], values: &mut [Option<Value>]) -> Result<Self, ArticleError> {
+        let [id, title, content, source, url, published_at] = values else {
+            return Err(ArticleError::Json(
+                "the built-in fields are missing".to_owned(),
+            ));
+        };
+        let id = required_text(&keys[0], id.take(), true)?;
         if id.len() > MAX_ID_BYTES {
             return Err(invalid(
-                "id",
+                field_name(&keys[0]),
                 format!("must be at most {MAX_ID_BYTES} bytes, got {}", id.len()),
             ));
         }
         // An id travels in URLs, logs and terminals, where control characters do harm.
         if let Some((at, control)) = id.char_indices().find(|(_, c)| c.is_control()) {
             return Err(invalid(
-                "id",
+                field_name(&keys[0]),
                 format!("must not contain control characters, got {control:?} at byte {at}"),
             ));
         }
         Ok(Article {
             id,
-            content: required_text("content", raw.content, false)?,
-            title: optional_text("title", raw.title)?,
-            source: optional_text("source", raw.source)?,
-            url: optional_text("url", raw.url)?,
-            published_at: match raw.published_at {
+            content: required_text(&keys[2], content.take(), false)?,
+            title: optional_text(&keys[1], title.take())?,
+            source: optional_text(&keys[3], source.take())?,
+            url: optional_text(&keys[4], url.take())?,
+            published_at: match published_at.take() {
                 None | Some(Value::Null) => None,
-                Some(value) => Some(parse_time(&value)?),
+                Some(value) => Some(parse_time_of(&keys[5], &value)?),
             },
         })
     }
 
-    /// Parses one line of bytes, which must be UTF-8.
+    /// Parses one line of bytes with the default schema's fields; it must be UTF-8.
     pub fn from_json_bytes(line: &[u8]) -> Result<Self, ArticleError> {
         let text =
             std::str::from_utf8(line).map_err(|error| ArticleError::Utf8(error.valid_up_to()))?;
@@ -275,6 +288,12 @@ impl Article {
     /// ```
     pub fn digest(&self) -> u64 {
         let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+        self.hash_into(&mut hasher);
+        hasher.digest()
+    }
+
+    /// Feeds every field to `hasher`, as [`digest`](Self::digest) hashes them.
+    fn hash_into(&self, hasher: &mut xxhash_rust::xxh3::Xxh3) {
         // Each field is tagged and length-prefixed, so that no two articles hash the same
         // bytes by moving text from one field to the next.
         let mut field = |tag: u8, text: Option<&str>| {
@@ -293,7 +312,6 @@ impl Article {
         if let Some(time) = self.published_at {
             hasher.update(&time.to_le_bytes());
         }
-        hasher.digest()
     }
 
     /// The text of a named field (`"title"` or `"content"`), if the article has it.
@@ -303,6 +321,391 @@ impl Article {
             "content" => Some(&self.content),
             _ => None,
         }
+    }
+}
+
+/// One value of a field of the platform's own, as its declared type reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FieldValue {
+    /// A `text` or `string` field's value.
+    Text(String),
+    /// An `i64` field's value.
+    I64(i64),
+    /// A `u64` field's value.
+    U64(u64),
+    /// An `f64` field's value (always finite: JSON has no other numbers).
+    F64(f64),
+    /// A `bool` field's value.
+    Bool(bool),
+    /// A `date` field's value, Unix seconds within [`TIME_RANGE`].
+    Date(Timestamp),
+    /// A `facet` field's value: a path such as `/weibo/repost`.
+    Facet(tantivy::schema::Facet),
+}
+
+impl FieldValue {
+    /// Reads one JSON value (not an array) as a value of `kind`; `field` names the input key
+    /// in the error.
+    fn parse(field: &str, kind: FieldKind, value: &Value) -> Result<Self, ArticleError> {
+        let wrong = |expected: &str| {
+            invalid(
+                field_name(field),
+                format!("must be {expected}, got {}", shown(value)),
+            )
+        };
+        Ok(match kind {
+            FieldKind::Text | FieldKind::String => {
+                FieldValue::Text(value.as_str().ok_or_else(|| wrong("a string"))?.to_owned())
+            }
+            FieldKind::I64 => FieldValue::I64(value.as_i64().ok_or_else(|| {
+                wrong(if value.is_u64() {
+                    "an integer below 2^63"
+                } else {
+                    "an integer"
+                })
+            })?),
+            FieldKind::U64 => FieldValue::U64(
+                value
+                    .as_u64()
+                    .ok_or_else(|| wrong("an integer of 0 or more"))?,
+            ),
+            FieldKind::F64 => FieldValue::F64(value.as_f64().ok_or_else(|| wrong("a number"))?),
+            FieldKind::Bool => {
+                FieldValue::Bool(value.as_bool().ok_or_else(|| wrong("true or false"))?)
+            }
+            FieldKind::Date => FieldValue::Date(parse_time_of(field, value)?),
+            FieldKind::Facet => {
+                let path = value
+                    .as_str()
+                    .filter(|path| path.starts_with('/'))
+                    .ok_or_else(|| wrong("a path starting with `/`, such as \"/weibo/repost\""))?;
+                FieldValue::Facet(
+                    tantivy::schema::Facet::from_text(path)
+                        .map_err(|error| invalid(field_name(field), error.to_string()))?,
+                )
+            }
+        })
+    }
+
+    /// Feeds the value to `hasher`, tagged by its type.
+    fn hash_into(&self, hasher: &mut xxhash_rust::xxh3::Xxh3) {
+        let mut bytes = |tag: u8, bytes: &[u8]| {
+            hasher.update(&[tag]);
+            hasher.update(&(bytes.len() as u64).to_le_bytes());
+            hasher.update(bytes);
+        };
+        match self {
+            FieldValue::Text(text) => bytes(b's', text.as_bytes()),
+            FieldValue::I64(value) => bytes(b'i', &value.to_le_bytes()),
+            FieldValue::U64(value) => bytes(b'u', &value.to_le_bytes()),
+            FieldValue::F64(value) => bytes(b'f', &value.to_le_bytes()),
+            FieldValue::Bool(value) => bytes(b'b', &[u8::from(*value)]),
+            FieldValue::Date(value) => bytes(b'd', &value.to_le_bytes()),
+            FieldValue::Facet(facet) => bytes(b'h', facet.encoded_str().as_bytes()),
+        }
+    }
+}
+
+/// A JSON value as an error shows it: strings quoted, anything long cut short.
+fn shown(value: &Value) -> String {
+    const LONGEST: usize = 40;
+    let text = value.to_string();
+    match text.char_indices().nth(LONGEST) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
+    }
+}
+
+/// An article as read from the input: its built-in fields and the values of the schema's
+/// fields of one's own, by field name (a field absent, null or `[]` in the input has no
+/// entry; an array gives several values).
+///
+/// ```
+/// use tantivy_dedup::article::{ArticleReader, FieldValue};
+/// use tantivy_dedup::config::Config;
+///
+/// let config = Config::from_toml_str("[fields.likes]\ntype = \"u64\"\n")?;
+/// let reader = ArticleReader::new(&config.fields);
+/// let record = reader.read_str(r#"{"id": "a", "content": "正文", "likes": 7}"#).unwrap();
+/// assert_eq!(record.fields["likes"], vec![FieldValue::U64(7)]);
+/// assert_ne!(record.digest(), record.article.digest()); // the own fields count
+/// # Ok::<(), tantivy_dedup::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ArticleRecord {
+    /// The built-in fields.
+    pub article: Article,
+    /// The fields of one's own that the input had, with their values in input order.
+    pub fields: BTreeMap<String, Vec<FieldValue>>,
+}
+
+impl From<Article> for ArticleRecord {
+    fn from(article: Article) -> Self {
+        ArticleRecord {
+            article,
+            fields: BTreeMap::new(),
+        }
+    }
+}
+
+impl ArticleRecord {
+    /// A 64-bit digest of every field, the own ones included, to recognise a re-send. Equals
+    /// [`Article::digest`] when there are no own values, so that indexes made before there
+    /// were fields of one's own still recognise their re-sends.
+    pub fn digest(&self) -> u64 {
+        let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+        self.article.hash_into(&mut hasher);
+        for (name, values) in &self.fields {
+            hasher.update(b"F");
+            hasher.update(&(name.len() as u64).to_le_bytes());
+            hasher.update(name.as_bytes());
+            hasher.update(&(values.len() as u64).to_le_bytes());
+            for value in values {
+                value.hash_into(&mut hasher);
+            }
+        }
+        hasher.digest()
+    }
+
+    /// The texts of a named text field (`title`, `content`, or one of one's own), in order;
+    /// none when the record has none.
+    pub fn texts<'a>(&'a self, field: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        let own = self.fields.get(field).into_iter().flatten();
+        self.article
+            .field_text(field)
+            .into_iter()
+            .chain(own.filter_map(|value| match value {
+                FieldValue::Text(text) => Some(text.as_str()),
+                _ => None,
+            }))
+    }
+}
+
+/// Where a known input key's value goes.
+#[derive(Debug, Clone, Copy)]
+enum Slot {
+    /// A built-in field, by its position in [`BUILT_IN_KEYS`].
+    BuiltIn(usize),
+    /// A field of one's own, by its position in [`ArticleReader::own`].
+    Own(usize),
+}
+
+/// A field of one's own as the reader reads it.
+#[derive(Debug, Clone)]
+struct OwnInput {
+    name: String,
+    key: String,
+    kind: FieldKind,
+}
+
+/// Reads JSON objects into [`ArticleRecord`]s by a schema's `[fields]`: each built-in field
+/// from its input key (`from`, by default its name), and each field of one's own checked
+/// against its type. One serde_json pass: keys that no field reads are skipped without being
+/// built into values; a key given twice refuses the object.
+///
+/// ```
+/// use tantivy_dedup::article::ArticleReader;
+/// use tantivy_dedup::config::Config;
+///
+/// let config = Config::from_toml_str(
+///     "[fields.published_at]\nfrom = \"date\"\n[fields.likes]\ntype = \"i64\"\n",
+/// )?;
+/// let reader = ArticleReader::new(&config.fields);
+/// let record = reader.read_str(r#"{"id": "a", "content": "正文", "date": 1700000000}"#).unwrap();
+/// assert_eq!(record.article.published_at, Some(1_700_000_000));
+/// let refused = reader.read_str(r#"{"id": "a", "content": "正文", "likes": "abc"}"#).unwrap_err();
+/// assert_eq!(refused.to_string(), r#"field `likes` must be an integer, got "abc""#);
+/// # Ok::<(), tantivy_dedup::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct ArticleReader {
+    /// Every input key read, with where its value goes.
+    slots: HashMap<String, Slot>,
+    /// The built-in fields' input keys, in [`BUILT_IN_KEYS`] order.
+    built_in_keys: [String; 6],
+    own: Vec<OwnInput>,
+}
+
+impl Default for ArticleReader {
+    fn default() -> Self {
+        ArticleReader::new(&FieldsConfig::default())
+    }
+}
+
+impl ArticleReader {
+    /// A reader for these fields (which [`FieldsConfig::validate`] should have checked: of two
+    /// fields reading one key, the later wins).
+    pub fn new(fields: &FieldsConfig) -> Self {
+        let mut built_in_keys: [String; 6] = Default::default();
+        let mut own = Vec::with_capacity(fields.own.len());
+        let mut slots = HashMap::new();
+        for (position, (name, options)) in fields.declared().enumerate() {
+            let key = options.input_key(name).to_owned();
+            let slot = match built_in_keys.get_mut(position) {
+                Some(built_in) => {
+                    built_in.clone_from(&key);
+                    Slot::BuiltIn(position)
+                }
+                None => {
+                    own.push(OwnInput {
+                        name: name.to_owned(),
+                        key: key.clone(),
+                        kind: options.kind.unwrap_or(FieldKind::Text),
+                    });
+                    Slot::Own(own.len() - 1)
+                }
+            };
+            slots.insert(key, slot);
+        }
+        ArticleReader {
+            slots,
+            built_in_keys,
+            own,
+        }
+    }
+
+    /// The reader of the default schema, made once.
+    pub fn default_schema() -> &'static ArticleReader {
+        static DEFAULT: LazyLock<ArticleReader> = LazyLock::new(ArticleReader::default);
+        &DEFAULT
+    }
+
+    /// The input key `id` is read from.
+    pub fn id_key(&self) -> &str {
+        &self.built_in_keys[0]
+    }
+
+    /// The input key `published_at` is read from.
+    pub fn time_key(&self) -> &str {
+        &self.built_in_keys[5]
+    }
+
+    /// Parses and checks one JSON object.
+    pub fn read_str(&self, line: &str) -> Result<ArticleRecord, ArticleError> {
+        // serde would also read a JSON array into the fields by position.
+        let start = line.trim_start();
+        if !start.starts_with('{') {
+            return Err(not_an_object(start.chars().next()));
+        }
+        let mut deserializer = serde_json::Deserializer::from_str(line);
+        let mut values = self
+            .deserialize(&mut deserializer)
+            .and_then(|values| deserializer.end().map(|()| values))
+            .map_err(|error| ArticleError::Json(error.to_string()))?;
+        self.check(&mut values)
+    }
+
+    /// Parses and checks one line of bytes, which must be UTF-8.
+    pub fn read_bytes(&self, line: &[u8]) -> Result<ArticleRecord, ArticleError> {
+        let text =
+            std::str::from_utf8(line).map_err(|error| ArticleError::Utf8(error.valid_up_to()))?;
+        self.read_str(text)
+    }
+
+    /// Checks a parsed JSON value, which must be an object.
+    pub fn read_value(&self, value: Value) -> Result<ArticleRecord, ArticleError> {
+        if !value.is_object() {
+            return Err(ArticleError::Json(format!("got {}", kind(&value))));
+        }
+        let mut values = self
+            .deserialize(value)
+            .map_err(|error| ArticleError::Json(error.to_string()))?;
+        self.check(&mut values)
+    }
+
+    /// Checks the values read: the built-in fields first, then the own in name order.
+    fn check(&self, values: &mut [Option<Value>]) -> Result<ArticleRecord, ArticleError> {
+        let (built_in, own) = values.split_at_mut(BUILT_IN_KEYS.len());
+        let article = Article::from_values(&self.built_in_keys, built_in)?;
+        let mut fields = BTreeMap::new();
+        for (input, value) in self.own.iter().zip(own) {
+            let parsed = match value.take() {
+                None | Some(Value::Null) => continue,
+                Some(Value::Array(elements)) => elements
+                    .iter()
+                    .filter(|element| !element.is_null())
+                    .map(|element| FieldValue::parse(&input.key, input.kind, element))
+                    .collect::<Result<Vec<_>, _>>()?,
+                Some(value) => vec![FieldValue::parse(&input.key, input.kind, &value)?],
+            };
+            if !parsed.is_empty() {
+                fields.insert(input.name.clone(), parsed);
+            }
+        }
+        Ok(ArticleRecord { article, fields })
+    }
+}
+
+/// The values of an object's known keys, in slot order (built-in fields, then the own).
+impl<'de> DeserializeSeed<'de> for &ArticleReader {
+    type Value = Vec<Option<Value>>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(ObjectVisitor(self))
+    }
+}
+
+struct ObjectVisitor<'r>(&'r ArticleReader);
+
+impl<'de> Visitor<'de> for ObjectVisitor<'_> {
+    type Value = Vec<Option<Value>>;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+        formatter.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let reader = self.0;
+        let mut values = vec![None; BUILT_IN_KEYS.len() + reader.own.len()];
+        while let Some(slot) = map.next_key_seed(KeySeed(reader))? {
+            let Some((key, slot)) = slot else {
+                map.next_value::<IgnoredAny>()?;
+                continue;
+            };
+            let position = match slot {
+                Slot::BuiltIn(position) => position,
+                Slot::Own(position) => BUILT_IN_KEYS.len() + position,
+            };
+            let value = map.next_value::<Value>()?;
+            if values[position].replace(value).is_some() {
+                return Err(serde::de::Error::custom(format!("duplicate field `{key}`")));
+            }
+        }
+        Ok(values)
+    }
+}
+
+/// Looks a key up without keeping it: the key (for a duplicate's error) and its slot, or
+/// `None` for a key no field reads.
+struct KeySeed<'r>(&'r ArticleReader);
+
+impl<'de, 'r> DeserializeSeed<'de> for KeySeed<'r> {
+    type Value = Option<(&'r str, Slot)>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'r> Visitor<'_> for KeySeed<'r> {
+    type Value = Option<(&'r str, Slot)>;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+        formatter.write_str("a key")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<Self::Value, E> {
+        Ok(self
+            .0
+            .slots
+            .get_key_value(key)
+            .map(|(key, slot)| (key.as_str(), *slot)))
     }
 }
 
@@ -395,5 +798,192 @@ mod tests {
             let message = Article::from_json(&line).unwrap_err().to_string();
             assert!(message.contains(needle), "{time}: {message}");
         }
+    }
+
+    fn reader(toml: &str) -> ArticleReader {
+        ArticleReader::new(&crate::config::Config::from_toml_str(toml).unwrap().fields)
+    }
+
+    const OWN: &str = "[fields.likes]\ntype = \"u64\"\n[fields.delta]\ntype = \"i64\"\n\
+                       [fields.score]\ntype = \"f64\"\n[fields.verified]\ntype = \"bool\"\n\
+                       [fields.crawled]\ntype = \"date\"\n[fields.platform]\ntype = \"facet\"\n\
+                       [fields.keywords]\ntype = \"string\"\n[fields.summary]\ntype = \"text\"\n";
+
+    #[test]
+    fn own_fields_are_read_by_their_type() {
+        let reader = reader(OWN);
+        let record = reader
+            .read_str(
+                r#"{"id": "a", "content": "正文", "likes": 3, "delta": -2, "score": 0.5,
+                    "verified": true, "crawled": "2024-05-01T00:00:00Z", "platform": "/weibo/repost",
+                    "keywords": ["洪水", null, "救援"], "summary": [], "other": {"x": 1}}"#,
+            )
+            .unwrap();
+        let facet = tantivy::schema::Facet::from_text("/weibo/repost").unwrap();
+        let expected: BTreeMap<String, Vec<FieldValue>> = [
+            ("likes", vec![FieldValue::U64(3)]),
+            ("delta", vec![FieldValue::I64(-2)]),
+            ("score", vec![FieldValue::F64(0.5)]),
+            ("verified", vec![FieldValue::Bool(true)]),
+            ("crawled", vec![FieldValue::Date(1_714_521_600)]),
+            ("platform", vec![FieldValue::Facet(facet)]),
+            (
+                "keywords",
+                vec![
+                    FieldValue::Text("洪水".into()),
+                    FieldValue::Text("救援".into()),
+                ],
+            ),
+        ]
+        .into_iter()
+        .map(|(name, values)| (name.to_owned(), values))
+        .collect();
+        assert_eq!(record.fields, expected);
+        // An integer is a number too.
+        let record = reader
+            .read_str(r#"{"id": "a", "content": "x", "score": 2}"#)
+            .unwrap();
+        assert_eq!(record.fields["score"], [FieldValue::F64(2.0)]);
+    }
+
+    #[test]
+    fn wrong_types_name_the_field() {
+        let reader = reader(OWN);
+        for (pair, message) in [
+            (
+                r#""likes": "abc""#,
+                r#"field `likes` must be an integer of 0 or more, got "abc""#,
+            ),
+            (
+                r#""likes": -1"#,
+                "field `likes` must be an integer of 0 or more, got -1",
+            ),
+            (
+                r#""delta": 1.5"#,
+                "field `delta` must be an integer, got 1.5",
+            ),
+            (
+                r#""delta": 18446744073709551615"#,
+                "field `delta` must be an integer below 2^63",
+            ),
+            (r#""score": "high""#, "field `score` must be a number"),
+            (
+                r#""verified": "yes""#,
+                "field `verified` must be true or false",
+            ),
+            (
+                r#""crawled": "yesterday""#,
+                "field `crawled` must be an RFC 3339 time",
+            ),
+            (
+                r#""platform": "weibo""#,
+                "field `platform` must be a path starting with `/`",
+            ),
+            (
+                r#""keywords": ["a", 1]"#,
+                "field `keywords` must be a string, got 1",
+            ),
+            (
+                r#""keywords": [["a"]]"#,
+                "field `keywords` must be a string",
+            ),
+            (r#""summary": {"a": 1}"#, "field `summary` must be a string"),
+            (r#""likes": 1, "likes": 2"#, "duplicate field `likes`"),
+        ] {
+            let line = format!(r#"{{"id": "a", "content": "x", {pair}}}"#);
+            let error = reader.read_str(&line).unwrap_err().to_string();
+            assert!(error.contains(message), "{line}: {error}");
+        }
+        let long = format!(
+            r#"{{"id": "a", "content": "x", "likes": "{}"}}"#,
+            "9".repeat(100)
+        );
+        let error = reader.read_str(&long).unwrap_err().to_string();
+        assert!(error.ends_with('…') && error.len() < 120, "{error}");
+    }
+
+    #[test]
+    fn built_in_fields_follow_from() {
+        let reader =
+            reader("[fields.published_at]\nfrom = \"date\"\n[fields.content]\nfrom = \"text\"\n");
+        assert_eq!(reader.time_key(), "date");
+        let record = reader
+            .read_str(r#"{"id": "a", "text": "正文", "date": "1700000000", "published_at": "x", "content": 5}"#)
+            .unwrap();
+        assert_eq!(record.article.content, "正文");
+        assert_eq!(record.article.published_at, Some(1_700_000_000));
+        for (line, message) in [
+            (
+                r#"{"id": "a", "content": "x"}"#,
+                "missing required field `text`",
+            ),
+            (
+                r#"{"id": "a", "text": "x", "date": []}"#,
+                "field `date` must be an RFC 3339 time",
+            ),
+        ] {
+            let error = reader.read_str(line).unwrap_err().to_string();
+            assert!(error.contains(message), "{line}: {error}");
+        }
+        // The value path reads the same.
+        let value = serde_json::json!({"id": 7, "text": "正文", "date": 1_700_000_000});
+        assert_eq!(reader.read_value(value).unwrap().article.id, "7");
+    }
+
+    #[test]
+    fn the_digest_counts_own_fields_and_equals_the_article_digest_without() {
+        let reader = reader(OWN);
+        let plain = reader.read_str(r#"{"id": "a", "content": "x"}"#).unwrap();
+        assert_eq!(plain.digest(), plain.article.digest());
+        let digests: Vec<u64> = [
+            r#"{"id": "a", "content": "x", "likes": 1}"#,
+            r#"{"id": "a", "content": "x", "likes": 2}"#,
+            r#"{"id": "a", "content": "x", "delta": 1}"#,
+            r#"{"id": "a", "content": "x", "keywords": ["a", "b"]}"#,
+            r#"{"id": "a", "content": "x", "keywords": ["ab"]}"#,
+        ]
+        .iter()
+        .map(|line| reader.read_str(line).unwrap().digest())
+        .collect();
+        let mut distinct = digests.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), digests.len());
+        assert!(!digests.contains(&plain.digest()));
+    }
+
+    proptest::proptest! {
+        /// Any JSON value under any field of one's own is read or refused with the field's
+        /// name, never a panic.
+        #[test]
+        fn own_field_parsing_never_panics(value in json_value(), key in 0usize..8) {
+            let names = ["likes", "delta", "score", "verified", "crawled", "platform", "keywords", "summary"];
+            let mut object = serde_json::json!({"id": "a", "content": "x"});
+            object[names[key]] = value;
+            let reader = reader(OWN);
+            if let Err(error) = reader.read_str(&object.to_string()) {
+                proptest::prop_assert!(error.to_string().contains(names[key]), "{}", error);
+            }
+        }
+    }
+
+    fn json_value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>().prop_map(Value::from),
+            ".{0,12}".prop_map(Value::from),
+            "/[a-z/\\\\]{0,10}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(2, 8, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::btree_map("[a-z]{1,3}", inner, 0..3)
+                    .prop_map(|map| Value::Object(map.into_iter().collect())),
+            ]
+        })
     }
 }

@@ -1,5 +1,6 @@
 //! Dedup settings, as declared in the `[dedup]` table of `schema/news.toml`.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -56,9 +57,6 @@ impl std::str::FromStr for Mode {
 /// otherwise.
 pub const DEFAULT_SHORT_TEXT_CHARS: usize = 200;
 
-/// The article fields whose text can feed the fingerprint.
-pub const FINGERPRINT_FIELDS: &[&str] = &["title", "content"];
-
 /// How near-duplicates are detected and how long clusters live.
 ///
 /// `DedupConfig::default()` equals the `[dedup]` table of the shipped `schema/news.toml`.
@@ -84,7 +82,8 @@ pub struct DedupConfig {
     /// Feature weights; unset, the mode's own: `tf` in seed mode, `log-tf` in default mode.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub weighting: Option<Weighting>,
-    /// Which article fields feed the fingerprint, joined by a line break.
+    /// Which text fields feed the fingerprint, joined by a line break: `title`, `content`, or
+    /// text fields of the platform's own (`[fields.NAME]`, `type = "text"`).
     pub fields: Vec<String>,
     /// Fingerprint only the longest sentence.
     pub longest_sentence: bool,
@@ -213,6 +212,7 @@ impl Config {
     pub fn validate(&self) -> Result<()> {
         self.dedup.validate()?;
         self.fields.validate()?;
+        self.fields.check_fingerprinted(&self.dedup.fields)?;
         self.index.validate()?;
         self.server.validate()
     }
@@ -223,7 +223,7 @@ impl Config {
     }
 }
 
-/// The kinds of document field.
+/// The kinds of document field: the built-in fields' and those a platform declares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FieldKind {
@@ -231,16 +231,32 @@ pub enum FieldKind {
     Text,
     /// One exact value (an id, an outlet's name, a URL): found only whole.
     String,
-    /// A point in time.
+    /// A signed 64-bit integer.
+    I64,
+    /// An unsigned 64-bit integer.
+    U64,
+    /// A 64-bit floating-point number.
+    F64,
+    /// `true` or `false`.
+    Bool,
+    /// A point in time: RFC 3339 text or Unix seconds in the input, whole seconds in the index.
     Date,
+    /// A hierarchical path such as `/weibo/repost`, for facet counts and prefix filters.
+    Facet,
 }
 
 impl FieldKind {
-    fn name(self) -> &'static str {
+    /// The name the settings file uses (`type = "..."`).
+    pub fn name(self) -> &'static str {
         match self {
             FieldKind::Text => "text",
             FieldKind::String => "string",
+            FieldKind::I64 => "i64",
+            FieldKind::U64 => "u64",
+            FieldKind::F64 => "f64",
+            FieldKind::Bool => "bool",
             FieldKind::Date => "date",
+            FieldKind::Facet => "facet",
         }
     }
 }
@@ -249,38 +265,85 @@ impl FieldKind {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FieldOptions {
-    /// The field's kind, which is fixed per field; stating it documents the schema.
+    /// The field's kind: required for a field of the platform's own, fixed for a built-in one
+    /// (stating it there documents the schema).
     #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
     pub kind: Option<FieldKind>,
-    /// Whether the value is kept, to be shown in results.
+    /// Whether the value is kept, to be shown in results [default: true].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stored: Option<bool>,
-    /// Whether the field can be searched (text) or filtered on (string, date).
+    /// Whether the field can be searched (text) or filtered on (the other kinds) [default:
+    /// true, but false for `url`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub indexed: Option<bool>,
+    /// Whether the values are kept in a column, for sorting, ranges, facet counts and
+    /// collectors [default: true for a field of one's own that is not text; among the
+    /// built-ins, `source` and `published_at`]. Text cannot be fast.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fast: Option<bool>,
+    /// The input key the value is read from [default: the field's name], so that data with
+    /// `date` instead of `published_at` needs no rewriting.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
 }
 
-/// A field's resolved options.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+impl FieldOptions {
+    /// The input key of a field of this name with these options.
+    pub fn input_key<'a>(&'a self, name: &'a str) -> &'a str {
+        self.from.as_deref().unwrap_or(name)
+    }
+}
+
+/// A field's resolved options: what the Tantivy schema is built from, and what an index's
+/// settings must agree on (the input key is not part of it: it may change between runs).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResolvedField {
     /// The field's name.
-    pub name: &'static str,
+    pub name: String,
     /// Its kind.
     pub kind: FieldKind,
     /// Whether its value is kept.
     pub stored: bool,
     /// Whether it is searchable or filterable.
     pub indexed: bool,
+    /// Whether its values are in a column (fast field).
+    pub fast: bool,
 }
+
+/// The built-in fields: name, kind, and whether they are indexed and fast by default.
+const BUILT_IN_FIELDS: [(&str, FieldKind, bool, bool); 6] = [
+    ("id", FieldKind::String, true, false),
+    ("title", FieldKind::Text, true, false),
+    ("content", FieldKind::Text, true, false),
+    ("source", FieldKind::String, true, true),
+    ("url", FieldKind::String, false, false),
+    ("published_at", FieldKind::Date, true, true),
+];
 
 /// The news schema's document fields, as declared in `[fields.*]` of `schema/news.toml`.
 ///
-/// The set of fields is fixed (an article's `id`, `title`, `content`, `source`, `url` and
-/// `published_at`); their options are not. Two options cannot be turned off: `id` is always
-/// indexed and stored (documents are replaced and shown by it), and `source` and
-/// `published_at` are always fast fields (collapse reads them).
+/// Six fields are built in (an article's `id`, `title`, `content`, `source`, `url` and
+/// `published_at`): their kinds are fixed, their options are not, but `id` is always indexed
+/// and stored (documents are replaced and shown by it) and `source` and `published_at` are
+/// always fast (collapse reads them). Any other `[fields.NAME]` is a field of the platform's
+/// own ([`own`](Self::own)), with a `type`; its name is `[a-z][a-z0-9_]*` and not one of the
+/// dedup fields (`simhash`, `root`, `block0`...). Every field may be read from another input
+/// key (`from`), and no two fields read the same key.
+///
+/// ```
+/// use tantivy_dedup::config::{Config, FieldKind};
+///
+/// let config = Config::from_toml_str(
+///     "[fields.likes]\ntype = \"u64\"\n[fields.published_at]\nfrom = \"date\"\n",
+/// )?;
+/// let likes = config.fields.resolved().into_iter().find(|field| field.name == "likes").unwrap();
+/// assert_eq!((likes.kind, likes.stored, likes.indexed, likes.fast), (FieldKind::U64, true, true, true));
+/// assert_eq!(config.fields.published_at.input_key("published_at"), "date");
+/// assert!(Config::from_toml_str("[fields.root]\ntype = \"u64\"\n").is_err());
+/// # Ok::<(), tantivy_dedup::Error>(())
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(default)]
 pub struct FieldsConfig {
     /// The article's id.
     pub id: FieldOptions,
@@ -294,55 +357,189 @@ pub struct FieldsConfig {
     pub url: FieldOptions,
     /// The publication time.
     pub published_at: FieldOptions,
+    /// The platform's own fields, by name (every other `[fields.NAME]` table).
+    #[serde(flatten)]
+    pub own: BTreeMap<String, FieldOptions>,
 }
 
 impl FieldsConfig {
-    /// Every field with its options resolved against the defaults.
-    pub fn resolved(&self) -> [ResolvedField; 6] {
-        let resolve = |name, kind, options: &FieldOptions, indexed| ResolvedField {
-            name,
-            kind,
-            stored: options.stored.unwrap_or(true),
-            indexed: options.indexed.unwrap_or(indexed),
-        };
+    /// The built-in fields' options, in schema order.
+    fn built_in(&self) -> [&FieldOptions; 6] {
         [
-            resolve("id", FieldKind::String, &self.id, true),
-            resolve("title", FieldKind::Text, &self.title, true),
-            resolve("content", FieldKind::Text, &self.content, true),
-            resolve("source", FieldKind::String, &self.source, true),
-            resolve("url", FieldKind::String, &self.url, false),
-            resolve("published_at", FieldKind::Date, &self.published_at, true),
-        ]
-    }
-
-    /// Checks that each declared kind is the field's kind and that `id` stays usable.
-    pub fn validate(&self) -> Result<()> {
-        let declared = [
             &self.id,
             &self.title,
             &self.content,
             &self.source,
             &self.url,
             &self.published_at,
-        ];
-        for (field, options) in self.resolved().iter().zip(declared) {
-            if let Some(kind) = options.kind.filter(|kind| *kind != field.kind) {
-                return Err(Error::Config(format!(
-                    "fields.{}: type must be \"{}\", got \"{}\"",
-                    field.name,
-                    field.kind.name(),
-                    kind.name()
-                )));
+        ]
+    }
+
+    /// Every field with its options, by name: the built-in ones, then the platform's own in
+    /// name order (the schema's order).
+    pub fn declared(&self) -> impl Iterator<Item = (&str, &FieldOptions)> {
+        BUILT_IN_FIELDS
+            .iter()
+            .map(|(name, ..)| *name)
+            .zip(self.built_in())
+            .chain(
+                self.own
+                    .iter()
+                    .map(|(name, options)| (name.as_str(), options)),
+            )
+    }
+
+    /// Every field with its options resolved against the defaults, in schema order. A field
+    /// of one's own without a `type` (which [`validate`](Self::validate) refuses) is taken as
+    /// text.
+    pub fn resolved(&self) -> Vec<ResolvedField> {
+        let resolve = |name: &str, kind, options: &FieldOptions, indexed, fast| ResolvedField {
+            name: name.to_owned(),
+            kind,
+            stored: options.stored.unwrap_or(true),
+            indexed: options.indexed.unwrap_or(indexed) || kind == FieldKind::Facet,
+            fast: options.fast.unwrap_or(fast) || kind == FieldKind::Facet,
+        };
+        let built_in = BUILT_IN_FIELDS.iter().zip(self.built_in()).map(
+            |(&(name, kind, indexed, fast), options)| resolve(name, kind, options, indexed, fast),
+        );
+        let own = self.own.iter().map(|(name, options)| {
+            let kind = options.kind.unwrap_or(FieldKind::Text);
+            resolve(name, kind, options, true, kind != FieldKind::Text)
+        });
+        built_in.chain(own).collect()
+    }
+
+    /// The names of the text fields, which can feed the fingerprint.
+    pub fn text_fields(&self) -> Vec<String> {
+        self.resolved()
+            .into_iter()
+            .filter(|field| field.kind == FieldKind::Text)
+            .map(|field| field.name)
+            .collect()
+    }
+
+    /// Checks every field: the built-ins' kinds and fixed options, the names, kinds and
+    /// options of one's own, and that no two fields read one input key.
+    pub fn validate(&self) -> Result<()> {
+        let refuse =
+            |name: &str, problem: String| Err(Error::Config(format!("fields.{name}: {problem}")));
+        for (&(name, kind, ..), options) in BUILT_IN_FIELDS.iter().zip(self.built_in()) {
+            if let Some(declared) = options.kind.filter(|declared| *declared != kind) {
+                return refuse(
+                    name,
+                    format!(
+                        "type must be \"{}\" (a built-in field's type is fixed), got \"{}\"",
+                        kind.name(),
+                        declared.name()
+                    ),
+                );
             }
         }
         if self.id.stored == Some(false) || self.id.indexed == Some(false) {
-            return Err(Error::Config(
-                "fields.id: must stay indexed and stored (documents are replaced and shown by id)"
-                    .to_owned(),
-            ));
+            return refuse(
+                "id",
+                "must stay indexed and stored (documents are replaced and shown by id)".to_owned(),
+            );
+        }
+        for (name, options) in [
+            ("source", &self.source),
+            ("published_at", &self.published_at),
+        ] {
+            if options.fast == Some(false) {
+                return refuse(name, "must stay fast (collapse reads it)".to_owned());
+            }
+        }
+        for (name, options) in &self.own {
+            if let Some(problem) = own_name_problem(name) {
+                return refuse(name, problem);
+            }
+            if options.kind.is_none() {
+                return refuse(
+                    name,
+                    format!(
+                        "a field of your own needs a `type`: one of {}; the built-in fields are {}",
+                        ALL_KINDS.map(FieldKind::name).join(", "),
+                        BUILT_IN_FIELDS.map(|(name, ..)| name).join(", ")
+                    ),
+                );
+            }
+        }
+        for (field, (name, options)) in self.resolved().iter().zip(self.declared()) {
+            let problem = match field.kind {
+                FieldKind::Text if options.fast == Some(true) => {
+                    "text cannot be fast (declare a `string` field for exact values)"
+                }
+                FieldKind::Facet
+                    if options.indexed == Some(false) || options.fast == Some(false) =>
+                {
+                    "a facet is always indexed and fast"
+                }
+                _ if options.from.as_deref().is_some_and(str::is_empty) => {
+                    "`from` must name an input key"
+                }
+                _ => continue,
+            };
+            return refuse(name, problem.to_owned());
+        }
+        let mut readers: BTreeMap<&str, &str> = BTreeMap::new();
+        for (name, options) in self.declared() {
+            let key = options.input_key(name);
+            if let Some(other) = readers.insert(key, name) {
+                return Err(Error::Config(format!(
+                    "fields.{other} and fields.{name} both read the input key `{key}`; give one \
+                     of them another `from`"
+                )));
+            }
         }
         Ok(())
     }
+
+    /// Checks that every field named in `[dedup] fields` is a text field.
+    fn check_fingerprinted(&self, fingerprinted: &[String]) -> Result<()> {
+        let text = self.text_fields();
+        match fingerprinted.iter().find(|name| !text.contains(name)) {
+            Some(unknown) => Err(Error::Config(format!(
+                "dedup.fields: {unknown:?} is not a text field; choose from {text:?}"
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Every kind, for messages.
+const ALL_KINDS: [FieldKind; 8] = [
+    FieldKind::Text,
+    FieldKind::String,
+    FieldKind::I64,
+    FieldKind::U64,
+    FieldKind::F64,
+    FieldKind::Bool,
+    FieldKind::Date,
+    FieldKind::Facet,
+];
+
+/// Why a name cannot be a field of one's own, if it cannot: it must be `[a-z][a-z0-9_]*` and
+/// not a name of the dedup fields (`simhash`, `root`, `block0`..., and every name starting
+/// with `_`).
+fn own_name_problem(name: &str) -> Option<String> {
+    let is_block = name
+        .strip_prefix("block")
+        .is_some_and(|number| !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()));
+    if name.starts_with('_') || is_block || ["simhash", "root"].contains(&name) {
+        return Some(
+            "the name is taken by tantivy-dedup's own fields (simhash, root, block0.., and every \
+             name starting with `_`); choose another"
+                .to_owned(),
+        );
+    }
+    let mut bytes = name.bytes();
+    let well_formed = bytes.next().is_some_and(|first| first.is_ascii_lowercase())
+        && bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    (!well_formed).then(|| {
+        "a field name is lower-case ASCII letters, digits and `_`, starting with a letter"
+            .to_owned()
+    })
 }
 
 /// Settings of the Tantivy index itself.
@@ -976,19 +1173,11 @@ impl DedupConfig {
             ));
         }
         self.layout()?;
+        // Whether each is a text field is checked against `[fields]` (`Config::validate`).
         if self.fields.is_empty() {
             return Err(Error::Config(
-                "fields must name at least one of \"title\", \"content\"".to_owned(),
+                "fields must name at least one text field, such as \"content\"".to_owned(),
             ));
-        }
-        if let Some(unknown) = self
-            .fields
-            .iter()
-            .find(|field| !FINGERPRINT_FIELDS.contains(&field.as_str()))
-        {
-            return Err(Error::Config(format!(
-                "fields: {unknown:?} is not a text field; choose from {FINGERPRINT_FIELDS:?}"
-            )));
         }
         Ok(())
     }
@@ -1177,6 +1366,76 @@ mod tests {
             message.contains("empty") && keys.iter().all(|key| message.contains(key)),
             "{message}"
         );
+    }
+
+    /// Every type and option of a field of one's own survives the settings file an index
+    /// keeps, and reads back equal.
+    #[test]
+    fn own_fields_round_trip_through_toml() {
+        let config = Config::from_toml_str(
+            "[dedup]\nfields = [\"content\", \"summary\"]\n\
+             [fields.published_at]\nfrom = \"date\"\n\
+             [fields.summary]\ntype = \"text\"\nstored = false\n\
+             [fields.author]\ntype = \"string\"\nfast = false\n\
+             [fields.sentiment]\ntype = \"f64\"\n[fields.likes]\ntype = \"u64\"\nfrom = \"like_count\"\n\
+             [fields.delta]\ntype = \"i64\"\nindexed = false\n[fields.verified]\ntype = \"bool\"\n\
+             [fields.crawled]\ntype = \"date\"\n[fields.platform]\ntype = \"facet\"\n",
+        )
+        .unwrap();
+        assert_eq!(Config::from_toml_str(&config.to_toml()).unwrap(), config);
+        let resolved = config.fields.resolved();
+        assert_eq!(resolved.len(), 14);
+        let field = |name: &str| resolved.iter().find(|field| field.name == name).unwrap();
+        assert_eq!(
+            (field("summary").stored, field("summary").fast),
+            (false, false)
+        );
+        assert!(!field("author").fast && field("author").indexed);
+        assert!(field("sentiment").fast && field("platform").fast && field("platform").indexed);
+        assert!(!field("delta").indexed);
+        assert_eq!(config.fields.text_fields(), ["title", "content", "summary"]);
+    }
+
+    #[test]
+    fn bad_own_fields_are_named() {
+        for (text, needle) in [
+            ("[fields.likes]\nstored = true", "needs a `type`"),
+            ("[fields._rank]\ntype = \"u64\"", "taken by tantivy-dedup"),
+            ("[fields.simhash]\ntype = \"u64\"", "taken by tantivy-dedup"),
+            ("[fields.block2]\ntype = \"u64\"", "taken by tantivy-dedup"),
+            ("[fields.Likes]\ntype = \"u64\"", "lower-case"),
+            ("[fields.\"like-count\"]\ntype = \"u64\"", "lower-case"),
+            ("[fields.likes]\ntype = \"int\"", "int"),
+            ("[fields.likes]\ntype = \"u64\"\nsorted = true", "sorted"),
+            (
+                "[fields.summary]\ntype = \"text\"\nfast = true",
+                "text cannot be fast",
+            ),
+            (
+                "[fields.platform]\ntype = \"facet\"\nindexed = false",
+                "always indexed",
+            ),
+            ("[fields.source]\nfast = false", "fields.source"),
+            ("[fields.content]\ntype = \"string\"", "fixed"),
+            ("[fields.likes]\ntype = \"u64\"\nfrom = \"\"", "input key"),
+            (
+                "[fields.published_at]\nfrom = \"date\"\n[fields.date]\ntype = \"date\"",
+                "fields.published_at and fields.date both read the input key `date`",
+            ),
+            (
+                "[fields.url]\nfrom = \"id\"",
+                "both read the input key `id`",
+            ),
+            (
+                "[dedup]\nfields = [\"author\"]\n[fields.author]\ntype = \"string\"",
+                "\"author\" is not a text field",
+            ),
+        ] {
+            let message = Config::from_toml_str(text).unwrap_err().to_string();
+            assert!(message.contains(needle), "{text:?}: {message}");
+        }
+        let text_field = "[dedup]\nfields = [\"summary\"]\n[fields.summary]\ntype = \"text\"";
+        assert!(Config::from_toml_str(text_field).is_ok());
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
-use crate::article::{Article, ArticleError};
+use crate::article::{Article, ArticleError, ArticleReader, ArticleRecord};
 use crate::config::DedupConfig;
 use crate::forest::{
     Forest, ForestStats, ForestStore, Placement, Signature, Timestamp, new_token, place,
@@ -218,7 +218,7 @@ impl Deduplicator {
         })
     }
 
-    /// Reads JSON Lines from `reader` and calls `report` with each line's number and its
+    /// Reads JSON Lines (or a JSON array) from `reader`, each article by `articles`, and calls `report` with each line's number and its
     /// decision or error, in input order, until the input ends or `report` says to stop.
     /// Articles are parsed and fingerprinted in parallel batches and placed one by one. A bad
     /// line costs only itself; a read error is returned after every line read before it has
@@ -229,16 +229,18 @@ impl Deduplicator {
     pub fn run(
         &mut self,
         reader: impl BufRead + Send,
+        articles: &ArticleReader,
         mut report: impl FnMut(u64, std::result::Result<Decision, ArticleError>) -> ControlFlow<()>,
     ) -> io::Result<()> {
         let signer = self.signer.clone();
         let mut failure = None;
         input::for_each_batch(
             reader,
+            articles,
             BATCH_SIZE,
-            |article| {
-                let signature = signer.sign(&article);
-                (article, signature)
+            |record| {
+                let signature = signer.sign_record(&record);
+                (record.article, signature)
             },
             |batch| {
                 for (number, parsed) in batch {
@@ -303,7 +305,8 @@ impl Signer {
         &self.fingerprinter
     }
 
-    /// The fingerprinted fields' texts of an article, in the configured order.
+    /// The fingerprinted fields' texts of an article, in the configured order (its built-in
+    /// fields: see [`record_parts`](Self::record_parts) for one with fields of one's own).
     pub fn parts<'a>(&self, article: &'a Article) -> Vec<&'a str> {
         self.fields
             .iter()
@@ -311,9 +314,24 @@ impl Signer {
             .collect()
     }
 
+    /// The fingerprinted fields' texts of an article with its own fields, in the configured
+    /// order (a field of several values gives one part a value).
+    pub fn record_parts<'a>(&'a self, record: &'a ArticleRecord) -> Vec<&'a str> {
+        self.fields
+            .iter()
+            .flat_map(|field| record.texts(field))
+            .collect()
+    }
+
     /// Signs an article.
     pub fn sign(&self, article: &Article) -> Signature {
         self.sign_texts(&self.parts(article))
+    }
+
+    /// Signs an article with the values of its own fields, which feed the fingerprint when
+    /// `[dedup] fields` names them.
+    pub fn sign_record(&self, record: &ArticleRecord) -> Signature {
+        self.sign_texts(&self.record_parts(record))
     }
 
     /// Signs a text given as parts (the values of the fingerprinted fields, in order; joined
@@ -376,7 +394,7 @@ mod tests {
         let reader = crate::input::decompressing(std::io::Cursor::new(packed)).unwrap();
         let mut dedup = Deduplicator::new(DedupConfig::default()).unwrap();
         let mut decided = 0;
-        let result = dedup.run(reader, |_, decision| {
+        let result = dedup.run(reader, &ArticleReader::default(), |_, decision| {
             decided += usize::from(decision.is_ok());
             ControlFlow::Continue(())
         });

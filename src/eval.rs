@@ -14,6 +14,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::article::ArticleReader;
 use crate::input::{Lines, open};
 use crate::{DedupConfig, Deduplicator, Error, Fingerprint, Result};
 
@@ -269,23 +270,27 @@ pub fn evaluate(path: &Path, config: DedupConfig) -> Result<EvalReport> {
     let mut first_error = None;
     let start = Instant::now();
     dedup
-        .run(open(path)?, |number, result| match result {
-            Ok(decision) => {
-                if let Some((cluster, kind, chars)) = truths.remove(&number) {
-                    documents.push(Labeled {
-                        cluster,
-                        kind,
-                        chars,
-                        root: decision.root,
-                    });
+        .run(
+            open(path)?,
+            ArticleReader::default_schema(),
+            |number, result| match result {
+                Ok(decision) => {
+                    if let Some((cluster, kind, chars)) = truths.remove(&number) {
+                        documents.push(Labeled {
+                            cluster,
+                            kind,
+                            chars,
+                            root: decision.root,
+                        });
+                    }
+                    ControlFlow::Continue(())
                 }
-                ControlFlow::Continue(())
-            }
-            Err(error) => {
-                first_error = Some(bad_line(number, error.to_string()));
-                ControlFlow::Break(())
-            }
-        })
+                Err(error) => {
+                    first_error = Some(bad_line(number, error.to_string()));
+                    ControlFlow::Break(())
+                }
+            },
+        )
         .map_err(io_error)?;
     let seconds = start.elapsed().as_secs_f64();
     if let Some(error) = first_error {

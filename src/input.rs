@@ -1,4 +1,6 @@
-//! Reading JSON Lines input: a file, a gzip-compressed file, or standard input.
+//! Reading input: JSON Lines or a JSON array of articles, from a file, a gzip-compressed
+//! file, or standard input (a UTF-8 byte-order mark at the start is skipped); and the split of
+//! a body held in memory (an HTTP request's) into its documents.
 
 use std::fs::File;
 use std::ops::ControlFlow;
@@ -6,7 +8,9 @@ use std::sync::mpsc;
 
 use rayon::prelude::*;
 
-use crate::article::{ArticleError, LineTooLong};
+use serde_json::value::RawValue;
+
+use crate::article::{ArticleError, ArticleReader, ArticleRecord, LineTooLong};
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::Path;
 
@@ -117,10 +121,14 @@ pub fn decompressing(reader: impl Read + Send + 'static) -> io::Result<Box<dyn B
     })
 }
 
-/// Reads JSON Lines from `reader` in batches of up to `batch_size` numbered lines, each parsed
-/// into an article by `parse` (in parallel, so `parse` may also do per-article work such as
-/// fingerprinting), and hands every batch to `handle` in input order until the input ends or
-/// `handle` says to stop.
+/// Reads articles from `reader` in batches of up to `batch_size` numbered documents, each
+/// parsed by `articles` and then handed to `parse` (in parallel, so `parse` may also do
+/// per-article work such as fingerprinting), and hands every batch to `handle` in input order
+/// until the input ends or `handle` says to stop.
+///
+/// The input is JSON Lines, numbered by line, or, when its first character (after a UTF-8
+/// byte-order mark and white space) is `[`, a JSON array of objects, read whole and numbered by
+/// element from 1 ([`Records`]).
 ///
 /// Three stages overlap: reading (and decompressing) the next lines, parsing a batch on the
 /// rayon pool, and `handle` on the calling thread, with at most two batches waiting between
@@ -128,8 +136,9 @@ pub fn decompressing(reader: impl Read + Send + 'static) -> io::Result<Box<dyn B
 /// before it has been handled.
 pub fn for_each_batch<T: Send>(
     reader: impl BufRead + Send,
+    articles: &ArticleReader,
     batch_size: usize,
-    parse: impl Fn(crate::Article) -> T + Sync,
+    parse: impl Fn(ArticleRecord) -> T + Sync,
     mut handle: impl FnMut(Vec<(u64, Result<T, ArticleError>)>) -> ControlFlow<()>,
 ) -> io::Result<()> {
     type Parsed<T> = Vec<(u64, Result<T, ArticleError>)>;
@@ -138,12 +147,12 @@ pub fn for_each_batch<T: Send>(
         let (lines_sender, lines_receiver) = mpsc::sync_channel::<Vec<NumberedLine>>(2);
         let (parsed_sender, parsed_receiver) = mpsc::sync_channel::<Parsed<T>>(2);
         let reading = scope.spawn(move || -> io::Result<()> {
-            let mut lines = Lines::new(reader);
+            let mut lines = Records::new(reader)?;
             loop {
                 let mut batch = Vec::with_capacity(batch_size);
                 let mut read_error = None;
                 while batch.len() < batch_size {
-                    match lines.next_line() {
+                    match lines.next_record() {
                         Ok(Some(line)) => batch.push(line),
                         Ok(None) => break,
                         Err(error) => {
@@ -169,7 +178,7 @@ pub fn for_each_batch<T: Send>(
                     .map(|(number, line)| {
                         let article = line
                             .map_err(ArticleError::TooLong)
-                            .and_then(|line| crate::Article::from_json_bytes(&line));
+                            .and_then(|line| articles.read_bytes(&line));
                         (number, article.map(parse))
                     })
                     .collect();
@@ -192,6 +201,210 @@ pub fn for_each_batch<T: Send>(
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
     })
+}
+
+/// The documents of an input, numbered: JSON Lines read line by line ([`Lines`]), or the
+/// elements of a JSON array, which is read whole (as an HTTP body is). Which it is, is decided
+/// by the first character after a UTF-8 byte-order mark and white space, both of which are
+/// skipped (white space still counts its lines).
+///
+/// ```
+/// use tantivy_dedup::input::Records;
+///
+/// let file = "\u{feff}\n[{\"id\": \"a\"},\n {\"id\": \"b\"}]";
+/// let mut records = Records::new(file.as_bytes())?;
+/// assert_eq!(records.next_record()?, Some((1, Ok(br#"{"id": "a"}"#.to_vec()))));
+/// assert_eq!(records.next_record()?, Some((2, Ok(br#"{"id": "b"}"#.to_vec()))));
+/// assert_eq!(records.next_record()?, None);
+/// let mut records = Records::new("\u{feff}{\"id\": \"a\"}\n".as_bytes())?;
+/// assert_eq!(records.next_record()?, Some((1, Ok(br#"{"id": "a"}"#.to_vec()))));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub enum Records<R> {
+    /// JSON Lines.
+    Lines(Lines<io::Chain<io::Cursor<Vec<u8>>, R>>),
+    /// A JSON array's elements, numbered from 1.
+    Array(std::iter::Zip<std::ops::RangeFrom<u64>, std::vec::IntoIter<Vec<u8>>>),
+}
+
+/// The UTF-8 byte-order mark some editors put at the start of a file.
+const BYTE_ORDER_MARK: &[u8] = b"\xEF\xBB\xBF";
+
+impl<R: BufRead> Records<R> {
+    /// Reads up to the first character that is not white space, to tell JSON Lines from a JSON
+    /// array; an array is read whole and split at once (a malformed one is an
+    /// [`io::ErrorKind::InvalidData`] error).
+    pub fn new(mut reader: R) -> io::Result<Self> {
+        let mut start = Vec::new();
+        loop {
+            let buffer = reader.fill_buf()?;
+            let Some(&byte) = buffer.first() else { break };
+            reader.consume(1);
+            start.push(byte);
+            if start == BYTE_ORDER_MARK {
+                start.clear();
+            } else if !byte.is_ascii_whitespace() && !BYTE_ORDER_MARK.starts_with(&start) {
+                break;
+            }
+        }
+        if start.last() != Some(&b'[') {
+            return Ok(Records::Lines(Lines::new(
+                io::Cursor::new(start).chain(reader),
+            )));
+        }
+        let mut whole = start;
+        reader.read_to_end(&mut whole)?;
+        let elements = array_elements(&whole)
+            .map_err(|error| io::Error::new(io::ErrorKind::InvalidData, error))?
+            .into_iter()
+            .map(<[u8]>::to_vec)
+            .collect::<Vec<_>>();
+        Ok(Records::Array((1..).zip(elements)))
+    }
+
+    /// The next document; `None` at the end.
+    pub fn next_record(&mut self) -> io::Result<Option<NumberedLine>> {
+        match self {
+            Records::Lines(lines) => lines.next_line(),
+            Records::Array(elements) => {
+                Ok(elements.next().map(|(number, json)| (number, Ok(json))))
+            }
+        }
+    }
+}
+
+/// Why a body of documents held in memory (an HTTP request's, a JSON array file) was refused
+/// as a whole.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BodyError {
+    /// Nothing but white space.
+    #[error(
+        "the body is empty; send a JSON array of documents, one JSON object, or NDJSON (one object a line)"
+    )]
+    Empty,
+    /// Not an array, an object or NDJSON.
+    #[error(
+        "the body must be a JSON array of documents, one JSON object, or NDJSON (one object a line); it starts with {0:?}"
+    )]
+    NotDocuments(char),
+    /// A JSON array that does not parse.
+    #[error("malformed JSON array: {0}")]
+    MalformedArray(String),
+    /// More documents than allowed.
+    #[error("the batch has {found} documents; at most {limit} are accepted per request, split it")]
+    TooManyDocuments {
+        /// Documents in the body.
+        found: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// An empty array.
+    #[error("the batch is empty: the array holds no documents")]
+    NoDocuments,
+}
+
+/// The documents of a body held in memory, each as its JSON bytes, in order: a JSON array's
+/// elements, one JSON object (possibly over several lines), or NDJSON's non-blank lines. A
+/// UTF-8 byte-order mark at the start is skipped. More than `max_documents`, none, or a body
+/// of another shape is refused whole; each document is left for its own checks.
+///
+/// ```
+/// use tantivy_dedup::input::{BodyError, split_documents};
+///
+/// let documents = split_documents(b"\xEF\xBB\xBF[{\"id\": 1}, {\"id\": 2}]", 10)?;
+/// assert_eq!(documents, [&b"{\"id\": 1}"[..], &b"{\"id\": 2}"[..]]);
+/// assert_eq!(split_documents(b"{\"id\": 1}\n{\"id\": 2}\n", 10)?.len(), 2);
+/// assert_eq!(split_documents(b"id=1", 10), Err(BodyError::NotDocuments('i')));
+/// # Ok::<(), BodyError>(())
+/// ```
+pub fn split_documents(body: &[u8], max_documents: usize) -> Result<Vec<&[u8]>, BodyError> {
+    let body = body.strip_prefix(BYTE_ORDER_MARK).unwrap_or(body);
+    let Some(first) = body.iter().position(|byte| !byte.is_ascii_whitespace()) else {
+        return Err(BodyError::Empty);
+    };
+    let documents = match body[first] {
+        b'[' => array_elements(body)?,
+        // One object, possibly pretty-printed over several lines...
+        b'{' if serde_json::from_slice::<&RawValue>(body).is_ok() => vec![body],
+        // ...or NDJSON, where each line stands alone.
+        b'{' => body
+            .split(|byte| *byte == b'\n')
+            .filter(|line| line.iter().any(|byte| !byte.is_ascii_whitespace()))
+            .collect(),
+        _ => {
+            return Err(BodyError::NotDocuments(
+                String::from_utf8_lossy(&body[first..(first + 4).min(body.len())])
+                    .chars()
+                    .next()
+                    .unwrap_or('?'),
+            ));
+        }
+    };
+    if documents.is_empty() {
+        Err(BodyError::NoDocuments)
+    } else if documents.len() > max_documents {
+        Err(BodyError::TooManyDocuments {
+            found: documents.len(),
+            limit: max_documents,
+        })
+    } else {
+        Ok(documents)
+    }
+}
+
+/// The elements of a JSON array, each as its JSON bytes.
+fn array_elements(json: &[u8]) -> Result<Vec<&[u8]>, BodyError> {
+    let elements: Vec<&RawValue> = serde_json::from_slice(json)
+        .map_err(|error| BodyError::MalformedArray(error.to_string()))?;
+    Ok(elements
+        .into_iter()
+        .map(|element| element.get().as_bytes())
+        .collect())
+}
+
+/// How many of an input's articles had the time field (`published_at`, or the key its `from`
+/// names): a file or request in which none had it was most likely sent with the time under
+/// another key, and its documents were dated by their arrival.
+///
+/// ```
+/// use tantivy_dedup::input::TimeCoverage;
+///
+/// let mut coverage = TimeCoverage::default();
+/// coverage.count(None);
+/// assert!(coverage.warning("date").unwrap().contains("`date`"));
+/// coverage.count(Some(1_700_000_000));
+/// assert_eq!(coverage.warning("published_at"), None);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TimeCoverage {
+    /// Articles counted.
+    pub articles: u64,
+    /// Of those, the ones with a time.
+    pub dated: u64,
+}
+
+impl TimeCoverage {
+    /// Counts one article by its `published_at`.
+    pub fn count(&mut self, published_at: Option<crate::forest::Timestamp>) {
+        self.articles += 1;
+        self.dated += u64::from(published_at.is_some());
+    }
+
+    /// The warning to give when there were articles and none had a time; `time_key` is the
+    /// input key the time is read from.
+    pub fn warning(&self, time_key: &str) -> Option<String> {
+        (self.articles > 0 && self.dated == 0).then(|| {
+            let documents = match self.articles {
+                1 => "the document was".to_owned(),
+                count => format!("the {count} documents were"),
+            };
+            format!(
+                "no document had the time field `{time_key}`: {documents} dated by their arrival \
+                 time; if the time is under another key, declare it in the settings file \
+                 ([fields.published_at] from = \"KEY\")"
+            )
+        })
+    }
 }
 
 /// The longest line [`Lines`] hands out by default: 16 MiB, far beyond any article, short of

@@ -19,6 +19,7 @@ use tantivy::schema::{
 };
 use tantivy::{DateTime, Index, TantivyDocument};
 
+use crate::article::{ArticleReader, ArticleRecord};
 use crate::bench::percentile;
 use crate::config::Config;
 use crate::dedup::BATCH_SIZE;
@@ -174,8 +175,9 @@ fn plain_ingest(corpus: &Path, dir: &Path, config: &Config) -> Result<IngestRun>
     let mut failure = None;
     let read = input::for_each_batch(
         input::open(corpus)?,
+        ArticleReader::default_schema(),
         BATCH_SIZE,
-        |article| {
+        |ArticleRecord { article, .. }| {
             let mut document = TantivyDocument::new();
             document.add_text(id, &article.id);
             if let Some(text) = &article.title {

@@ -12,7 +12,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
-use crate::article::{Article, ArticleError};
+use crate::article::{Article, ArticleError, ArticleReader};
 use crate::config::DedupConfig;
 use crate::dedup::Deduplicator;
 use crate::forest::Forest;
@@ -320,7 +320,7 @@ pub fn dedup_throughput(path: &Path, config: DedupConfig) -> Result<DedupReport>
     let (mut documents, mut rejected, mut clusters_started) = (0, 0, 0);
     let start = Instant::now();
     dedup
-        .run(open(path)?, |_, result| {
+        .run(open(path)?, ArticleReader::default_schema(), |_, result| {
             match result {
                 Ok(decision) => {
                     documents += 1;

@@ -9,6 +9,7 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
+use tantivy_dedup::article::ArticleReader;
 use tantivy_dedup::forest::SharedForest;
 use tantivy_dedup::{Deduplicator, input};
 
@@ -26,7 +27,9 @@ pub struct DedupArgs {
 }
 
 pub fn run(args: DedupArgs) -> anyhow::Result<ExitCode> {
-    let config = args.config.load()?;
+    let settings = args.config.load_if_given()?.unwrap_or_default();
+    let articles = ArticleReader::new(&settings.fields);
+    let config = settings.dedup;
     let mut dedup = match args.store.address()? {
         Some(address) => {
             let store = address
@@ -46,7 +49,7 @@ pub fn run(args: DedupArgs) -> anyhow::Result<ExitCode> {
     let (mut decided, mut rejected, mut clusters) = (0u64, 0u64, 0u64);
     let mut write_error = None;
     let start = Instant::now();
-    let read = dedup.run(reader, |line, result| {
+    let read = dedup.run(reader, &articles, |line, result| {
         progress.inc(1);
         match result {
             Ok(decision) => {

@@ -24,7 +24,8 @@ pub struct IngestArgs {
     /// missing or empty; other files without an index's meta.json are refused
     #[arg(long, value_name = "DIR")]
     index: PathBuf,
-    /// Articles as JSON Lines, plain or gzip-compressed; `-` reads standard input
+    /// Articles as JSON Lines or a JSON array of objects, plain or gzip-compressed; `-` reads
+    /// standard input
     #[arg(value_name = "FILE", required = true)]
     files: Vec<PathBuf>,
     /// Commit (make durable and searchable) every N documents, besides at the end (and on
@@ -151,7 +152,7 @@ pub fn run(args: IngestArgs) -> anyhow::Result<ExitCode> {
         progress.set_message(file.display().to_string());
         let reader = input::open(file)?;
         let mut last_line = 0;
-        index.ingest(reader, file, Some(args.commit_every), |line, outcome| {
+        let coverage = index.ingest(reader, file, Some(args.commit_every), |line, outcome| {
             progress.inc(1);
             last_line = line;
             match outcome {
@@ -175,6 +176,9 @@ pub fn run(args: IngestArgs) -> anyhow::Result<ExitCode> {
                 ControlFlow::Continue(())
             }
         })?;
+        if let Some(warning) = coverage.warning(index.article_reader().time_key()) {
+            progress.suspend(|| eprintln!("{}: warning: {warning}", file.display()));
+        }
         if interrupted.load(Ordering::SeqCst) {
             stopped = Some(Interruption {
                 file: file.clone(),

@@ -147,6 +147,11 @@ impl<D> PreparedDocument<D> {
     pub fn simhash(&self) -> Fingerprint {
         self.signature.fingerprint
     }
+
+    /// Its event time, if it has one.
+    pub fn time(&self) -> Option<Timestamp> {
+        self.time
+    }
 }
 
 /// Prepares documents of a [`DedupWriter`]'s schema on any thread

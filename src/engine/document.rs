@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tantivy::DateTime;
 use tantivy::schema::document::{ReferenceValue, ReferenceValueLeaf, Value};
-use tantivy::schema::{Document, Field};
+use tantivy::schema::{Document, Facet, Field};
 
 use crate::engine::dedup_writer::DedupDocument;
 use crate::engine::tokenizer;
@@ -25,10 +25,14 @@ pub enum NewsValue {
     U64(u64),
     /// A signed integer (event time).
     I64(i64),
+    /// A floating-point number.
+    F64(f64),
     /// A date.
     Date(DateTime),
     /// A flag.
     Bool(bool),
+    /// A facet's path.
+    Facet(Facet),
 }
 
 impl<'a> Value<'a> for &'a NewsValue {
@@ -47,6 +51,8 @@ impl<'a> Value<'a> for &'a NewsValue {
             NewsValue::I64(value) => ReferenceValueLeaf::I64(*value),
             NewsValue::Date(value) => ReferenceValueLeaf::Date(*value),
             NewsValue::Bool(value) => ReferenceValueLeaf::Bool(*value),
+            NewsValue::F64(value) => ReferenceValueLeaf::F64(*value),
+            NewsValue::Facet(facet) => ReferenceValueLeaf::Facet(facet.encoded_str()),
         };
         ReferenceValue::Leaf(leaf)
     }

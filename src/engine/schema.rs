@@ -1,12 +1,12 @@
 //! The Tantivy schema: the declared document fields plus tantivy-dedup's own fields
 //! ([`DedupFields`], which any schema can have).
 
-use tantivy::Term;
 use tantivy::query::{BooleanQuery, ConstScoreQuery, ExistsQuery, Occur, Query, TermQuery};
 use tantivy::schema::{
-    DateOptions, DateTimePrecision, FAST, Field, IndexRecordOption, NumericOptions, STORED, STRING,
-    Schema, SchemaBuilder, TextFieldIndexing, TextOptions,
+    DateOptions, DateTimePrecision, FAST, Facet, FacetOptions, Field, IndexRecordOption,
+    NumericOptions, STORED, STRING, Schema, SchemaBuilder, TextFieldIndexing, TextOptions, Value,
 };
+use tantivy::{TantivyDocument, Term};
 
 use crate::Fingerprint;
 use crate::config::{DedupConfig, FieldKind, FieldsConfig};
@@ -268,6 +268,71 @@ pub struct NewsFields {
     pub source_indexed: bool,
     /// Whether `published_at` can be filtered on.
     pub published_at_indexed: bool,
+    /// The platform's own fields (`[fields.NAME]` beyond the built-in six), in name order.
+    pub own: Vec<OwnField>,
+}
+
+/// How many fields are built in (`id`, `title`, `content`, `source`, `url`, `published_at`):
+/// the first of the schema.
+const BUILT_IN_FIELD_COUNT: usize = 6;
+
+/// A field of the platform's own in the schema.
+///
+/// ```
+/// use tantivy_dedup::config::{Config, FieldKind};
+/// use tantivy_dedup::engine::schema::build_schema;
+/// use tantivy_dedup::index::BlockLayout;
+///
+/// let config = Config::from_toml_str("[fields.platform]\ntype = \"facet\"\n")?;
+/// let (schema, fields) = build_schema(&config.fields, &BlockLayout::new(3)?);
+/// assert_eq!(fields.own[0].name, "platform");
+/// assert_eq!(fields.own[0].kind, FieldKind::Facet);
+/// assert_eq!(schema.get_field("platform")?, fields.own[0].field);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnField {
+    /// Its name, which is also its Tantivy field's name.
+    pub name: String,
+    /// Its handle.
+    pub field: Field,
+    /// Its type.
+    pub kind: FieldKind,
+    /// Whether its values are stored (and shown in results).
+    pub stored: bool,
+    /// Whether it is indexed (text: searchable by keyword).
+    pub indexed: bool,
+}
+
+impl OwnField {
+    /// The field's stored values in a document, as JSON: `None` when it has none (or the
+    /// field is not stored), one value as it is, several as an array. Dates are Unix seconds
+    /// (as `published_at` is shown), facets their paths.
+    pub fn stored_json(&self, document: &TantivyDocument) -> Option<serde_json::Value> {
+        use serde_json::Value as Json;
+        let mut values: Vec<Json> = document
+            .get_all(self.field)
+            .filter_map(|value| match self.kind {
+                FieldKind::Text | FieldKind::String => value.as_str().map(Json::from),
+                FieldKind::I64 => value.as_i64().map(Json::from),
+                FieldKind::U64 => value.as_u64().map(Json::from),
+                FieldKind::F64 => value.as_f64().map(Json::from),
+                FieldKind::Bool => value.as_bool().map(Json::from),
+                FieldKind::Date => value
+                    .as_datetime()
+                    .map(|time| Json::from(time.into_timestamp_secs())),
+                FieldKind::Facet => value
+                    .as_facet()
+                    .and_then(|encoded| Facet::from_encoded(encoded.as_bytes().to_vec()).ok())
+                    .map(|facet| Json::from(facet.to_path_string())),
+            })
+            .collect();
+        match values.len() {
+            0 => None,
+            1 => values.pop(),
+            _ => Some(Json::Array(values)),
+        }
+    }
 }
 
 /// Builds the Tantivy schema of a news index: the declared fields, then the dedup fields for a
@@ -287,9 +352,29 @@ pub fn build_schema(declared: &FieldsConfig, layout: &BlockLayout) -> (Schema, N
     let mut builder = Schema::builder();
     let mut searchable = Vec::new();
     let mut handles = Vec::new();
+    let mut own = Vec::new();
     let mut source_indexed = false;
     let mut published_at_indexed = false;
-    for field in declared.resolved() {
+    for (position, field) in declared.resolved().into_iter().enumerate() {
+        let name = field.name.as_str();
+        let numeric = || {
+            let options = NumericOptions::default();
+            let options = if field.indexed {
+                options.set_indexed()
+            } else {
+                options
+            };
+            let options = if field.stored {
+                options.set_stored()
+            } else {
+                options
+            };
+            if field.fast {
+                options.set_fast()
+            } else {
+                options
+            }
+        };
         let handle = match field.kind {
             FieldKind::Text => {
                 let mut options = TextOptions::default();
@@ -303,7 +388,7 @@ pub fn build_schema(declared: &FieldsConfig, layout: &BlockLayout) -> (Schema, N
                 if field.stored {
                     options = options.set_stored();
                 }
-                let handle = builder.add_text_field(field.name, options);
+                let handle = builder.add_text_field(name, options);
                 if field.indexed {
                     searchable.push(handle);
                 }
@@ -318,27 +403,57 @@ pub fn build_schema(declared: &FieldsConfig, layout: &BlockLayout) -> (Schema, N
                 if field.stored {
                     options = options | STORED;
                 }
-                if field.name == "source" {
+                if field.fast {
                     options = options | FAST;
+                }
+                if name == "source" {
                     source_indexed = field.indexed;
                 }
-                builder.add_text_field(field.name, options)
+                builder.add_text_field(name, options)
             }
+            FieldKind::I64 => builder.add_i64_field(name, numeric()),
+            FieldKind::U64 => builder.add_u64_field(name, numeric()),
+            FieldKind::F64 => builder.add_f64_field(name, numeric()),
+            FieldKind::Bool => builder.add_bool_field(name, numeric()),
             FieldKind::Date => {
-                let mut options = DateOptions::default()
-                    .set_fast()
-                    .set_precision(DateTimePrecision::Seconds);
+                let mut options = DateOptions::default().set_precision(DateTimePrecision::Seconds);
+                if field.fast {
+                    options = options.set_fast();
+                }
                 if field.indexed {
                     options = options.set_indexed();
-                    published_at_indexed = true;
                 }
                 if field.stored {
                     options = options.set_stored();
                 }
-                builder.add_date_field(field.name, options)
+                if name == "published_at" {
+                    published_at_indexed = field.indexed;
+                }
+                builder.add_date_field(name, options)
+            }
+            FieldKind::Facet => {
+                let options = FacetOptions::default();
+                builder.add_facet_field(
+                    name,
+                    if field.stored {
+                        options.set_stored()
+                    } else {
+                        options
+                    },
+                )
             }
         };
-        handles.push(handle);
+        if position < BUILT_IN_FIELD_COUNT {
+            handles.push(handle);
+        } else {
+            own.push(OwnField {
+                field: handle,
+                kind: field.kind,
+                stored: field.stored,
+                indexed: field.indexed,
+                name: field.name,
+            });
+        }
     }
     let dedup = DedupFields::add_for_layout(&mut builder, layout);
     let schema = builder.build();
@@ -353,6 +468,7 @@ pub fn build_schema(declared: &FieldsConfig, layout: &BlockLayout) -> (Schema, N
         searchable,
         source_indexed,
         published_at_indexed,
+        own,
     };
     (schema, fields)
 }

@@ -131,6 +131,10 @@ pub struct DocumentView {
     pub simhash: Fingerprint,
     /// Its cluster's root hash.
     pub root: Fingerprint,
+    /// The stored values of the platform's own fields, by name: one value as it is, several
+    /// as an array (dates as Unix seconds, facets as paths). Left out of JSON when empty.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub fields: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 /// One cluster of a list page.
@@ -723,6 +727,11 @@ impl DedupSearcher {
                     .unwrap_or(0),
             ),
             root: Fingerprint(root.unwrap_or(0)),
+            fields: fields
+                .own
+                .iter()
+                .filter_map(|field| Some((field.name.clone(), field.stored_json(&document)?)))
+                .collect(),
         })
     }
 

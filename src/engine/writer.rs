@@ -9,8 +9,8 @@ use std::sync::Arc;
 use tantivy::query::RangeQuery;
 use tantivy::{DateTime, Index, IndexWriter, Term};
 
-use crate::article::{Article, ArticleError};
-use crate::config::Config;
+use crate::article::{Article, ArticleError, ArticleReader, ArticleRecord, FieldValue};
+use crate::config::{Config, FieldKind};
 use crate::dedup::{BATCH_SIZE, Decision, Signer};
 use crate::engine::dedup_writer::{DedupWriter, PreparedDocument};
 use crate::engine::directory::{
@@ -42,12 +42,21 @@ pub struct Preparer {
     fields: NewsFields,
     analyze_title: bool,
     analyze_content: bool,
+    /// Per field of one's own ([`NewsFields::own`]): whether its texts are analysed (an
+    /// indexed or fingerprinted text field).
+    analyze_own: Vec<bool>,
 }
 
 impl Preparer {
-    /// Analyses and fingerprints an article.
-    pub fn prepare(&self, article: Article) -> PreparedArticle {
-        let digest = article.digest();
+    /// Analyses and fingerprints an article (an [`Article`], or an [`ArticleRecord`] with
+    /// values of the schema's own fields; values of fields the schema lacks are left out).
+    pub fn prepare(&self, record: impl Into<ArticleRecord>) -> PreparedArticle {
+        let record = record.into();
+        let digest = record.digest();
+        let ArticleRecord {
+            article,
+            fields: mut own_values,
+        } = record;
         let Article {
             id,
             title,
@@ -61,12 +70,44 @@ impl Preparer {
             .filter(|_| self.analyze_title)
             .map(AnalyzedText::new);
         let analyzed_content = self.analyze_content.then(|| AnalyzedText::new(&content));
+        // Each own field's values, with the analysis of each text that needs one.
+        let own: Vec<Vec<(FieldValue, Option<AnalyzedText>)>> = self
+            .fields
+            .own
+            .iter()
+            .zip(&self.analyze_own)
+            .map(|(field, &analyze)| {
+                let values = own_values.remove(&field.name).unwrap_or_default();
+                values
+                    .into_iter()
+                    .map(|value| {
+                        let analysis = match &value {
+                            FieldValue::Text(text) if analyze => Some(AnalyzedText::new(text)),
+                            _ => None,
+                        };
+                        (value, analysis)
+                    })
+                    .collect()
+            })
+            .collect();
         let parts: Vec<&AnalyzedText> = self
             .fingerprinted
             .iter()
-            .filter_map(|name| match name.as_str() {
-                "title" => analyzed_title.as_ref(),
-                _ => analyzed_content.as_ref(),
+            .flat_map(|name| -> Box<dyn Iterator<Item = &AnalyzedText> + '_> {
+                match name.as_str() {
+                    "title" => Box::new(analyzed_title.iter()),
+                    "content" => Box::new(analyzed_content.iter()),
+                    _ => {
+                        let position = self.fields.own.iter().position(|field| field.name == *name);
+                        Box::new(
+                            position
+                                .and_then(|position| own.get(position))
+                                .into_iter()
+                                .flatten()
+                                .filter_map(|(_, analysis)| analysis.as_ref()),
+                        )
+                    }
+                }
             })
             .collect();
         let signature = self.signer.sign_analyzed(&parts);
@@ -83,6 +124,11 @@ impl Preparer {
         }
         if let Some(url) = url {
             document.add(fields.url, NewsValue::Str(url));
+        }
+        for (field, values) in fields.own.iter().zip(own) {
+            for (value, analysis) in values {
+                document.add(field.field, own_value(value, analysis));
+            }
         }
         if let Some(time) = published_at {
             document.add(
@@ -101,6 +147,19 @@ fn text_value(analyzed: Option<AnalyzedText>, raw: String) -> NewsValue {
     match analyzed {
         Some(analyzed) => NewsValue::Analyzed(raw, Arc::new(analyzed)),
         None => NewsValue::Str(raw),
+    }
+}
+
+/// The document value of a field of one's own (a text with its analysis, if it has one).
+fn own_value(value: FieldValue, analysis: Option<AnalyzedText>) -> NewsValue {
+    match value {
+        FieldValue::Text(text) => text_value(analysis, text),
+        FieldValue::I64(value) => NewsValue::I64(value),
+        FieldValue::U64(value) => NewsValue::U64(value),
+        FieldValue::F64(value) => NewsValue::F64(value),
+        FieldValue::Bool(value) => NewsValue::Bool(value),
+        FieldValue::Date(time) => NewsValue::Date(DateTime::from_timestamp_secs(time)),
+        FieldValue::Facet(facet) => NewsValue::Facet(facet),
     }
 }
 
@@ -242,10 +301,13 @@ impl DedupIndex {
         let writer = open_writer(&index, &config, dir)?;
         // Only with the writer's lock held: no other process is writing them now.
         directory::remove_temporaries(dir)?;
-        let text_fields = config.dedup.fields.iter().map(|name| match name.as_str() {
-            "title" => fields.title,
-            _ => fields.content,
-        });
+        // The fields the fingerprint reads (validated as text fields of this schema).
+        let schema = index.schema();
+        let text_fields = config
+            .dedup
+            .fields
+            .iter()
+            .filter_map(|name| schema.get_field(name).ok());
         let mut builder = DedupWriter::builder(config.dedup.clone())
             .id_field(fields.id)
             .time_field(fields.published_at)
@@ -339,8 +401,13 @@ impl DedupIndex {
     }
 
     /// Analyses and fingerprints an article (the parallel part of an insert).
-    pub fn prepare(&self, article: Article) -> PreparedArticle {
+    pub fn prepare(&self, article: impl Into<ArticleRecord>) -> PreparedArticle {
         self.preparer().prepare(article)
+    }
+
+    /// The reader of input articles by this index's `[fields]`.
+    pub fn article_reader(&self) -> ArticleReader {
+        ArticleReader::new(&self.config.fields)
     }
 
     /// A preparer that works without the index, for preparing on other threads.
@@ -355,6 +422,14 @@ impl DedupIndex {
                 || fingerprinted("title"),
             analyze_content: schema.get_field_entry(self.fields.content).is_indexed()
                 || fingerprinted("content"),
+            analyze_own: self
+                .fields
+                .own
+                .iter()
+                .map(|field| {
+                    field.kind == FieldKind::Text && (field.indexed || fingerprinted(&field.name))
+                })
+                .collect(),
         }
     }
 
@@ -373,16 +448,17 @@ impl DedupIndex {
     }
 
     /// [`prepare`](Self::prepare) then [`add`](Self::add).
-    pub fn add_article(&mut self, article: Article) -> Result<Decision> {
+    pub fn add_article(&mut self, article: impl Into<ArticleRecord>) -> Result<Decision> {
         let prepared = self.prepare(article);
         self.add(prepared)
     }
 
-    /// Ingests JSON Lines from `reader` (named `name` in errors): articles are parsed and
-    /// prepared in parallel batches, then added in input order, and `report` hears each line's
-    /// number with its decision or why the line was skipped, until the input ends or `report`
-    /// says to stop. An article without `published_at` is dated by
-    /// [`arrival_time`](Self::arrival_time).
+    /// Ingests JSON Lines or a JSON array ([`input::Records`]) from `reader` (named `name` in
+    /// errors): articles are read by the index's `[fields]`, parsed and prepared in parallel
+    /// batches, then added in input order, and `report` hears each line's number with its
+    /// decision or why the line was skipped, until the input ends or `report` says to stop.
+    /// An article without `published_at` is dated by [`arrival_time`](Self::arrival_time);
+    /// the answer counts those that had one, for a warning when none had.
     ///
     /// Commits every `commit_every` documents, if given; the caller commits at the end. A
     /// read error is returned after every line read before it was added.
@@ -392,26 +468,32 @@ impl DedupIndex {
         name: &Path,
         commit_every: Option<u64>,
         mut report: impl FnMut(u64, std::result::Result<Decision, ArticleError>) -> ControlFlow<()>,
-    ) -> Result<()> {
+    ) -> Result<input::TimeCoverage> {
         let mut failure = None;
         let mut since_commit = 0u64;
+        let mut coverage = input::TimeCoverage::default();
         // Preparation runs on other threads while the handler below holds the index mutably,
         // so it works from its own copy of what it reads.
         let preparer = self.preparer();
+        let articles = self.article_reader();
         let read = input::for_each_batch(
             reader,
+            &articles,
             BATCH_SIZE,
-            |article| preparer.prepare(article),
+            |record| preparer.prepare(record),
             |batch| {
                 for (number, prepared) in batch {
                     let outcome = match prepared {
-                        Ok(prepared) => match self.add(prepared) {
-                            Ok(decision) => Ok(decision),
-                            Err(error) => {
-                                failure = Some(error);
-                                return ControlFlow::Break(());
+                        Ok(prepared) => {
+                            coverage.count(prepared.time());
+                            match self.add(prepared) {
+                                Ok(decision) => Ok(decision),
+                                Err(error) => {
+                                    failure = Some(error);
+                                    return ControlFlow::Break(());
+                                }
                             }
-                        },
+                        }
                         Err(error) => Err(error),
                     };
                     report(number, outcome)?;
@@ -433,7 +515,8 @@ impl DedupIndex {
         read.map_err(|source| Error::Io {
             path: name.to_owned(),
             source,
-        })
+        })?;
+        Ok(coverage)
     }
 
     /// Deletes the document with this id; returns whether there was one. Takes effect at the
@@ -536,10 +619,19 @@ fn check_compatible(stored: &Config, requested: &Config) -> Result<()> {
                 .replace('\n', "; "),
         )));
     }
-    if stored.fields.resolved() != requested.fields.resolved() {
-        return Err(Error::Config(
-            "the index was created with other [fields] settings; fields cannot change".to_owned(),
-        ));
+    let (stored_fields, requested_fields) = (stored.fields.resolved(), requested.fields.resolved());
+    if stored_fields != requested_fields {
+        let differing: std::collections::BTreeSet<&str> = stored_fields
+            .iter()
+            .chain(&requested_fields)
+            .filter(|field| !stored_fields.contains(field) || !requested_fields.contains(field))
+            .map(|field| field.name.as_str())
+            .collect();
+        return Err(Error::Config(format!(
+            "the index was created with other [fields] settings; fields cannot change (they \
+             differ in: {})",
+            differing.into_iter().collect::<Vec<_>>().join(", ")
+        )));
     }
     Ok(())
 }

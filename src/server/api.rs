@@ -17,15 +17,16 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::article::Article;
+use crate::article::{Article, ArticleReader};
 use crate::config::ServerConfig;
 use crate::engine::{
     DEFAULT_PAGE_SIZE, DedupSearcher, DocumentView, IndexStats, MAX_OFFSET, MAX_PAGE_SIZE,
     NearDuplicates, Preparer, RecoveryReport, SearchPage, SearchRequest, SimilarPage, Sort,
 };
 use crate::forest::Timestamp;
+use crate::input::TimeCoverage;
 use crate::local_time::{RangeEnd, TimeError, TimeZone};
-use crate::server::body::{BatchLimits, DocumentError, Refused, parse_batch};
+use crate::server::body::{BatchLimits, DocumentError, Refused, parse_batch_with};
 use crate::server::error::{ApiError, ErrorDetail};
 use crate::server::metrics::Metrics;
 use crate::server::writer::{Reservation, WriteError, WriterHandle};
@@ -229,6 +230,9 @@ pub struct IngestResponse {
     failed: usize,
     /// Each document's outcome, in order.
     results: Vec<DocumentResult>,
+    /// What the client should know although nothing failed (no document had the time field).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    warnings: Vec<String>,
 }
 
 pub(crate) async fn post_documents(
@@ -266,25 +270,31 @@ pub(crate) async fn post_documents(
 
     // Parse, check and prepare (analyse and fingerprint) in parallel, off the writer.
     let prepare_state = state.clone();
-    let (prepared, mut results) = blocking(move || {
-        let parsed = parse_batch(&body, &limits).map_err(|error| {
+    let (prepared, mut results, warnings) = blocking(move || {
+        let articles = ArticleReader::new(&prepare_state.searcher.config().fields);
+        let parsed = parse_batch_with(&body, &limits, &articles).map_err(|error| {
             let status = StatusCode::from_u16(error.status()).unwrap_or(StatusCode::BAD_REQUEST);
             ApiError::new(status, error.code(), error.to_string())
         })?;
         let mut failed = Vec::new();
-        let mut articles = Vec::with_capacity(parsed.len());
+        let mut records = Vec::with_capacity(parsed.len());
+        let mut coverage = TimeCoverage::default();
         for (index, document) in parsed.into_iter().enumerate() {
             match document {
-                Ok(article) => articles.push((index, article)),
+                Ok(record) => {
+                    coverage.count(record.article.published_at);
+                    records.push((index, record));
+                }
                 Err(refused) => failed.push((index, failed_result(index, refused))),
             }
         }
+        let warnings: Vec<String> = coverage.warning(articles.time_key()).into_iter().collect();
         let preparer = &prepare_state.preparer;
-        let prepared: Vec<_> = articles
+        let prepared: Vec<_> = records
             .into_par_iter()
-            .map(|(index, article)| (index, preparer.prepare(article)))
+            .map(|(index, record)| (index, preparer.prepare(record)))
             .collect();
-        Ok((prepared, failed))
+        Ok((prepared, failed, warnings))
     })
     .await?;
     state.metrics.count_rejected(results.len() as u64);
@@ -350,6 +360,7 @@ pub(crate) async fn post_documents(
         unchanged,
         failed,
         results,
+        warnings,
     };
     Ok((status, Json(response)).into_response())
 }

@@ -2,10 +2,9 @@
 //! a line). The body as a whole can be refused (not JSON at all, too many documents); after
 //! that each document stands or falls on its own, so one bad document never costs the others.
 
-use serde_json::value::RawValue;
-
-use crate::article::{Article, ArticleError};
+use crate::article::{Article, ArticleError, ArticleReader, ArticleRecord};
 use crate::forest::Timestamp;
+use crate::input::split_documents;
 
 /// The limits a batch is read under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,34 +17,8 @@ pub struct BatchLimits {
     pub latest_time: Timestamp,
 }
 
-/// Why a whole body was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum BodyError {
-    /// Nothing but white space.
-    #[error(
-        "the body is empty; send a JSON array of documents, one JSON object, or NDJSON (one object a line)"
-    )]
-    Empty,
-    /// Not an array, an object or NDJSON.
-    #[error(
-        "the body must be a JSON array of documents, one JSON object, or NDJSON (one object a line); it starts with {0:?}"
-    )]
-    NotDocuments(char),
-    /// A JSON array that does not parse.
-    #[error("malformed JSON array: {0}")]
-    MalformedArray(String),
-    /// More documents than allowed.
-    #[error("the batch has {found} documents; at most {limit} are accepted per request, split it")]
-    TooManyDocuments {
-        /// Documents in the body.
-        found: usize,
-        /// The limit.
-        limit: usize,
-    },
-    /// An empty array.
-    #[error("the batch is empty: the array holds no documents")]
-    NoDocuments,
-}
+/// Why a whole body was refused (the split is the library's: [`split_documents`]).
+pub use crate::input::BodyError;
 
 impl BodyError {
     /// The HTTP status that fits the error: 413 for too many documents, 400 otherwise.
@@ -122,8 +95,8 @@ pub struct Refused {
     pub error: DocumentError,
 }
 
-/// Each document of a body in order, parsed and checked, or why the body as a whole is
-/// refused.
+/// Each document of a body in order, parsed and checked by the default schema's fields, or
+/// why the body as a whole is refused ([`parse_batch_with`] reads by any schema).
 ///
 /// ```
 /// use tantivy_dedup::server::{BatchLimits, parse_batch};
@@ -140,85 +113,81 @@ pub fn parse_batch(
     body: &[u8],
     limits: &BatchLimits,
 ) -> Result<Vec<Result<Article, Refused>>, BodyError> {
-    let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
-    let Some(first) = body.iter().position(|byte| !byte.is_ascii_whitespace()) else {
-        return Err(BodyError::Empty);
-    };
-    match body[first] {
-        b'[' => {
-            let documents: Vec<&RawValue> = serde_json::from_slice(body)
-                .map_err(|error| BodyError::MalformedArray(error.to_string()))?;
-            check_count(documents.len(), limits)?;
-            Ok(documents
-                .into_iter()
-                .map(|raw| parse_document(raw.get().as_bytes(), limits))
-                .collect())
-        }
-        b'{' => {
-            // One object, possibly pretty-printed over several lines...
-            if serde_json::from_slice::<&RawValue>(body).is_ok() {
-                return Ok(vec![parse_document(body, limits)]);
-            }
-            // ...or NDJSON, where each line stands alone.
-            let lines: Vec<&[u8]> = body
-                .split(|byte| *byte == b'\n')
-                .filter(|line| line.iter().any(|byte| !byte.is_ascii_whitespace()))
-                .collect();
-            check_count(lines.len(), limits)?;
-            Ok(lines
-                .into_iter()
-                .map(|line| parse_document(line, limits))
-                .collect())
-        }
-        _ => Err(BodyError::NotDocuments(
-            String::from_utf8_lossy(&body[first..(first + 4).min(body.len())])
-                .chars()
-                .next()
-                .unwrap_or('?'),
-        )),
-    }
+    Ok(
+        parse_batch_with(body, limits, ArticleReader::default_schema())?
+            .into_iter()
+            .map(|document| document.map(|record| record.article))
+            .collect(),
+    )
 }
 
-fn check_count(found: usize, limits: &BatchLimits) -> Result<(), BodyError> {
-    if found == 0 {
-        Err(BodyError::NoDocuments)
-    } else if found > limits.max_documents {
-        Err(BodyError::TooManyDocuments {
-            found,
-            limit: limits.max_documents,
-        })
-    } else {
-        Ok(())
-    }
+/// [`parse_batch`] by a schema's `[fields]` (`from` keys, fields of one's own).
+///
+/// ```
+/// use tantivy_dedup::article::{ArticleReader, FieldValue};
+/// use tantivy_dedup::config::Config;
+/// use tantivy_dedup::server::{BatchLimits, parse_batch_with};
+///
+/// let config = Config::from_toml_str("[fields.likes]\ntype = \"u64\"\n")?;
+/// let limits = BatchLimits { max_documents: 10, max_document_bytes: 1 << 20, latest_time: i64::MAX };
+/// let body = br#"[{"id": "a", "content": "x", "likes": 3}, {"id": "b", "content": "y", "likes": -1}]"#;
+/// let documents = parse_batch_with(body, &limits, &ArticleReader::new(&config.fields))?;
+/// assert_eq!(documents[0].as_ref().unwrap().fields["likes"], [FieldValue::U64(3)]);
+/// assert!(documents[1].as_ref().unwrap_err().error.to_string().contains("`likes`"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn parse_batch_with(
+    body: &[u8],
+    limits: &BatchLimits,
+    articles: &ArticleReader,
+) -> Result<Vec<Result<ArticleRecord, Refused>>, BodyError> {
+    Ok(split_documents(body, limits.max_documents)?
+        .into_iter()
+        .map(|document| parse_document_with(document, limits, articles))
+        .collect())
 }
 
-/// One document: size, then the article's own checks, then the date against the clock.
+/// One document by the default schema's fields: size, then the article's own checks, then the
+/// date against the clock.
 pub fn parse_document(json: &[u8], limits: &BatchLimits) -> Result<Article, Refused> {
-    check_document(json, limits).map_err(|error| Refused {
-        id: readable_id(json),
+    parse_document_with(json, limits, ArticleReader::default_schema()).map(|record| record.article)
+}
+
+/// [`parse_document`] by a schema's `[fields]`.
+fn parse_document_with(
+    json: &[u8],
+    limits: &BatchLimits,
+    articles: &ArticleReader,
+) -> Result<ArticleRecord, Refused> {
+    check_document(json, limits, articles).map_err(|error| Refused {
+        id: readable_id(json, articles),
         error,
     })
 }
 
-/// The `id` of a JSON object, as text, if it has a usable one.
-fn readable_id(json: &[u8]) -> Option<String> {
+/// The `id` of a JSON object (under its input key), as text, if it has a usable one.
+fn readable_id(json: &[u8], articles: &ArticleReader) -> Option<String> {
     let value: serde_json::Value = serde_json::from_slice(json).ok()?;
-    match value.get("id")? {
+    match value.get(articles.id_key())? {
         serde_json::Value::String(id) => Some(id.clone()),
         serde_json::Value::Number(id) => Some(id.to_string()),
         _ => None,
     }
 }
 
-fn check_document(json: &[u8], limits: &BatchLimits) -> Result<Article, DocumentError> {
+fn check_document(
+    json: &[u8],
+    limits: &BatchLimits,
+    articles: &ArticleReader,
+) -> Result<ArticleRecord, DocumentError> {
     if json.len() > limits.max_document_bytes {
         return Err(DocumentError::TooLarge {
             found: json.len(),
             limit: limits.max_document_bytes,
         });
     }
-    let article = Article::from_json_bytes(json)?;
-    if let Some(time) = article.published_at
+    let record = articles.read_bytes(json)?;
+    if let Some(time) = record.article.published_at
         && time > limits.latest_time
     {
         let now = crate::dedup::now();
@@ -231,7 +200,7 @@ fn check_document(json: &[u8], limits: &BatchLimits) -> Result<Article, Document
             allowed: seconds(limits.latest_time.saturating_sub(now)),
         });
     }
-    Ok(article)
+    Ok(record)
 }
 
 #[cfg(test)]

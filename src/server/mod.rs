@@ -42,7 +42,9 @@ pub use api::{
     ClusterInfo, DeleteResponse, DocumentResponse, DocumentResult, ForestSize, IngestResponse,
     MEMORY_PER_BODY_BYTE, StatsResponse,
 };
-pub use body::{BatchLimits, BodyError, DocumentError, Refused, parse_batch, parse_document};
+pub use body::{
+    BatchLimits, BodyError, DocumentError, Refused, parse_batch, parse_batch_with, parse_document,
+};
 pub use connections::connection_cap;
 pub use error::{ApiError, ErrorBody, ErrorDetail};
 pub use metrics::Metrics;

@@ -9,6 +9,7 @@ mod engine_collapse;
 mod engine_recovery;
 mod forest_invariants;
 mod index_bruteforce;
+mod own_fields;
 mod own_schema;
 mod quality;
 mod text_golden;

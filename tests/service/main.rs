@@ -8,6 +8,7 @@ mod cli_dedup;
 mod cli_eval;
 mod cli_index;
 mod cli_load;
+mod cli_own_fields;
 mod cli_polish;
 mod cli_write;
 mod redis_cluster;
