@@ -1218,12 +1218,23 @@ mod humantime_serde_compat {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
         let text = String::deserialize(deserializer)?;
-        humantime::parse_duration(&text).map_err(|error| {
-            serde::de::Error::custom(format!(
-                "{error} in {text:?}; write a duration such as \"7d\" or \"36h\""
-            ))
-        })
+        super::parse_duration(&text).map_err(serde::de::Error::custom)
     }
+}
+
+/// A duration as settings and parameters write it (`"7d"`, `"36h 30m"`, `"1h"`), or a message
+/// that shows the form.
+///
+/// ```
+/// use std::time::Duration;
+/// use tantivy_dedup::config::parse_duration;
+///
+/// assert_eq!(parse_duration("1d"), Ok(Duration::from_secs(86_400)));
+/// assert!(parse_duration("soon").unwrap_err().contains("such as"));
+/// ```
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text.trim())
+        .map_err(|error| format!("{error} in {text:?}; write a duration such as \"7d\" or \"36h\""))
 }
 
 #[cfg(test)]

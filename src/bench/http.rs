@@ -142,6 +142,8 @@ pub struct HttpSearchReport {
     pub requests: usize,
     /// The queries rotated through ("" is every document), with every sort.
     pub queries: Vec<String>,
+    /// The parameters added to every request (empty: the plain list page).
+    pub parameters: String,
     /// Wall time.
     pub seconds: f64,
     /// Requests per second.
@@ -282,21 +284,33 @@ pub fn http_ingest(
     })
 }
 
+/// The parameters of the list page that counts over all matches, the platform's search page:
+/// facets by source and a daily histogram (its p99 at 32 clients is the figure to watch).
+pub const FACETED_LIST_PAGE: &str = "facets=source&histogram=1d";
+
 /// `clients` threads each send `requests` list-page requests to `url`, rotating through
-/// `queries` and every sort (and the first three pages), and time every answer.
+/// `queries` and every sort (and the first three pages), each with `parameters` (already
+/// encoded, such as [`FACETED_LIST_PAGE`]; empty for none) added, and time every answer.
 pub fn http_search(
     url: &str,
     queries: &[String],
+    parameters: &str,
     clients: usize,
     requests: usize,
 ) -> Result<HttpSearchReport> {
+    let parameters_suffix = if parameters.is_empty() {
+        String::new()
+    } else {
+        format!("&{parameters}")
+    };
     let plans: Vec<String> = queries
         .iter()
         .flat_map(|query| {
+            let suffix = &parameters_suffix;
             Sort::ALL.iter().enumerate().map(move |(page, (sort, _))| {
                 let query: String = url_encode(query);
                 format!(
-                    "{url}/v1/search?q={query}&sort={sort}&limit=20&offset={}",
+                    "{url}/v1/search?q={query}&sort={sort}&limit=20&offset={}{suffix}",
                     (page % 3) * 20
                 )
             })
@@ -337,6 +351,7 @@ pub fn http_search(
         clients,
         requests: latencies.len(),
         queries: queries.to_vec(),
+        parameters: parameters.to_owned(),
         seconds,
         requests_per_second: latencies.len() as f64 / seconds,
         latency: Latency::of(latencies),

@@ -109,6 +109,10 @@ pub struct BenchArgs {
     /// List pages each search client asks for
     #[arg(long, default_value_t = 200)]
     search_requests: usize,
+    /// Also time list pages that count facets and a histogram over all matches
+    /// (`facets=source&histogram=1d`), reported as "search_faceted"
+    #[arg(long)]
+    faceted_search: bool,
     #[command(flatten)]
     config: ConfigArgs,
 }
@@ -293,10 +297,27 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         let search = http::http_search(
             &url,
             &args.collapse_queries,
+            "",
             args.search_clients,
             args.search_requests,
         )?;
         figures.insert("search".into(), serde_json::to_value(search)?);
+        if args.faceted_search {
+            eprintln!(
+                "bench: HTTP search with {}, {} clients x {} list pages",
+                http::FACETED_LIST_PAGE,
+                args.search_clients,
+                args.search_requests
+            );
+            let faceted = http::http_search(
+                &url,
+                &args.collapse_queries,
+                http::FACETED_LIST_PAGE,
+                args.search_clients,
+                args.search_requests,
+            )?;
+            figures.insert("search_faceted".into(), serde_json::to_value(faceted)?);
+        }
         if let Some(server) = local {
             server.stop()?;
         }

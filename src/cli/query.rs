@@ -11,7 +11,8 @@ use clap::builder::TypedValueParser as _;
 use serde::Serialize;
 use tantivy_dedup::Article;
 use tantivy_dedup::engine::{
-    DEFAULT_PAGE_SIZE, DedupSearcher, DocumentView, MAX_PAGE_SIZE, SearchRequest, Sort, check_index,
+    DEFAULT_FACET_LIMIT, DEFAULT_PAGE_SIZE, DedupSearcher, DocumentView, MAX_FACET_LIMIT,
+    MAX_PAGE_SIZE, SearchRequest, Sort, check_index, list_items,
 };
 use tantivy_dedup::forest::Timestamp;
 use tantivy_dedup::local_time::{RangeEnd, TimeZone};
@@ -73,9 +74,40 @@ pub struct SearchArgs {
     /// Only documents from this source
     #[arg(long)]
     source: Option<String>,
+    /// Only documents this filter keeps, on a declared field that is not text (repeatable;
+    /// all must pass): FIELD:VALUE, FIELD:[A TO B] (both ends included, * for an open end),
+    /// or on a facet field FIELD:/facet/prefix. Dates take the forms of --from
+    #[arg(long, value_name = "FILTER")]
+    filter: Vec<String>,
+    /// Leave out documents that contain these words in any text field (repeatable; words
+    /// separated by commas or spaces)
+    #[arg(long, value_name = "WORDS")]
+    exclude: Vec<String>,
+    /// The text fields the keywords search, separated by commas [default: all]
+    #[arg(long, value_name = "FIELDS")]
+    fields: Option<String>,
+    /// Only clusters of at least this many indexed documents; the totals count only those
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    min_cluster_size: u64,
+    /// Count the values of these fields (separated by commas) over all matching documents:
+    /// articles and distinct clusters per value
+    #[arg(long, value_name = "FIELDS")]
+    facets: Option<String>,
+    /// Values listed per facet, most articles first
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_FACET_LIMIT,
+          value_parser = clap::value_parser!(u16).range(0..=MAX_FACET_LIMIT as i64).map(usize::from))]
+    facet_limit: usize,
+    /// Count matching documents and clusters per interval of publication time (1h, 1d, 30m,
+    /// or any duration), aligned on midnight in the index's time zone
+    #[arg(long, value_name = "INTERVAL")]
+    histogram: Option<String>,
+    /// Show each representative's snippet: its title or body around the matched words, in
+    /// <em>...</em>, HTML-escaped
+    #[arg(long)]
+    highlight: bool,
     #[command(flatten)]
     zone: ZoneArg,
-    /// Print the page as JSON (times as Unix seconds)
+    /// Print the page as JSON (times as Unix seconds); the same JSON as GET /v1/search
     #[arg(long)]
     json: bool,
 }
@@ -188,8 +220,22 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
     let mut request = SearchRequest::new(args.query.as_str())
         .sort(args.sort.parse()?)
         .page(args.offset, args.limit)
-        .published(from, to);
+        .published(from, to)
+        .min_cluster_size(args.min_cluster_size)
+        .facet_limit(args.facet_limit)
+        .fields(list_items(args.fields.as_deref().unwrap_or_default()))
+        .facets(list_items(args.facets.as_deref().unwrap_or_default()))
+        .highlight(args.highlight);
     request.source = args.source;
+    for filter in &args.filter {
+        request = request.filter(filter.parse().context("--filter")?);
+    }
+    for words in &args.exclude {
+        request.exclude.extend(list_items(words).map(str::to_owned));
+    }
+    if let Some(interval) = &args.histogram {
+        request = request.histogram(interval.parse().context("--histogram")?);
+    }
     let page = searcher.search(&request)?;
     output(args.json, &page, |out| {
         let (documents, clusters) = (page.total_hits, page.total_clusters);
@@ -226,6 +272,40 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
                     sources => format!("sources: {}", sources.join(", ")),
                 }
             )?;
+            if let Some(snippet) = &cluster.representative.snippet {
+                writeln!(out, "     {}", snippet.replace('\n', " "))?;
+            }
+        }
+        for (field, counts) in page.facets.iter().flatten() {
+            let values: Vec<String> = counts
+                .iter()
+                .map(|count| format!("{} {}/{}", count.value, count.articles, count.clusters))
+                .collect();
+            writeln!(
+                out,
+                "facet {field} (articles/clusters): {}",
+                if values.is_empty() {
+                    "none".to_owned()
+                } else {
+                    values.join(", ")
+                }
+            )?;
+        }
+        if let Some(buckets) = &page.histogram {
+            writeln!(
+                out,
+                "histogram by {} (articles/clusters per interval start):",
+                args.histogram.as_deref().unwrap_or_default()
+            )?;
+            for bucket in buckets {
+                writeln!(
+                    out,
+                    "  {}  {}/{}",
+                    zone.format(bucket.start),
+                    bucket.articles,
+                    bucket.clusters
+                )?;
+            }
         }
         Ok(())
     })

@@ -132,6 +132,39 @@ impl ClusterOrdinals {
     pub fn clusters(&self) -> usize {
         self.roots.len()
     }
+
+    /// The cluster number of document `doc` of segment `segment` ([`NO_CLUSTER`] for a
+    /// tombstone or a deleted document).
+    #[inline]
+    pub fn number(&self, segment: SegmentOrdinal, doc: DocId) -> u32 {
+        self.documents[segment as usize][doc as usize]
+    }
+
+    /// The live documents of cluster `number`.
+    #[inline]
+    pub fn size(&self, number: u32) -> u64 {
+        u64::from(self.sizes[number as usize])
+    }
+
+    /// Refuses a segment these numbers were not built for (a collector given the ordinals of
+    /// another searcher), before any of its documents is looked up.
+    pub fn check_segment(
+        &self,
+        segment_ord: SegmentOrdinal,
+        segment: &SegmentReader,
+    ) -> tantivy::Result<()> {
+        let fits = self
+            .documents
+            .get(segment_ord as usize)
+            .is_some_and(|numbers| numbers.len() == segment.max_doc() as usize);
+        if fits {
+            Ok(())
+        } else {
+            Err(tantivy::TantivyError::InvalidArgument(
+                "a collector used with another searcher than its ClusterOrdinals'".to_owned(),
+            ))
+        }
+    }
 }
 
 fn generation(searcher: &Searcher) -> Vec<(SegmentId, u32)> {
@@ -208,6 +241,7 @@ pub struct CollapseCollector {
     offset: usize,
     limit: usize,
     track_newest: bool,
+    min_cluster_size: u64,
 }
 
 impl CollapseCollector {
@@ -221,7 +255,38 @@ impl CollapseCollector {
             offset,
             limit,
             track_newest: sort == Sort::Newest,
+            min_cluster_size: 0,
         }
+    }
+
+    /// Keeps only clusters of at least `size` live documents (matching or not): the others'
+    /// hits are skipped as they are collected, so that [`Collapsed::total_hits`] and
+    /// [`Collapsed::total_clusters`] count only the clusters kept, as the pages do. 0 and 1
+    /// keep every cluster.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tantivy::query::AllQuery;
+    /// use tantivy_dedup::engine::{ClusterOrdinals, CollapseCollector, DedupIndex, Sort};
+    /// use tantivy_dedup::{Article, config::Config};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let mut index = DedupIndex::create(dir.path(), Config::default())?;
+    /// let story = "今天北京天气晴朗，气温回升，适合出行。";
+    /// for (id, text) in [("1", story), ("2", story), ("3", "央行宣布下调存款准备金率零点五个百分点。")] {
+    ///     index.add_article(Article { id: id.into(), content: text.into(), ..Default::default() })?;
+    /// }
+    /// index.commit()?;
+    /// let searcher = index.searcher().tantivy_searcher();
+    /// let ordinals = Arc::new(ClusterOrdinals::build(&searcher)?);
+    /// let collector = CollapseCollector::new(ordinals, Sort::Relevance, 0, 10).min_cluster_size(2);
+    /// let collapsed = searcher.search(&AllQuery, &collector)?;
+    /// assert_eq!((collapsed.total_hits, collapsed.total_clusters), (2, 1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn min_cluster_size(mut self, size: u64) -> Self {
+        self.min_cluster_size = size;
+        self
     }
 
     /// Tracks the newest hit's time whatever the order (it costs a fast-field read per hit;
@@ -295,18 +360,10 @@ impl Collector for CollapseCollector {
         segment_ord: SegmentOrdinal,
         segment: &SegmentReader,
     ) -> tantivy::Result<CollapseSegmentCollector> {
-        let fits = self
-            .ordinals
-            .documents
-            .get(segment_ord as usize)
-            .is_some_and(|numbers| numbers.len() == segment.max_doc() as usize);
-        if !fits {
-            return Err(tantivy::TantivyError::InvalidArgument(
-                "CollapseCollector used with another searcher than its ClusterOrdinals'".to_owned(),
-            ));
-        }
+        self.ordinals.check_segment(segment_ord, segment)?;
         Ok(CollapseSegmentCollector {
             ordinals: Arc::clone(&self.ordinals),
+            min_cluster_size: self.min_cluster_size,
             times: if self.track_newest {
                 Some(segment.fast_fields().i64(EVENT_TIME)?)
             } else {
@@ -463,6 +520,8 @@ struct SegmentHits {
 /// [`CollapseCollector`]'s work on one segment.
 pub struct CollapseSegmentCollector {
     ordinals: Arc<ClusterOrdinals>,
+    /// Clusters smaller than this are skipped.
+    min_cluster_size: u64,
     /// The event times, when the newest hit is tracked.
     times: Option<Column<i64>>,
     collected: SegmentHits,
@@ -474,8 +533,11 @@ impl SegmentCollector for CollapseSegmentCollector {
     #[inline]
     fn collect(&mut self, doc: DocId, score: Score) {
         let collected = &mut self.collected;
-        let number = self.ordinals.documents[collected.segment_ord as usize][doc as usize];
-        if number == NO_CLUSTER {
+        let number = self.ordinals.number(collected.segment_ord, doc);
+        // The size is looked up only when a minimum was asked for.
+        if number == NO_CLUSTER
+            || (self.min_cluster_size > 1 && self.ordinals.size(number) < self.min_cluster_size)
+        {
             return;
         }
         collected.hits.push(Hit { number, doc, score });

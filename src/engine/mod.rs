@@ -7,6 +7,9 @@
 //!   the forest beside an `IndexWriter` (the one insert path, with recovery on open);
 //! - [`DedupIndex`]: the news index: its one ordered writer over a [`DedupWriter`];
 //! - [`CollapseCollector`]: hits grouped by root;
+//! - [`Filter`]: a list page's conditions on declared non-text fields;
+//! - [`FacetCollector`]: values and time buckets counted over all matches (facets, histogram);
+//! - [`Highlighter`]: snippets of stored raw text with the matched words marked;
 //! - [`DedupSearcher`]: list pages, detail pages, near-duplicate checks, statistics;
 //! - [`check_index`]: every file of an index read and checked (`tantivy-dedup check`).
 
@@ -15,9 +18,13 @@ mod collapse;
 mod dedup_writer;
 mod directory;
 mod document;
+mod facets;
+mod filter;
+mod histogram;
 mod recovery;
 pub mod schema;
 mod search;
+mod snippet;
 pub(crate) mod tokenizer;
 mod writer;
 
@@ -30,10 +37,18 @@ pub use dedup_writer::{
     DedupDocument, DedupWriter, DedupWriterBuilder, DocumentPreparer, PreparedDocument,
 };
 pub use directory::{SETTINGS_FILE, stored_settings};
+pub use facets::{
+    DEFAULT_FACET_LIMIT, Dimension, FacetCollector, FacetCount, FacetFruit, FacetSegmentCollector,
+    FacetValue, most_frequent,
+};
+pub use filter::{Filter, ValueField, ValueKind};
+pub use histogram::{HistogramBucket, Interval, MAX_HISTOGRAM_BUCKETS, lay_out};
 pub use recovery::RecoveryReport;
 pub use search::{
-    ClusterHit, DEFAULT_PAGE_SIZE, DedupSearcher, DocumentView, IndexStats, MAX_OFFSET,
-    MAX_PAGE_SIZE, NearDuplicate, NearDuplicates, SearchPage, SearchRequest, SimilarPage,
+    ClusterHit, DEFAULT_PAGE_SIZE, DedupSearcher, DocumentView, IndexStats, MAX_FACET_LIMIT,
+    MAX_OFFSET, MAX_PAGE_SIZE, NearDuplicate, NearDuplicates, SearchPage, SearchRequest,
+    SimilarPage, list_items,
 };
+pub use snippet::{Highlighter, SNIPPET_CHARS};
 pub use tokenizer::{NewsTokenizer, register as register_tokenizer};
 pub use writer::{DedupIndex, PreparedArticle, Preparer};

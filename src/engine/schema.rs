@@ -84,6 +84,25 @@ pub fn stored_sketch(
     }
 }
 
+/// Whether a field is one of tantivy-dedup's own (`simhash`, `block0..blockK`, `root`, and every
+/// name starting with `_`) rather than a document field: callers may not filter or count on
+/// them, since their values are the dedup machinery's, not the articles'.
+///
+/// ```
+/// use tantivy_dedup::engine::schema::is_internal;
+///
+/// assert!(is_internal("root") && is_internal("block2") && is_internal("_seq"));
+/// assert!(!is_internal("source") && !is_internal("blocked"));
+/// ```
+pub fn is_internal(name: &str) -> bool {
+    name == SIMHASH
+        || name == ROOT
+        || name.starts_with('_')
+        || name
+            .strip_prefix("block")
+            .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// The name of the field holding block `i` of the simhash (`block0`, `block1`, ...).
 pub fn block_field_name(block: usize) -> String {
     format!("block{block}")

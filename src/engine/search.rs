@@ -1,7 +1,7 @@
 //! [`DedupSearcher`]: list pages (collapsed search), detail pages (the rest of a cluster),
 //! near-duplicate checks and statistics, over what the writer committed.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -11,7 +11,7 @@ use tantivy::collector::{Count, DocSetCollector};
 use tantivy::query::{
     AllQuery, BooleanQuery, ConstScoreQuery, Occur, Query, QueryParser, RangeQuery, TermQuery,
 };
-use tantivy::schema::{IndexRecordOption, Value};
+use tantivy::schema::{Field, IndexRecordOption, Value};
 use tantivy::{DateTime, DocAddress, Index, IndexReader, ReloadPolicy, TantivyDocument, Term};
 
 use crate::article::Article;
@@ -19,7 +19,13 @@ use crate::config::Config;
 use crate::dedup::Signer;
 use crate::engine::collapse::{ClusterOrdinals, CollapseCollector, CollapsedCluster, Sort};
 use crate::engine::directory::{self, index_error, open_tantivy, stored_settings};
+use crate::engine::facets::{
+    DEFAULT_FACET_LIMIT, Dimension, FacetCollector, FacetCount, most_frequent,
+};
+use crate::engine::filter::Filter;
+use crate::engine::histogram::{self, HistogramBucket, Interval};
 use crate::engine::schema::{self, NewsFields, fast_value};
+use crate::engine::snippet::Highlighter;
 use crate::forest::Timestamp;
 use crate::index::BlockLayout;
 use crate::text::AnalyzedText;
@@ -37,13 +43,28 @@ pub const DEFAULT_PAGE_SIZE: usize = 20;
 /// memory, so deep paging is bounded (as in Elasticsearch's result window).
 pub const MAX_OFFSET: usize = 10_000;
 
-/// A list-page request: a keyword query, filters, an order and a page of clusters.
+/// The most values a facet may list ([`SearchRequest::facet_limit`]).
+pub const MAX_FACET_LIMIT: usize = 1000;
+
+/// A list-page request: a keyword query, filters, an order, a page of clusters, and what to
+/// count over all the matches.
 ///
 /// ```
 /// use tantivy_dedup::engine::{SearchRequest, Sort};
 ///
-/// let request = SearchRequest::new("防汛").sort(Sort::SimilarDesc).page(0, 20).source("新华网");
+/// let request = SearchRequest::new("防汛")
+///     .sort(Sort::SimilarDesc)
+///     .page(0, 20)
+///     .source("新华网")
+///     .filter("published_at:[2024-05-01 TO *]".parse()?)
+///     .exclude("广告")
+///     .fields(["title"])
+///     .min_cluster_size(2)
+///     .facets(["source"])
+///     .histogram("1d".parse()?)
+///     .highlight(true);
 /// assert_eq!(request.limit, 20);
+/// # Ok::<(), tantivy_dedup::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SearchRequest {
@@ -62,6 +83,22 @@ pub struct SearchRequest {
     pub to: Option<Timestamp>,
     /// Only documents from this source.
     pub source: Option<String>,
+    /// Only documents every one of these filters keeps (on declared non-text fields).
+    pub filters: Vec<Filter>,
+    /// Words none of the matching documents may contain, in any text field.
+    pub exclude: Vec<String>,
+    /// The text fields the keywords search (names); empty: every indexed text field.
+    pub fields: Vec<String>,
+    /// Only clusters of at least this many indexed documents (0 or 1: every cluster).
+    pub min_cluster_size: u64,
+    /// Fields whose values are counted over all matching documents ([`SearchPage::facets`]).
+    pub facets: Vec<String>,
+    /// How many values each facet lists, most articles first (at most [`MAX_FACET_LIMIT`]).
+    pub facet_limit: usize,
+    /// The width of the buckets of [`SearchPage::histogram`]; `None`: no histogram.
+    pub histogram: Option<Interval>,
+    /// Whether each representative gets a [`DocumentView::snippet`].
+    pub highlight: bool,
 }
 
 impl Default for SearchRequest {
@@ -74,12 +111,26 @@ impl Default for SearchRequest {
             from: None,
             to: None,
             source: None,
+            filters: Vec::new(),
+            exclude: Vec::new(),
+            fields: Vec::new(),
+            min_cluster_size: 0,
+            facets: Vec::new(),
+            facet_limit: DEFAULT_FACET_LIMIT,
+            histogram: None,
+            highlight: false,
         }
     }
 }
 
 impl SearchRequest {
     /// A request for `query`, first page of 20, by relevance.
+    ///
+    /// ```
+    /// use tantivy_dedup::engine::SearchRequest;
+    ///
+    /// assert_eq!(SearchRequest::new("防汛").limit, 20);
+    /// ```
     pub fn new(query: impl Into<String>) -> Self {
         SearchRequest {
             query: query.into(),
@@ -88,12 +139,24 @@ impl SearchRequest {
     }
 
     /// Sets the order.
+    ///
+    /// ```
+    /// use tantivy_dedup::engine::{SearchRequest, Sort};
+    ///
+    /// assert_eq!(SearchRequest::new("").sort(Sort::Newest).sort, Sort::Newest);
+    /// ```
     pub fn sort(mut self, sort: Sort) -> Self {
         self.sort = sort;
         self
     }
 
     /// Sets the page.
+    ///
+    /// ```
+    /// use tantivy_dedup::engine::SearchRequest;
+    ///
+    /// assert_eq!(SearchRequest::new("").page(40, 20).offset, 40);
+    /// ```
     pub fn page(mut self, offset: usize, limit: usize) -> Self {
         self.offset = offset;
         self.limit = limit;
@@ -101,6 +164,12 @@ impl SearchRequest {
     }
 
     /// Keeps documents published in `from..=to` (either end may be open).
+    ///
+    /// ```
+    /// use tantivy_dedup::engine::SearchRequest;
+    ///
+    /// assert_eq!(SearchRequest::new("").published(Some(1), None).from, Some(1));
+    /// ```
     pub fn published(mut self, from: Option<Timestamp>, to: Option<Timestamp>) -> Self {
         self.from = from;
         self.to = to;
@@ -108,10 +177,133 @@ impl SearchRequest {
     }
 
     /// Keeps documents from one source.
+    ///
+    /// ```
+    /// use tantivy_dedup::engine::SearchRequest;
+    ///
+    /// assert_eq!(SearchRequest::new("").source("新华网").source.as_deref(), Some("新华网"));
+    /// ```
     pub fn source(mut self, source: impl Into<String>) -> Self {
         self.source = Some(source.into());
         self
     }
+
+    /// Adds a filter; a document must pass every filter.
+    ///
+    /// ```
+    /// use tantivy_dedup::engine::SearchRequest;
+    ///
+    /// let request = SearchRequest::new("").filter("source:新华网".parse()?);
+    /// assert_eq!(request.filters[0].field(), "source");
+    /// # Ok::<(), tantivy_dedup::Error>(())
+    /// ```
+    pub fn filter(mut self, filter: Filter) -> Self {
+        self.filters.push(filter);
+        self
+    }
+
+    /// Leaves out documents that contain `word` in any text field (a word of several jieba
+    /// words is looked for as a phrase).
+    ///
+    /// ```
+    /// use tantivy_dedup::engine::SearchRequest;
+    ///
+    /// assert_eq!(SearchRequest::new("").exclude("广告").exclude, ["广告"]);
+    /// ```
+    pub fn exclude(mut self, word: impl Into<String>) -> Self {
+        self.exclude.push(word.into());
+        self
+    }
+
+    /// The text fields the keywords search (all indexed text fields when none are given).
+    ///
+    /// ```
+    /// use tantivy_dedup::engine::SearchRequest;
+    ///
+    /// assert_eq!(SearchRequest::new("防汛").fields(["title"]).fields, ["title"]);
+    /// ```
+    pub fn fields<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>) -> Self {
+        self.fields = names.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Keeps only clusters of at least `size` indexed documents. The totals then count only
+    /// those clusters and their matching documents, and so do facets and the histogram.
+    ///
+    /// ```
+    /// use tantivy_dedup::engine::SearchRequest;
+    ///
+    /// assert_eq!(SearchRequest::new("").min_cluster_size(3).min_cluster_size, 3);
+    /// ```
+    pub fn min_cluster_size(mut self, size: u64) -> Self {
+        self.min_cluster_size = size;
+        self
+    }
+
+    /// Counts the values of these fields (declared, not text, fast) over all matching
+    /// documents.
+    ///
+    /// ```
+    /// use tantivy_dedup::engine::SearchRequest;
+    ///
+    /// assert_eq!(SearchRequest::new("").facets(["source"]).facets, ["source"]);
+    /// ```
+    pub fn facets<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>) -> Self {
+        self.facets = names.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// How many values each facet lists (20 unless set).
+    ///
+    /// ```
+    /// use tantivy_dedup::engine::SearchRequest;
+    ///
+    /// assert_eq!(SearchRequest::new("").facet_limit(5).facet_limit, 5);
+    /// ```
+    pub fn facet_limit(mut self, limit: usize) -> Self {
+        self.facet_limit = limit;
+        self
+    }
+
+    /// Adds a histogram of the matching documents' publication times by buckets of
+    /// `interval`.
+    ///
+    /// ```
+    /// use tantivy_dedup::engine::SearchRequest;
+    ///
+    /// let request = SearchRequest::new("").histogram("1h".parse()?);
+    /// assert_eq!(request.histogram.map(|interval| interval.seconds()), Some(3600));
+    /// # Ok::<(), tantivy_dedup::Error>(())
+    /// ```
+    pub fn histogram(mut self, interval: Interval) -> Self {
+        self.histogram = Some(interval);
+        self
+    }
+
+    /// Whether representatives get a snippet.
+    ///
+    /// ```
+    /// use tantivy_dedup::engine::SearchRequest;
+    ///
+    /// assert!(SearchRequest::new("").highlight(true).highlight);
+    /// ```
+    pub fn highlight(mut self, highlight: bool) -> Self {
+        self.highlight = highlight;
+        self
+    }
+}
+
+/// The names in a list parameter (`fields`, `facets`, `exclude`): separated by commas or white
+/// space, empty ones left out.
+///
+/// ```
+/// use tantivy_dedup::engine::list_items;
+///
+/// assert_eq!(list_items(" source, region ,,tag ").collect::<Vec<_>>(), ["source", "region", "tag"]);
+/// ```
+pub fn list_items(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|item| !item.is_empty())
 }
 
 /// A document as results show it.
@@ -135,6 +327,26 @@ pub struct DocumentView {
     /// as an array (dates as Unix seconds, facets as paths). Left out of JSON when empty.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub fields: std::collections::BTreeMap<String, serde_json::Value>,
+    /// The stored body, on document and detail pages only (list pages stay light).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// On a list page asked to highlight, the representative's snippet: up to about
+    /// [`SNIPPET_CHARS`](crate::engine::SNIPPET_CHARS) characters of its stored title or
+    /// body around the first words the query matched, those in `<em>`, the rest
+    /// HTML-escaped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snippet: Option<String>,
+}
+
+/// What a view of a document carries besides its fields.
+#[derive(Clone, Copy)]
+enum Extra<'a> {
+    /// Nothing: list pages and checks.
+    None,
+    /// The stored body: document and detail pages.
+    Content,
+    /// A snippet by these words: list pages asked to highlight.
+    Snippet(&'a Highlighter),
 }
 
 /// One cluster of a list page.
@@ -159,12 +371,19 @@ pub struct ClusterHit {
 /// A list page.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SearchPage {
-    /// Matching documents.
+    /// Matching documents (with a minimum cluster size: those of the clusters kept).
     pub total_hits: u64,
-    /// Matching clusters.
+    /// Matching clusters (with a minimum cluster size: those kept).
     pub total_clusters: u64,
     /// The clusters of the page, in order.
     pub clusters: Vec<ClusterHit>,
+    /// Per field asked for, its values over all matching documents, most articles first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub facets: Option<BTreeMap<String, Vec<FacetCount>>>,
+    /// The matching documents per interval of publication time, in time order, empty
+    /// intervals between the first and the last included.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub histogram: Option<Vec<HistogramBucket>>,
 }
 
 /// A detail page: a document and the other documents of its cluster, earliest first.
@@ -323,22 +542,71 @@ impl DedupSearcher {
     }
 
     /// The Tantivy query a request runs: the keywords (all of them must match), with the
-    /// filters added as conditions that do not change scores.
+    /// filters added as conditions that do not change scores, and the excluded words as
+    /// conditions that must not match.
     pub fn query(&self, request: &SearchRequest) -> Result<Box<dyn Query>> {
+        let keywords = self.keywords(request)?;
+        self.with_conditions(keywords, request)
+    }
+
+    /// The keywords' query, over the request's text fields.
+    fn keywords(&self, request: &SearchRequest) -> Result<Box<dyn Query>> {
         let fields = &self.shared.fields;
-        let keywords: Box<dyn Query> = if request.query.trim().is_empty() {
-            Box::new(AllQuery)
-        } else {
-            if fields.searchable.is_empty() {
-                return Err(Error::Query(
-                    "no text field is indexed, so keywords cannot be searched".to_owned(),
-                ));
-            }
-            self.shared
-                .parser
+        // Checked even without keywords, so that a bad name is reported whatever the query.
+        let searcher = self.tantivy_searcher();
+        let chosen = request
+            .fields
+            .iter()
+            .map(|name| self.text_field(&searcher, name))
+            .collect::<Result<Vec<_>>>()?;
+        if request.query.trim().is_empty() {
+            return Ok(Box::new(AllQuery));
+        }
+        if fields.searchable.is_empty() {
+            return Err(Error::Query(
+                "no text field is indexed, so keywords cannot be searched".to_owned(),
+            ));
+        }
+        let parse = |parser: &QueryParser| {
+            parser
                 .parse_query(&request.query)
-                .map_err(|error| Error::Query(format!("{error} in {:?}", request.query)))?
+                .map_err(|error| Error::Query(format!("{error} in {:?}", request.query)))
         };
+        if chosen.is_empty() {
+            return parse(&self.shared.parser);
+        }
+        let mut parser = QueryParser::for_index(searcher.index(), chosen);
+        parser.set_conjunction_by_default();
+        parse(&parser)
+    }
+
+    /// The indexed text field called `name`, or an error naming them.
+    fn text_field(&self, searcher: &tantivy::Searcher, name: &str) -> Result<Field> {
+        let schema = searcher.schema();
+        let searchable = &self.shared.fields.searchable;
+        schema
+            .get_field(name)
+            .ok()
+            .filter(|field| searchable.contains(field))
+            .ok_or_else(|| {
+                let names: Vec<&str> = searchable
+                    .iter()
+                    .map(|&field| schema.get_field_name(field))
+                    .collect();
+                Error::Query(format!(
+                    "cannot search {name:?} by keywords: `fields` takes indexed text fields,                      here {}",
+                    names.join(", ")
+                ))
+            })
+    }
+
+    /// `keywords` with the request's filters (score-free) and excluded words.
+    fn with_conditions(
+        &self,
+        keywords: Box<dyn Query>,
+        request: &SearchRequest,
+    ) -> Result<Box<dyn Query>> {
+        let fields = &self.shared.fields;
         let mut clauses = vec![(Occur::Must, keywords)];
         if request.from.is_some() || request.to.is_some() {
             if let (Some(from), Some(to)) = (request.from, request.to)
@@ -371,6 +639,33 @@ impl DedupSearcher {
             );
             clauses.push((Occur::Must, filter(term)));
         }
+        if !request.filters.is_empty() {
+            let schema = self.tantivy_searcher().schema().clone();
+            let zone = self.shared.config.index.time_zone;
+            for condition in &request.filters {
+                clauses.push((Occur::Must, filter(condition.query(&schema, zone)?)));
+            }
+        }
+        for word in request
+            .exclude
+            .iter()
+            .filter(|word| !word.trim().is_empty())
+        {
+            if fields.searchable.is_empty() {
+                return Err(Error::Query(
+                    "no text field is indexed, so no word can be excluded".to_owned(),
+                ));
+            }
+            // Quoted, so that the word is text, not query syntax (a word of several jieba
+            // words is then a phrase); quotes and backslashes in it could end the quote.
+            let quoted = format!("\"{}\"", word.replace(['"', '\\'], " "));
+            let excluded = self
+                .shared
+                .parser
+                .parse_query(&quoted)
+                .map_err(|error| Error::Query(format!("{error} in excluded word {word:?}")))?;
+            clauses.push((Occur::MustNot, excluded));
+        }
         Ok(if clauses.len() == 1 {
             clauses.remove(0).1
         } else {
@@ -378,7 +673,34 @@ impl DedupSearcher {
         })
     }
 
-    /// A list page: matching documents collapsed by cluster, sorted, one page of clusters.
+    /// A list page: matching documents collapsed by cluster, sorted, one page of clusters;
+    /// with the facets, histogram and snippets asked for, counted in the same pass over the
+    /// matches.
+    ///
+    /// ```
+    /// use tantivy_dedup::engine::{DedupIndex, SearchRequest};
+    /// use tantivy_dedup::{Article, config::Config};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let mut index = DedupIndex::create(dir.path(), Config::default())?;
+    /// let story = "南方多地持续强降雨，防汛应急响应提升至三级，各地转移安置受灾群众。";
+    /// for (id, source, time) in [("1", "新华网", 1_714_500_000), ("2", "人民网", 1_714_590_000)] {
+    ///     let article = Article { id: id.into(), source: Some(source.into()), content: story.into(),
+    ///                             published_at: Some(time), ..Default::default() };
+    ///     index.add_article(article)?;
+    /// }
+    /// index.commit()?;
+    /// let request = SearchRequest::new("防汛")
+    ///     .filter("published_at:[2024-05-01 TO *]".parse()?)
+    ///     .facets(["source"])
+    ///     .histogram("1d".parse()?)
+    ///     .highlight(true);
+    /// let page = index.searcher().search(&request)?;
+    /// assert_eq!(page.facets.unwrap()["source"].len(), 2);
+    /// assert_eq!(page.histogram.unwrap().len(), 2);
+    /// assert!(page.clusters[0].representative.snippet.as_ref().unwrap().contains("<em>防汛</em>"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn search(&self, request: &SearchRequest) -> Result<SearchPage> {
         if request.limit > MAX_PAGE_SIZE {
             return Err(Error::Query(format!(
@@ -392,27 +714,64 @@ impl DedupSearcher {
                 request.offset
             )));
         }
-        let query = self.query(request)?;
+        if request.facet_limit > MAX_FACET_LIMIT {
+            return Err(Error::Query(format!(
+                "facet_limit must be at most {MAX_FACET_LIMIT}, got {}",
+                request.facet_limit
+            )));
+        }
+        let keywords = self.keywords(request)?;
+        let highlighter = request.highlight.then(|| Highlighter::new(&*keywords));
+        let query = self.with_conditions(keywords, request)?;
         let searcher = self.tantivy_searcher();
+        let facet_names = distinct(&request.facets);
+        let dimensions = self.dimensions(&searcher, &facet_names, request.histogram)?;
         let ordinals = self.ordinals(&searcher)?;
         let collector = CollapseCollector::new(
             Arc::clone(&ordinals),
             request.sort,
             request.offset,
             request.limit,
-        );
-        let collapsed = searcher.search(&*query, &collector).map_err(self.error())?;
+        )
+        .min_cluster_size(request.min_cluster_size);
+        // One pass over the matches: the collapse and, when asked, the counts beside it.
+        let (collapsed, mut counts) = if dimensions.is_empty() {
+            let collapsed = searcher.search(&*query, &collector).map_err(self.error())?;
+            (collapsed, Vec::new())
+        } else {
+            let counter = FacetCollector::new(Arc::clone(&ordinals), dimensions)
+                .min_cluster_size(request.min_cluster_size);
+            searcher
+                .search(&*query, &(collector, counter))
+                .map_err(self.error())?
+        };
+        let histogram = match request.histogram {
+            Some(interval) => Some(histogram::lay_out(
+                counts.pop().unwrap_or_default(),
+                interval,
+            )?),
+            None => None,
+        };
+        let facets = (!facet_names.is_empty()).then(|| {
+            facet_names
+                .iter()
+                .map(|name| (*name).to_owned())
+                .zip(counts)
+                .map(|(name, counts)| (name, most_frequent(counts, request.facet_limit)))
+                .collect()
+        });
         let page = &collapsed.clusters;
         // The newest hit: the collector tracked it for the `newest` order; otherwise the
         // members are checked against the query, a seek per member instead of a fast-field
         // read per hit of the whole collapse.
         let check = (request.sort != Sort::Newest).then_some(&*query);
         let details = self.page_details(&searcher, page, check)?;
+        let extra = highlighter.as_ref().map_or(Extra::None, Extra::Snippet);
         let mut clusters = Vec::with_capacity(page.len());
         for (cluster, (sources, newest)) in collapsed.clusters.iter().zip(details) {
             clusters.push(ClusterHit {
                 root: cluster.root,
-                representative: self.view(&searcher, cluster.representative)?,
+                representative: self.view(&searcher, cluster.representative, extra)?,
                 score: cluster.score,
                 hits: cluster.hits,
                 cluster_size: cluster.size,
@@ -424,7 +783,33 @@ impl DedupSearcher {
             total_hits: collapsed.total_hits,
             total_clusters: collapsed.total_clusters,
             clusters,
+            facets,
+            histogram,
         })
+    }
+
+    /// What a list page counts: a dimension per facet field, in order, then the histogram's.
+    fn dimensions(
+        &self,
+        searcher: &tantivy::Searcher,
+        facets: &[&str],
+        histogram: Option<Interval>,
+    ) -> Result<Vec<Dimension>> {
+        let schema = searcher.schema();
+        let mut dimensions = facets
+            .iter()
+            .map(|name| Dimension::values(schema, name))
+            .collect::<Result<Vec<_>>>()?;
+        if let Some(interval) = histogram {
+            let zone = self.shared.config.index.time_zone;
+            dimensions.push(Dimension::buckets(
+                schema,
+                schema.get_field_name(self.shared.fields.published_at),
+                interval.seconds(),
+                interval.origin(zone),
+            )?);
+        }
+        Ok(dimensions)
     }
 
     /// The cluster numbers of `searcher`'s generation, for a [`CollapseCollector`]: built on
@@ -574,7 +959,7 @@ impl DedupSearcher {
     pub fn document(&self, id: &str) -> Result<Option<DocumentView>> {
         let searcher = self.tantivy_searcher();
         self.locate(&searcher, id)?
-            .map(|address| self.view(&searcher, address))
+            .map(|address| self.view(&searcher, address, Extra::Content))
             .transpose()
     }
 
@@ -590,7 +975,7 @@ impl DedupSearcher {
         let Some(address) = self.locate(&searcher, id)? else {
             return Ok(None);
         };
-        let document = self.view(&searcher, address)?;
+        let document = self.view(&searcher, address, Extra::Content)?;
         let members = self.members(&searcher, document.root)?;
         let cluster_size = members.len() as u64;
         let mut others = Vec::with_capacity(members.len());
@@ -609,7 +994,7 @@ impl DedupSearcher {
             .into_iter()
             .skip(offset)
             .take(limit)
-            .map(|(_, _, member)| self.view(&searcher, member))
+            .map(|(_, _, member)| self.view(&searcher, member, Extra::Content))
             .collect::<Result<Vec<_>>>()?;
         Ok(Some(SimilarPage {
             document,
@@ -693,24 +1078,36 @@ impl DedupSearcher {
             .map(|(distance, _, address)| {
                 Ok(NearDuplicate {
                     distance,
-                    document: self.view(&searcher, address)?,
+                    document: self.view(&searcher, address, Extra::None)?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(NearDuplicates { simhash, matches })
     }
 
-    /// A document's stored fields and cluster.
-    fn view(&self, searcher: &tantivy::Searcher, address: DocAddress) -> Result<DocumentView> {
+    /// A document's stored fields and cluster, with `extra`.
+    fn view(
+        &self,
+        searcher: &tantivy::Searcher,
+        address: DocAddress,
+        extra: Extra<'_>,
+    ) -> Result<DocumentView> {
         let fields = &self.shared.fields;
         let document: TantivyDocument = searcher.doc(address).map_err(self.error())?;
-        let text = |field| {
-            document
-                .get_first(field)
-                .and_then(|value| value.as_str())
-                .map(str::to_owned)
-        };
+        let stored = |field| document.get_first(field).and_then(|value| value.as_str());
+        let text = |field| stored(field).map(str::to_owned);
         let root = fast_value::<u64>(searcher, address, schema::ROOT).map_err(self.error())?;
+        let (content, snippet) = match extra {
+            Extra::None => (None, None),
+            Extra::Content => (text(fields.content), None),
+            Extra::Snippet(highlighter) => {
+                let texts: Vec<(Field, &str)> = [fields.title, fields.content]
+                    .into_iter()
+                    .filter_map(|field| Some((field, stored(field)?)))
+                    .collect();
+                (None, highlighter.snippet(&texts))
+            }
+        };
         Ok(DocumentView {
             id: text(fields.id).unwrap_or_default(),
             title: text(fields.title),
@@ -732,6 +1129,8 @@ impl DedupSearcher {
                 .iter()
                 .filter_map(|field| Some((field.name.clone(), field.stored_json(&document)?)))
                 .collect(),
+            content,
+            snippet,
         })
     }
 
@@ -757,6 +1156,17 @@ impl DedupSearcher {
             disk_bytes,
         })
     }
+}
+
+/// The names of `names`, each once, in their first order.
+fn distinct(names: &[String]) -> Vec<&str> {
+    let mut seen = Vec::with_capacity(names.len());
+    for name in names {
+        if !seen.contains(&name.as_str()) {
+            seen.push(name.as_str());
+        }
+    }
+    seen
 }
 
 /// A condition that keeps or drops documents without adding to their score.

@@ -58,20 +58,28 @@ fn take_offer(text: &str) -> Option<Arc<AnalyzedText>> {
 }
 
 /// Normalises text as the fingerprint does (NFKC, markup removed, ASCII lower-cased, white
-/// space folded), then splits it into words with tantivy-jieba in search mode. Token offsets are byte
-/// offsets into the normalised text.
+/// space folded), then splits it into words with tantivy-jieba in search mode.
+///
+/// Token offsets are byte offsets into the raw text given, so that whatever shows raw text by
+/// tokens (a snippet, Tantivy's `SnippetGenerator`) marks the right characters: a word that
+/// normalisation folded from full-width letters, decoded from an entity or lower-cased covers
+/// its raw form. The one exception is the writer's hand-over (see the module documentation):
+/// Tantivy's indexer reads only a token's text and position (0.27 stores no offsets), so the
+/// analysis handed over skips the map and its offsets are those of the normalised text.
 ///
 /// ```
 /// use tantivy::tokenizer::{TokenStream, Tokenizer};
 /// use tantivy_dedup::engine::NewsTokenizer;
 ///
+/// let raw = "ＣＣＴＶ&amp;新闻联播";
 /// let mut tokenizer = NewsTokenizer;
-/// let mut stream = tokenizer.token_stream("ＣＣＴＶ新闻联播");
+/// let mut stream = tokenizer.token_stream(raw);
 /// let mut words = Vec::new();
 /// while let Some(token) = stream.next() {
-///     words.push(token.text.clone());
+///     words.push((token.text.clone(), &raw[token.offset_from..token.offset_to]));
 /// }
-/// assert_eq!(words[0], "cctv");
+/// assert_eq!(words[0], ("cctv".to_owned(), "ＣＣＴＶ"));
+/// assert!(words.contains(&("新闻联播".to_owned(), "新闻联播")));
 /// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NewsTokenizer;
@@ -80,7 +88,8 @@ impl Tokenizer for NewsTokenizer {
     type TokenStream<'a> = NewsTokenStream;
 
     fn token_stream<'a>(&'a mut self, text: &'a str) -> NewsTokenStream {
-        let analysis = take_offer(text).unwrap_or_else(|| Arc::new(AnalyzedText::new(text)));
+        let analysis =
+            take_offer(text).unwrap_or_else(|| Arc::new(AnalyzedText::with_raw_offsets(text)));
         NewsTokenStream {
             analysis,
             next: 0,
@@ -104,8 +113,9 @@ impl TokenStream for NewsTokenStream {
         self.next += 1;
         self.token.text.clear();
         self.token.text.push_str(word);
-        self.token.offset_from = span.from as usize;
-        self.token.offset_to = span.to as usize;
+        let raw = self.analysis.raw_range(span);
+        self.token.offset_from = raw.start;
+        self.token.offset_to = raw.end;
         self.token.position = span.position as usize;
         self.token.position_length = span.length as usize;
         true

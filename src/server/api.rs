@@ -8,7 +8,7 @@ use std::time::Instant;
 use axum::Json;
 use axum::body::Body;
 use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{MatchedPath, Path, Query, Request, State};
+use axum::extract::{MatchedPath, Path, Query, RawQuery, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -20,8 +20,9 @@ use serde_json::Value;
 use crate::article::{Article, ArticleReader};
 use crate::config::ServerConfig;
 use crate::engine::{
-    DEFAULT_PAGE_SIZE, DedupSearcher, DocumentView, IndexStats, MAX_OFFSET, MAX_PAGE_SIZE,
-    NearDuplicates, Preparer, RecoveryReport, SearchPage, SearchRequest, SimilarPage, Sort,
+    DEFAULT_FACET_LIMIT, DEFAULT_PAGE_SIZE, DedupSearcher, DocumentView, IndexStats,
+    MAX_FACET_LIMIT, MAX_OFFSET, MAX_PAGE_SIZE, NearDuplicates, Preparer, RecoveryReport,
+    SearchPage, SearchRequest, SimilarPage, Sort, list_items,
 };
 use crate::forest::Timestamp;
 use crate::input::TimeCoverage;
@@ -393,9 +394,9 @@ fn cluster_sizes(
 
 // ---- query parameters -----------------------------------------------------------------------
 
-/// Query parameters as text, checked one by one so that each error names its parameter.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// A list page's query parameters as text, checked one by one so that each error names its
+/// parameter. `filter` and `exclude` may repeat; any other parameter given twice is refused.
+#[derive(Debug, Default)]
 pub(crate) struct SearchParams {
     q: Option<String>,
     sort: Option<String>,
@@ -404,6 +405,67 @@ pub(crate) struct SearchParams {
     from: Option<String>,
     to: Option<String>,
     source: Option<String>,
+    filter: Vec<String>,
+    exclude: Vec<String>,
+    fields: Option<String>,
+    min_cluster_size: Option<String>,
+    facets: Option<String>,
+    facet_limit: Option<String>,
+    histogram: Option<String>,
+    highlight: Option<String>,
+}
+
+/// The parameters of `GET /v1/search`, for the error that lists them.
+const SEARCH_PARAMETERS: &str = "q, sort, offset, limit, from, to, source, filter, exclude, \
+                                 fields, min_cluster_size, facets, facet_limit, histogram, highlight";
+
+impl SearchParams {
+    /// Reads a raw query string (percent-decoded, `+` as a space).
+    fn parse(query: Option<&str>) -> AppResult<Self> {
+        let mut params = SearchParams::default();
+        for (name, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+            let value = value.into_owned();
+            let single = match name.as_ref() {
+                "filter" => {
+                    params.filter.push(value);
+                    continue;
+                }
+                "exclude" => {
+                    params.exclude.push(value);
+                    continue;
+                }
+                "q" => &mut params.q,
+                "sort" => &mut params.sort,
+                "offset" => &mut params.offset,
+                "limit" => &mut params.limit,
+                "from" => &mut params.from,
+                "to" => &mut params.to,
+                "source" => &mut params.source,
+                "fields" => &mut params.fields,
+                "min_cluster_size" => &mut params.min_cluster_size,
+                "facets" => &mut params.facets,
+                "facet_limit" => &mut params.facet_limit,
+                "histogram" => &mut params.histogram,
+                "highlight" => &mut params.highlight,
+                unknown => {
+                    return Err(ApiError::bad_request(
+                        "invalid_parameter",
+                        format!(
+                            "unknown parameter `{unknown}`; the parameters of /v1/search are \
+                             {SEARCH_PARAMETERS}"
+                        ),
+                    ));
+                }
+            };
+            if single.replace(value).is_some() {
+                return Err(ApiError::bad_request(
+                    "invalid_parameter",
+                    format!("`{name}` is given twice; only `filter` and `exclude` may repeat"),
+                ));
+            }
+        }
+        Ok(params)
+    }
 }
 
 /// Paging parameters of a detail page.
@@ -493,6 +555,13 @@ impl SearchParams {
                 "`from` is after `to`; the time range is empty",
             ));
         }
+        let invalid = |name: &str, error: crate::Error| {
+            let message = match error {
+                crate::Error::Query(message) => message,
+                other => other.to_string(),
+            };
+            ApiError::bad_request("invalid_parameter", format!("`{name}`: {message}"))
+        };
         let mut request = SearchRequest::new(self.q.unwrap_or_default())
             .sort(sort)
             .page(
@@ -504,10 +573,54 @@ impl SearchParams {
                     MAX_PAGE_SIZE,
                 )?,
             )
-            .published(from, to);
+            .published(from, to)
+            .min_cluster_size(count_param(
+                "min_cluster_size",
+                self.min_cluster_size.as_deref(),
+                0,
+                u32::MAX as usize,
+            )? as u64)
+            .facet_limit(count_param(
+                "facet_limit",
+                self.facet_limit.as_deref(),
+                DEFAULT_FACET_LIMIT,
+                MAX_FACET_LIMIT,
+            )?)
+            .fields(list_items(self.fields.as_deref().unwrap_or_default()))
+            .facets(list_items(self.facets.as_deref().unwrap_or_default()));
         if let Some(source) = self.source.filter(|source| !source.is_empty()) {
             request = request.source(source);
         }
+        for filter in self
+            .filter
+            .iter()
+            .filter(|filter| !filter.trim().is_empty())
+        {
+            request = request.filter(filter.parse().map_err(|error| invalid("filter", error))?);
+        }
+        for words in &self.exclude {
+            request.exclude.extend(list_items(words).map(str::to_owned));
+        }
+        if let Some(interval) = self
+            .histogram
+            .filter(|interval| !interval.trim().is_empty())
+        {
+            request = request.histogram(
+                interval
+                    .parse()
+                    .map_err(|error| invalid("histogram", error))?,
+            );
+        }
+        request = request.highlight(match self.highlight.as_deref().map(str::trim) {
+            None | Some("" | "false" | "0") => false,
+            Some("true" | "1") => true,
+            Some(other) => {
+                return Err(ApiError::bad_request(
+                    "invalid_parameter",
+                    format!("`highlight` must be true or false, got {other:?}"),
+                ));
+            }
+        });
         Ok(request)
     }
 }
@@ -516,9 +629,9 @@ impl SearchParams {
 
 pub(crate) async fn search(
     State(state): State<Arc<AppState>>,
-    query: Result<Query<SearchParams>, QueryRejection>,
+    RawQuery(query): RawQuery,
 ) -> AppResult<Json<SearchPage>> {
-    let request = query_params(query)?.request(state.time_zone)?;
+    let request = SearchParams::parse(query.as_deref())?.request(state.time_zone)?;
     let searcher = state.searcher.clone();
     state
         .read(move || Ok(searcher.search(&request)?))

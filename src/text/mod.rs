@@ -14,7 +14,7 @@ pub use features::{
     longest_sentence,
 };
 pub(crate) use normalize::is_zero_width;
-pub use normalize::normalize;
+pub use normalize::{OffsetMap, normalize, normalize_with_offsets};
 pub use words::{TokenSpan, USE_HMM, jieba, search_tokens, split_words};
 
 use std::ops::Range;
@@ -48,17 +48,57 @@ pub struct AnalyzedText {
     tokens: Vec<TokenSpan>,
     /// The raw text's hash, for the fingerprint of a text with nothing visible in it.
     raw_hash: u64,
+    /// Where the normalised text's bytes came from in the raw text, when asked for
+    /// ([`AnalyzedText::with_raw_offsets`]); the fingerprint path does without.
+    raw_offsets: Option<OffsetMap>,
 }
 
 impl AnalyzedText {
     /// Normalises `raw` and splits it into words.
     pub fn new(raw: &str) -> Self {
-        let normalized = normalize(raw);
+        Self::of(raw, normalize(raw), None)
+    }
+
+    /// [`AnalyzedText::new`], also keeping the map from the normalised text back to `raw`, so
+    /// that tokens can be located in the raw text ([`AnalyzedText::raw_range`]). The words
+    /// are the same.
+    ///
+    /// ```
+    /// use tantivy_dedup::text::AnalyzedText;
+    ///
+    /// let raw = "<b>ＣＣＴＶ</b>新闻联播";
+    /// let analyzed = AnalyzedText::with_raw_offsets(raw);
+    /// let (word, span) = analyzed.token(0).unwrap();
+    /// assert_eq!(word, "cctv");
+    /// assert_eq!(&raw[analyzed.raw_range(span)], "ＣＣＴＶ");
+    /// ```
+    pub fn with_raw_offsets(raw: &str) -> Self {
+        let (normalized, offsets) = normalize_with_offsets(raw);
+        Self::of(raw, normalized, Some(offsets))
+    }
+
+    fn of(raw: &str, normalized: String, raw_offsets: Option<OffsetMap>) -> Self {
         let tokens = search_tokens(&normalized);
         AnalyzedText {
             normalized,
             tokens,
             raw_hash: xxh3_64(raw.as_bytes()),
+            raw_offsets,
+        }
+    }
+
+    /// Whether [`AnalyzedText::raw_range`] gives raw offsets (the text was analysed with
+    /// [`AnalyzedText::with_raw_offsets`]).
+    pub fn has_raw_offsets(&self) -> bool {
+        self.raw_offsets.is_some()
+    }
+
+    /// The byte range of the raw text a token came from; without the map (made by
+    /// [`AnalyzedText::new`]), the token's range in the normalised text.
+    pub fn raw_range(&self, span: TokenSpan) -> Range<usize> {
+        match &self.raw_offsets {
+            Some(offsets) => offsets.raw_range(span.range()),
+            None => span.range(),
         }
     }
 

@@ -5,8 +5,15 @@
 //! lower-cased; zero-width characters are dropped; runs of white space fold to one space, or to
 //! one line break when they contain one, and disappear next to CJK text, where spaces are layout,
 //! not word boundaries.
+//!
+//! [`normalize_with_offsets`] gives the same text with an [`OffsetMap`] from its bytes back to
+//! the raw text's, for the places that show raw text by the normalised text's tokens
+//! (snippets). Every stage is generic over a [`Trace`] of where its output came from; the
+//! plain [`normalize`] runs them with `()`, which records nothing, so the fingerprint path does
+//! no per-character work for the map.
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfkc_quick};
 
@@ -20,10 +27,199 @@ use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfkc_quick};
 /// assert_eq!(normalize("  Hello \t World \n\n 第二段 "), "hello world\n第二段");
 /// ```
 pub fn normalize(text: &str) -> String {
-    let unescaped = undo_literal_escapes(text);
-    let without_markup = strip_markup(&unescaped);
+    normalize_traced::<()>(text).0
+}
+
+/// [`normalize`], with the map from the normalised text's bytes back to `text`'s.
+///
+/// ```
+/// use tantivy_dedup::text::{normalize, normalize_with_offsets};
+///
+/// let raw = "<p>ＣＣＴＶ&amp;新闻</p>";
+/// let (normalized, offsets) = normalize_with_offsets(raw);
+/// assert_eq!(normalized, normalize(raw));
+/// assert_eq!(normalized, "cctv&新闻");
+/// assert_eq!(&raw[offsets.raw_range(0..4)], "ＣＣＴＶ");
+/// assert_eq!(&raw[offsets.raw_range(4..5)], "&amp;");
+/// assert_eq!(&raw[offsets.raw_range(5..11)], "新闻");
+/// ```
+pub fn normalize_with_offsets(text: &str) -> (String, OffsetMap) {
+    let (normalized, spans) = normalize_traced::<Spans>(text);
+    (
+        normalized,
+        OffsetMap {
+            spans: spans.spans,
+            raw_len: text.len(),
+        },
+    )
+}
+
+/// The stages, each traced by `T`, and their traces composed into one from the output back to
+/// `text`.
+fn normalize_traced<T: Trace>(text: &str) -> (String, T) {
+    let (unescaped, escapes) = undo_literal_escapes::<T>(text);
+    let (without_markup, markup) = strip_markup::<T>(&unescaped);
+    let to_raw = markup.through(escapes);
     // One pass for the text news is made of; the full NFKC pass only when it needs one.
-    fold_common(&without_markup).unwrap_or_else(|| fold_case_and_space(&nfkc(&without_markup)))
+    match fold_common::<T>(&without_markup) {
+        Some((folded, fold)) => (folded, fold.through(to_raw)),
+        None => {
+            let (compatible, nfkc) = T::nfkc(&without_markup);
+            let (folded, fold) = fold_case_and_space::<T>(&compatible);
+            (folded, fold.through(nfkc.through(to_raw)))
+        }
+    }
+}
+
+/// Where each byte of a normalised text came from in its raw text: the raw span of the
+/// character, entity, escape, tag or white-space run that produced it. Spans are whole raw
+/// characters, so a raw range built from them always slices the raw text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffsetMap {
+    /// Per normalised byte, the raw span it came from (never empty).
+    spans: Vec<(usize, usize)>,
+    raw_len: usize,
+}
+
+impl OffsetMap {
+    /// The raw byte range that `normalized` (a byte range of the normalised text, on character
+    /// boundaries) came from: from the start of its first byte's origin to the end of its last
+    /// one's. An empty range maps to an empty range where its origin starts; a range past the
+    /// end, to the raw text's end.
+    pub fn raw_range(&self, normalized: Range<usize>) -> Range<usize> {
+        let start = self
+            .spans
+            .get(normalized.start)
+            .map_or(self.raw_len, |span| span.0);
+        if normalized.end <= normalized.start {
+            return start..start;
+        }
+        let end = self
+            .spans
+            .get(normalized.end - 1)
+            .map_or(self.raw_len, |span| span.1);
+        start..end.max(start)
+    }
+}
+
+/// What a normalisation stage records of where its output came from in its input. `()`
+/// records nothing (and compiles to nothing); [`Spans`] records a span per output byte.
+trait Trace: Sized {
+    /// A trace with nothing recorded.
+    fn empty() -> Self;
+    /// The output grew to `produced` bytes with text made from input bytes `from..to`.
+    fn piece(&mut self, produced: usize, from: usize, to: usize);
+    /// The output grew by `text`, copied from the input at `from`.
+    fn copy(&mut self, from: usize, text: &str);
+    /// Keeps the span of the white space a [`Folder`] holds back.
+    fn hold(&mut self, from: usize, to: usize);
+    /// The output grew to `produced` bytes by the white space held back.
+    fn release(&mut self, produced: usize);
+    /// This stage's trace followed through the stage before it (`inner`), back to that one's
+    /// input.
+    fn through(self, inner: Self) -> Self;
+    /// Unicode NFKC of `text`, traced.
+    fn nfkc(text: &str) -> (Cow<'_, str>, Self);
+}
+
+impl Trace for () {
+    #[inline(always)]
+    fn empty() -> Self {}
+    #[inline(always)]
+    fn piece(&mut self, _: usize, _: usize, _: usize) {}
+    #[inline(always)]
+    fn copy(&mut self, _: usize, _: &str) {}
+    #[inline(always)]
+    fn hold(&mut self, _: usize, _: usize) {}
+    #[inline(always)]
+    fn release(&mut self, _: usize) {}
+    #[inline(always)]
+    fn through(self, _: Self) -> Self {}
+    fn nfkc(text: &str) -> (Cow<'_, str>, Self) {
+        (nfkc(text), ())
+    }
+}
+
+/// A span of the input per output byte.
+#[derive(Debug, Default)]
+struct Spans {
+    spans: Vec<(usize, usize)>,
+    held: (usize, usize),
+}
+
+impl Trace for Spans {
+    fn empty() -> Self {
+        Spans::default()
+    }
+
+    fn piece(&mut self, produced: usize, from: usize, to: usize) {
+        self.spans.resize(produced, (from, to));
+    }
+
+    fn copy(&mut self, from: usize, text: &str) {
+        for (offset, c) in text.char_indices() {
+            let start = from + offset;
+            let span = (start, start + c.len_utf8());
+            self.spans.extend(std::iter::repeat_n(span, c.len_utf8()));
+        }
+    }
+
+    fn hold(&mut self, from: usize, to: usize) {
+        self.held = (from, to);
+    }
+
+    fn release(&mut self, produced: usize) {
+        self.spans.resize(produced, self.held);
+    }
+
+    fn through(self, inner: Self) -> Self {
+        let last = inner.spans.last().map_or(0, |span| span.1);
+        let origin = |at: usize, pick: fn((usize, usize)) -> usize| {
+            inner.spans.get(at).map_or(last, |&span| pick(span))
+        };
+        let spans = self
+            .spans
+            .iter()
+            .map(|&(from, to)| {
+                (
+                    origin(from, |span| span.0),
+                    origin(to.saturating_sub(1).max(from), |span| span.1),
+                )
+            })
+            .collect();
+        Spans {
+            spans,
+            held: (0, 0),
+        }
+    }
+
+    /// NFKC one run at a time, each run starting at a character nothing before it combines
+    /// with: one NFKC leaves alone (canonical combining class 0 and quick check Yes; UAX #15,
+    /// "Stable Code Points"), or a full-width form, whose image is such a character. So the
+    /// runs' images concatenate to the whole text's, and each output character comes from
+    /// its run.
+    fn nfkc(text: &str) -> (Cow<'_, str>, Self) {
+        let mut out = String::with_capacity(text.len());
+        let mut trace = Spans::empty();
+        let mut run_start = 0;
+        let boundaries = text
+            .char_indices()
+            .filter(|&(_, c)| {
+                width_fold(c).is_some()
+                    || (unicode_normalization::char::canonical_combining_class(c) == 0
+                        && is_nfkc_quick(std::iter::once(c)) == IsNormalized::Yes)
+            })
+            .map(|(at, _)| at)
+            .chain(std::iter::once(text.len()));
+        for boundary in boundaries {
+            if boundary > run_start {
+                out.extend(text[run_start..boundary].nfkc());
+                trace.piece(out.len(), run_start, boundary);
+                run_start = boundary;
+            }
+        }
+        (Cow::Owned(out), trace)
+    }
 }
 
 /// NFKC's image of a character of the fast path: full-width forms map one to one onto ASCII,
@@ -39,12 +235,12 @@ fn width_fold(c: char) -> Option<char> {
 
 /// NFKC, case and space folding in one pass, for text whose every character is NFKC-stable or
 /// a full-width form (what `nfkc` maps directly); `None` for other text.
-fn fold_common(text: &str) -> Option<String> {
-    let mut folder = Folder::with_capacity(text.len());
-    for c in text.chars() {
-        folder.push(width_fold(c)?);
+fn fold_common<T: Trace>(text: &str) -> Option<(String, T)> {
+    let mut folder = Folder::<T>::with_capacity(text.len());
+    for (at, c) in text.char_indices() {
+        folder.push(width_fold(c)?, at, at + c.len_utf8());
     }
-    Some(folder.out)
+    Some((folder.out, folder.trace))
 }
 
 /// Whether NFKC leaves `c` alone and nothing before it can combine with it: the characters
@@ -70,14 +266,18 @@ fn nfkc(text: &str) -> Cow<'_, str> {
 ///
 /// Left alone, the two characters `\` `n` are a word to jieba, and a scraped article
 /// carries dozens of them: enough to decide a term-frequency fingerprint on their own.
-fn undo_literal_escapes(text: &str) -> Cow<'_, str> {
+fn undo_literal_escapes<T: Trace>(text: &str) -> (Cow<'_, str>, T) {
+    let mut trace = T::empty();
     if !text.contains('\\') {
-        return Cow::Borrowed(text);
+        trace.copy(0, text);
+        return (Cow::Borrowed(text), trace);
     }
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(position) = rest.find('\\') {
+        let at = text.len() - rest.len();
         out.push_str(&rest[..position]);
+        trace.copy(at, &rest[..position]);
         let backslashes = rest[position..].bytes().take_while(|&b| b == b'\\').count();
         let after = &rest[position + backslashes..];
         let (replacement, used) = match after.as_bytes().first() {
@@ -95,27 +295,39 @@ fn undo_literal_escapes(text: &str) -> Cow<'_, str> {
             },
             _ => (None, 0),
         };
+        let escape = at + position;
         match replacement {
-            Some(c) => out.push(c),
-            None => out.push_str(&rest[position..position + backslashes]),
+            Some(c) => {
+                out.push(c);
+                trace.piece(out.len(), escape, escape + backslashes + used);
+            }
+            None => {
+                out.push_str(&rest[position..position + backslashes]);
+                trace.copy(escape, &rest[position..position + backslashes]);
+            }
         }
         rest = &after[used..];
     }
+    trace.copy(text.len() - rest.len(), rest);
     out.push_str(rest);
-    Cow::Owned(out)
+    (Cow::Owned(out), trace)
 }
 
 /// Removes tags, comments and script/style elements; decodes entities. Borrows when there is
 /// nothing to do.
-fn strip_markup(text: &str) -> Cow<'_, str> {
+fn strip_markup<T: Trace>(text: &str) -> (Cow<'_, str>, T) {
+    let mut trace = T::empty();
     if !text.contains(['<', '&']) {
-        return Cow::Borrowed(text);
+        trace.copy(0, text);
+        return (Cow::Borrowed(text), trace);
     }
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(position) = rest.find(['<', '&']) {
         out.push_str(&rest[..position]);
+        trace.copy(text.len() - rest.len(), &rest[..position]);
         rest = &rest[position..];
+        let at = text.len() - rest.len();
         let consumed = if rest.starts_with('<') {
             markup_len(rest).map(|(len, breaks_line)| {
                 out.push(if breaks_line { '\n' } else { ' ' });
@@ -128,16 +340,22 @@ fn strip_markup(text: &str) -> Cow<'_, str> {
             })
         };
         match consumed {
-            Some(len) => rest = &rest[len..],
+            Some(len) => {
+                // An unknown entity is dropped: its piece is empty, and nothing is recorded.
+                trace.piece(out.len(), at, at + len);
+                rest = &rest[len..];
+            }
             // Not markup after all: the '<' or '&' (one byte) is text.
             None => {
                 out.push_str(&rest[..1]);
+                trace.copy(at, &rest[..1]);
                 rest = &rest[1..];
             }
         }
     }
+    trace.copy(text.len() - rest.len(), rest);
     out.push_str(rest);
-    Cow::Owned(out)
+    (Cow::Owned(out), trace)
 }
 
 /// Block-level elements, whose tags end a line of text.
@@ -312,29 +530,33 @@ pub(crate) fn is_zero_width(c: char) -> bool {
 }
 
 /// Lower-cases ASCII letters, drops zero-width and control characters, and folds white space.
-fn fold_case_and_space(text: &str) -> String {
-    let mut folder = Folder::with_capacity(text.len());
-    text.chars().for_each(|c| folder.push(c));
-    folder.out
+fn fold_case_and_space<T: Trace>(text: &str) -> (String, T) {
+    let mut folder = Folder::<T>::with_capacity(text.len());
+    text.char_indices()
+        .for_each(|(at, c)| folder.push(c, at, at + c.len_utf8()));
+    (folder.out, folder.trace)
 }
 
 /// The case and space folding, one character at a time.
-struct Folder {
+struct Folder<T> {
     out: String,
     /// The white space waiting to be written: None, a space, or a line break.
     pending: Option<char>,
+    trace: T,
 }
 
-impl Folder {
+impl<T: Trace> Folder<T> {
     fn with_capacity(capacity: usize) -> Self {
         Folder {
             out: String::with_capacity(capacity),
             pending: None,
+            trace: T::empty(),
         }
     }
 
+    /// Adds `c`, which came from input bytes `from..to`.
     #[inline]
-    fn push(&mut self, c: char) {
+    fn push(&mut self, c: char, from: usize, to: usize) {
         // CJK ideographs first: most of the text, and none of the cases below.
         if !matches!(c, '\u{4e00}'..='\u{9fff}') {
             if is_zero_width(c) {
@@ -343,8 +565,10 @@ impl Folder {
             if c.is_whitespace() || c.is_control() {
                 if c == '\n' || c == '\r' || c == '\u{2029}' {
                     self.pending = Some('\n');
+                    self.trace.hold(from, to);
                 } else if self.pending.is_none() {
                     self.pending = Some(' ');
+                    self.trace.hold(from, to);
                 }
                 return;
             }
@@ -354,11 +578,14 @@ impl Folder {
             let previous_is_ascii = out.as_bytes().last().is_some_and(u8::is_ascii);
             if space == '\n' && !out.is_empty() {
                 out.push('\n');
+                self.trace.release(out.len());
             } else if !out.is_empty() && previous_is_ascii && c.is_ascii() {
                 out.push(' ');
+                self.trace.release(out.len());
             }
         }
         self.out.push(c.to_ascii_lowercase());
+        self.trace.piece(self.out.len(), from, to);
     }
 }
 
@@ -372,10 +599,50 @@ mod tests {
         #[test]
         fn the_fast_path_equals_full_nfkc(text in "[a-zA-Z0-9 \t\n\r，。！？、：（）【】《》“”　Ａ-Ｚａ-ｚ０-９新闻联播中国经济\u{200b}\u{feff}·—]{0,60}") {
             let full: String = text.nfkc().collect();
-            if let Some(fast) = fold_common(&text) {
-                proptest::prop_assert_eq!(fast, fold_case_and_space(&full));
+            if let Some((fast, ())) = fold_common::<()>(&text) {
+                proptest::prop_assert_eq!(fast, fold_case_and_space::<()>(&full).0);
             }
         }
+    }
+
+    proptest::proptest! {
+        /// The traced path gives exactly the text [`normalize`] gives, and its map sends every
+        /// character of it to a non-empty raw span on character boundaries, in order.
+        #[test]
+        fn the_offset_map_follows_every_stage(text in "([a-zA-Z0-9 \t\n，。　Ａ-Ｚａ-ｚ０-９新闻联播\u{200b}·—㎡①ﬁ\u{301}\u{1100}-\u{1112}\u{1161}-\u{1175}가-힣]|&amp;|&nbsp|&lt;|&#20013;|&bogus;|<p>|<br/>|<!-- c -->|<script>x</script>|\\\\n|\\\\u4e2d|\\\\x){0,40}") {
+            let (normalized, offsets) = normalize_with_offsets(&text);
+            proptest::prop_assert_eq!(&normalized, &normalize(&text));
+            for (at, c) in normalized.char_indices() {
+                let raw = offsets.raw_range(at..at + c.len_utf8());
+                proptest::prop_assert!(!raw.is_empty() && text.get(raw.clone()).is_some(), "{raw:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn offsets_point_into_the_raw_text() {
+        let raw = "标题&nbsp;ＡＢＣ<b>新闻</b>\\n第二段&amp;amp;lt;完";
+        let (normalized, offsets) = normalize_with_offsets(raw);
+        assert_eq!(normalized, "标题abc新闻\n第二段<完");
+        let raw_of = |word: &str| {
+            let at = normalized.find(word).unwrap();
+            &raw[offsets.raw_range(at..at + word.len())]
+        };
+        assert_eq!(raw_of("abc"), "ＡＢＣ");
+        assert_eq!(raw_of("b"), "Ｂ");
+        assert_eq!(raw_of("新闻"), "新闻");
+        assert_eq!(raw_of("\n"), "\\n");
+        assert_eq!(raw_of("<"), "&amp;amp;lt;");
+        assert_eq!(raw_of("完"), "完");
+        assert_eq!(
+            offsets.raw_range(normalized.len()..normalized.len()),
+            raw.len()..raw.len()
+        );
+        // A character NFKC composes from two.
+        let (normalized, offsets) = normalize_with_offsets("e\u{301}！");
+        assert_eq!(normalized, "é!");
+        assert_eq!(offsets.raw_range(0..2), 0..3);
+        assert_eq!(offsets.raw_range(2..3), 3..6);
     }
 
     #[test]

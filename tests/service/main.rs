@@ -14,6 +14,7 @@ mod cli_write;
 mod redis_cluster;
 mod redis_cluster_smoke;
 mod resends;
+mod search_platform;
 mod serve_process;
 mod server_api;
 mod server_durability;

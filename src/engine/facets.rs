@@ -1,0 +1,464 @@
+//! Counts over all the matches of a list page, not just its page: per value of a field (a
+//! facet), or per time bucket (a histogram, see [`crate::engine::histogram`]), how many
+//! matching documents have it (`articles`) and how many distinct clusters they belong to
+//! (`clusters`).
+//!
+//! [`FacetCollector`] reads fast columns only (never stored documents) and numbers clusters by
+//! the same [`ClusterOrdinals`] the collapse uses, so it runs beside [`CollapseCollector`] in
+//! the one pass over the matches (a tuple of collectors).
+//!
+//! [`CollapseCollector`]: crate::engine::CollapseCollector
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde::Serialize;
+use tantivy::collector::{Collector, SegmentCollector};
+use tantivy::columnar::{Column, StrColumn};
+use tantivy::fastfield::FacetReader;
+use tantivy::schema::{Facet, Schema};
+use tantivy::{DateTime, DocId, Score, SegmentOrdinal, SegmentReader};
+
+use crate::engine::collapse::{ClusterOrdinals, NO_CLUSTER};
+use crate::engine::filter::{ValueField, ValueKind};
+use crate::{Error, Result};
+
+/// The facet values a list page returns per field unless told otherwise.
+pub const DEFAULT_FACET_LIMIT: usize = 20;
+
+/// A value of a field, as answers show it: text for strings and facets (`/a/b`), numbers,
+/// booleans, and times as Unix seconds.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum FacetValue {
+    /// A string or a facet path.
+    Text(String),
+    /// An unsigned integer.
+    Unsigned(u64),
+    /// A signed integer, or a time (Unix seconds).
+    Signed(i64),
+    /// A floating-point number.
+    Float(f64),
+    /// A boolean.
+    Bool(bool),
+}
+
+impl std::fmt::Display for FacetValue {
+    /// The value as a person reads it: text as it is, numbers and booleans as JSON writes them.
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FacetValue::Text(text) => formatter.write_str(text),
+            FacetValue::Unsigned(number) => write!(formatter, "{number}"),
+            FacetValue::Signed(number) => write!(formatter, "{number}"),
+            FacetValue::Float(number) => write!(formatter, "{number}"),
+            FacetValue::Bool(value) => write!(formatter, "{value}"),
+        }
+    }
+}
+
+/// One value's counts over all matching documents.
+///
+/// ```
+/// use tantivy_dedup::engine::{FacetCount, FacetValue};
+///
+/// let count = FacetCount { value: FacetValue::Text("新华网".into()), articles: 12, clusters: 5 };
+/// assert_eq!(
+///     serde_json::to_string(&count)?,
+///     r#"{"value":"新华网","articles":12,"clusters":5}"#
+/// );
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FacetCount {
+    /// The value.
+    pub value: FacetValue,
+    /// Matching documents with this value.
+    pub articles: u64,
+    /// Distinct clusters among them.
+    pub clusters: u64,
+}
+
+/// What one dimension of a [`FacetCollector`] counts by.
+#[derive(Debug, Clone)]
+pub struct Dimension {
+    /// The field's name (a fast field).
+    name: String,
+    kind: ValueKind,
+    /// `Some((width, origin))`: a date field counted by buckets of `width` seconds, the one
+    /// holding time `t` starting at `origin + width * floor((t - origin) / width)`.
+    buckets: Option<(i64, i64)>,
+}
+
+impl Dimension {
+    /// Counts by the values of field `name` of `schema`: a declared value field
+    /// ([`ValueField`]) that is fast, or an [`Error::Query`] that says why not.
+    ///
+    /// ```
+    /// use tantivy::schema::{Schema, FAST, STRING, TEXT};
+    /// use tantivy_dedup::engine::Dimension;
+    ///
+    /// let mut builder = Schema::builder();
+    /// builder.add_text_field("source", STRING | FAST);
+    /// builder.add_text_field("url", STRING);
+    /// builder.add_text_field("content", TEXT);
+    /// let schema = builder.build();
+    /// assert!(Dimension::values(&schema, "source").is_ok());
+    /// assert!(Dimension::values(&schema, "url").unwrap_err().to_string().contains("not a fast field"));
+    /// assert!(Dimension::values(&schema, "content").is_err());
+    /// ```
+    pub fn values(schema: &Schema, name: &str) -> Result<Dimension> {
+        let field = ValueField::find(schema, name, "count")?;
+        if !field.fast {
+            return Err(Error::Query(format!(
+                "cannot count the values of {name:?}: it is not a fast field (declare it \
+                 `fast = true`, or count another field)"
+            )));
+        }
+        Ok(Dimension {
+            name: name.to_owned(),
+            kind: field.kind,
+            buckets: None,
+        })
+    }
+
+    /// Counts the date field `name` of `schema` by buckets of `width` seconds (at least 1)
+    /// aligned on `origin` (Unix seconds: a bucket starts there, and every `width` seconds
+    /// before and after).
+    pub fn buckets(schema: &Schema, name: &str, width: u64, origin: i64) -> Result<Dimension> {
+        let dimension = Dimension::values(schema, name)?;
+        if dimension.kind != ValueKind::Date {
+            return Err(Error::Query(format!(
+                "{name:?} is not a date field, so it has no histogram"
+            )));
+        }
+        let width = i64::try_from(width.max(1)).unwrap_or(i64::MAX);
+        Ok(Dimension {
+            buckets: Some((width, origin)),
+            ..dimension
+        })
+    }
+}
+
+/// Counts, per [`Dimension`], each value's matching documents and distinct clusters, over
+/// every match (documents without a cluster, tombstones, are skipped; so are clusters below
+/// the minimum size, as the collapse skips them). Its fruit has one list per dimension, in
+/// the dimensions' order, each value once, in no particular order.
+///
+/// ```
+/// use std::sync::Arc;
+/// use tantivy::query::AllQuery;
+/// use tantivy_dedup::engine::{ClusterOrdinals, DedupIndex, Dimension, FacetCollector, FacetValue};
+/// use tantivy_dedup::{Article, config::Config};
+///
+/// let dir = tempfile::tempdir()?;
+/// let mut index = DedupIndex::create(dir.path(), Config::default())?;
+/// let story = "今天北京天气晴朗，气温回升，适合出行。";
+/// for (id, source) in [("1", "新华网"), ("2", "新华网"), ("3", "人民网")] {
+///     let article = Article { id: id.into(), source: Some(source.into()), content: story.into(), ..Default::default() };
+///     index.add_article(article)?;
+/// }
+/// index.commit()?;
+/// let searcher = index.searcher().tantivy_searcher();
+/// let ordinals = Arc::new(ClusterOrdinals::build(&searcher)?);
+/// let sources = Dimension::values(&searcher.schema(), "source")?;
+/// let counts = searcher.search(&AllQuery, &FacetCollector::new(ordinals, vec![sources]))?;
+/// let xinhua = counts[0].iter().find(|count| count.value == FacetValue::Text("新华网".into())).unwrap();
+/// assert_eq!((xinhua.articles, xinhua.clusters), (2, 1));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct FacetCollector {
+    ordinals: Arc<ClusterOrdinals>,
+    dimensions: Vec<Dimension>,
+    min_cluster_size: u64,
+}
+
+impl FacetCollector {
+    /// A collector for the searcher `ordinals` were built for.
+    pub fn new(ordinals: Arc<ClusterOrdinals>, dimensions: Vec<Dimension>) -> Self {
+        FacetCollector {
+            ordinals,
+            dimensions,
+            min_cluster_size: 0,
+        }
+    }
+
+    /// Counts only documents of clusters of at least `size` live documents (as
+    /// [`CollapseCollector::min_cluster_size`](crate::engine::CollapseCollector::min_cluster_size)).
+    pub fn min_cluster_size(mut self, size: u64) -> Self {
+        self.min_cluster_size = size;
+        self
+    }
+}
+
+/// One value's tally in a segment or over all: its documents, and the cluster number of each
+/// (repeated numbers are removed once, at the end).
+#[derive(Debug, Default)]
+struct Tally {
+    articles: u64,
+    clusters: Vec<u32>,
+}
+
+/// How a segment's values of one dimension are read: a key per value, turned into the value
+/// at harvest (string ordinals into their text, once per distinct ordinal).
+enum Keys {
+    Strings(StrColumn),
+    Facets(FacetReader),
+    U64(Column<u64>),
+    I64(Column<i64>),
+    F64(Column<f64>),
+    Bool(Column<bool>),
+    Dates(Column<DateTime>),
+    Buckets(Column<DateTime>, i64, i64),
+    /// The segment has no value of the field.
+    None,
+}
+
+impl Keys {
+    fn open(dimension: &Dimension, segment: &SegmentReader) -> tantivy::Result<Keys> {
+        let fast = segment.fast_fields();
+        let name = dimension.name.as_str();
+        Ok(match (dimension.kind, dimension.buckets) {
+            (ValueKind::Date, Some((width, origin))) => match fast.column_opt(name)? {
+                Some(column) => Keys::Buckets(column, width, origin),
+                None => Keys::None,
+            },
+            (ValueKind::String, _) => fast.str(name)?.map_or(Keys::None, Keys::Strings),
+            (ValueKind::Facet, _) => Keys::Facets(segment.facet_reader(name)?),
+            (ValueKind::U64, _) => fast.column_opt(name)?.map_or(Keys::None, Keys::U64),
+            (ValueKind::I64, _) => fast.column_opt(name)?.map_or(Keys::None, Keys::I64),
+            (ValueKind::F64, _) => fast.column_opt(name)?.map_or(Keys::None, Keys::F64),
+            (ValueKind::Bool, _) => fast.column_opt(name)?.map_or(Keys::None, Keys::Bool),
+            (ValueKind::Date, None) => fast.column_opt(name)?.map_or(Keys::None, Keys::Dates),
+        })
+    }
+
+    /// Appends the keys of `doc`'s values to `keys`.
+    fn read(&self, doc: DocId, keys: &mut Vec<u64>) {
+        match self {
+            Keys::Strings(column) => keys.extend(column.term_ords(doc)),
+            Keys::Facets(reader) => keys.extend(reader.facet_ords(doc)),
+            Keys::U64(column) => keys.extend(column.values_for_doc(doc)),
+            Keys::I64(column) => keys.extend(column.values_for_doc(doc).map(|v| v as u64)),
+            Keys::F64(column) => keys.extend(column.values_for_doc(doc).map(f64::to_bits)),
+            Keys::Bool(column) => keys.extend(column.values_for_doc(doc).map(u64::from)),
+            Keys::Dates(column) => keys.extend(
+                column
+                    .values_for_doc(doc)
+                    .map(|time| time.into_timestamp_secs() as u64),
+            ),
+            Keys::Buckets(column, width, origin) => {
+                keys.extend(column.values_for_doc(doc).map(|time| {
+                    let offset = time.into_timestamp_secs().saturating_sub(*origin);
+                    origin.saturating_add(offset.div_euclid(*width) * width) as u64
+                }))
+            }
+            Keys::None => {}
+        }
+    }
+
+    /// The value a key stands for; `None` for an ordinal the dictionary does not hold.
+    fn value(&self, key: u64) -> tantivy::Result<Option<FacetValue>> {
+        Ok(Some(match self {
+            Keys::Strings(column) => {
+                let mut text = String::new();
+                if !column.ord_to_str(key, &mut text)? {
+                    return Ok(None);
+                }
+                FacetValue::Text(text)
+            }
+            Keys::Facets(reader) => {
+                let mut facet = Facet::root();
+                reader.facet_from_ord(key, &mut facet)?;
+                FacetValue::Text(facet.to_string())
+            }
+            Keys::U64(_) => FacetValue::Unsigned(key),
+            Keys::I64(_) | Keys::Dates(_) | Keys::Buckets(..) => FacetValue::Signed(key as i64),
+            Keys::F64(_) => FacetValue::Float(f64::from_bits(key)),
+            Keys::Bool(_) => FacetValue::Bool(key != 0),
+            Keys::None => return Ok(None),
+        }))
+    }
+}
+
+/// [`FacetCollector`]'s work on one segment.
+pub struct FacetSegmentCollector {
+    ordinals: Arc<ClusterOrdinals>,
+    segment_ord: SegmentOrdinal,
+    min_cluster_size: u64,
+    keys: Vec<Keys>,
+    tallies: Vec<HashMap<u64, Tally>>,
+    /// The current document's keys of one dimension (reused).
+    scratch: Vec<u64>,
+}
+
+/// One segment's tallies per dimension, by value (opaque outside this module).
+pub struct FacetFruit(Vec<Tallies>);
+
+/// Tallies by value, with the value each key stands for.
+type Tallies = HashMap<FacetKey, (FacetValue, Tally)>;
+
+/// A value as a map key (floats by their bits).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum FacetKey {
+    Text(String),
+    Number(u8, u64),
+}
+
+impl FacetKey {
+    fn of(value: &FacetValue) -> FacetKey {
+        match value {
+            FacetValue::Text(text) => FacetKey::Text(text.clone()),
+            FacetValue::Unsigned(number) => FacetKey::Number(0, *number),
+            FacetValue::Signed(number) => FacetKey::Number(1, *number as u64),
+            FacetValue::Float(number) => FacetKey::Number(2, number.to_bits()),
+            FacetValue::Bool(value) => FacetKey::Number(3, u64::from(*value)),
+        }
+    }
+}
+
+impl SegmentCollector for FacetSegmentCollector {
+    type Fruit = FacetFruit;
+
+    fn collect(&mut self, doc: DocId, _score: Score) {
+        let number = self.ordinals.number(self.segment_ord, doc);
+        if number == NO_CLUSTER
+            || (self.min_cluster_size > 1 && self.ordinals.size(number) < self.min_cluster_size)
+        {
+            return;
+        }
+        for (keys, tallies) in self.keys.iter().zip(&mut self.tallies) {
+            self.scratch.clear();
+            keys.read(doc, &mut self.scratch);
+            if self.scratch.len() > 1 {
+                // A document counts once per value, however often it holds it.
+                self.scratch.sort_unstable();
+                self.scratch.dedup();
+            }
+            for &key in &self.scratch {
+                let tally = tallies.entry(key).or_default();
+                tally.articles += 1;
+                tally.clusters.push(number);
+            }
+        }
+    }
+
+    fn harvest(self) -> FacetFruit {
+        let mut fruit = Vec::with_capacity(self.keys.len());
+        for (keys, tallies) in self.keys.iter().zip(self.tallies) {
+            let mut by_value = Tallies::with_capacity(tallies.len());
+            for (key, tally) in tallies {
+                // A dictionary that cannot be read leaves its values out rather than failing
+                // the page (harvest cannot fail); `check` reports such damage.
+                if let Ok(Some(value)) = keys.value(key) {
+                    merge(&mut by_value, value, tally);
+                }
+            }
+            fruit.push(by_value);
+        }
+        FacetFruit(fruit)
+    }
+}
+
+/// Adds `tally` to `value`'s.
+fn merge(into: &mut Tallies, value: FacetValue, tally: Tally) {
+    let entry = into
+        .entry(FacetKey::of(&value))
+        .or_insert_with(|| (value, Tally::default()));
+    entry.1.articles += tally.articles;
+    entry.1.clusters.extend(tally.clusters);
+}
+
+impl Collector for FacetCollector {
+    type Fruit = Vec<Vec<FacetCount>>;
+    type Child = FacetSegmentCollector;
+
+    fn for_segment(
+        &self,
+        segment_ord: SegmentOrdinal,
+        segment: &SegmentReader,
+    ) -> tantivy::Result<FacetSegmentCollector> {
+        self.ordinals.check_segment(segment_ord, segment)?;
+        let keys = self
+            .dimensions
+            .iter()
+            .map(|dimension| Keys::open(dimension, segment))
+            .collect::<tantivy::Result<Vec<_>>>()?;
+        Ok(FacetSegmentCollector {
+            ordinals: Arc::clone(&self.ordinals),
+            segment_ord,
+            min_cluster_size: self.min_cluster_size,
+            tallies: keys.iter().map(|_| HashMap::new()).collect(),
+            keys,
+            scratch: Vec::new(),
+        })
+    }
+
+    fn requires_scoring(&self) -> bool {
+        false
+    }
+
+    fn merge_fruits(&self, segments: Vec<FacetFruit>) -> tantivy::Result<Vec<Vec<FacetCount>>> {
+        let mut merged: Vec<Tallies> = self.dimensions.iter().map(|_| Tallies::new()).collect();
+        for FacetFruit(dimensions) in segments {
+            for (into, tallies) in merged.iter_mut().zip(dimensions) {
+                for (_, (value, tally)) in tallies {
+                    merge(into, value, tally);
+                }
+            }
+        }
+        Ok(merged
+            .into_iter()
+            .map(|tallies| {
+                tallies
+                    .into_values()
+                    .map(|(value, mut tally)| {
+                        tally.clusters.sort_unstable();
+                        tally.clusters.dedup();
+                        FacetCount {
+                            value,
+                            articles: tally.articles,
+                            clusters: tally.clusters.len() as u64,
+                        }
+                    })
+                    .collect()
+            })
+            .collect())
+    }
+}
+
+/// The `limit` values with most articles (then most clusters, then the smallest value, so
+/// that the order is repeatable), in that order.
+pub fn most_frequent(mut counts: Vec<FacetCount>, limit: usize) -> Vec<FacetCount> {
+    counts.sort_by(|a, b| {
+        b.articles
+            .cmp(&a.articles)
+            .then(b.clusters.cmp(&a.clusters))
+            .then_with(|| compare_values(&a.value, &b.value))
+    });
+    counts.truncate(limit);
+    counts
+}
+
+/// A total order of values: by kind, then by value (floats by `total_cmp`).
+fn compare_values(a: &FacetValue, b: &FacetValue) -> std::cmp::Ordering {
+    use FacetValue::*;
+    match (a, b) {
+        (Text(a), Text(b)) => a.cmp(b),
+        (Unsigned(a), Unsigned(b)) => a.cmp(b),
+        (Signed(a), Signed(b)) => a.cmp(b),
+        (Float(a), Float(b)) => a.total_cmp(b),
+        (Bool(a), Bool(b)) => a.cmp(b),
+        _ => FacetKey::of(a).rank().cmp(&FacetKey::of(b).rank()),
+    }
+}
+
+impl FacetKey {
+    /// The kind's place in [`compare_values`]'s order.
+    fn rank(&self) -> u8 {
+        match self {
+            FacetKey::Text(_) => 4,
+            FacetKey::Number(kind, _) => *kind,
+        }
+    }
+}

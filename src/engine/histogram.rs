@@ -1,0 +1,158 @@
+//! A list page's histogram: matching documents and distinct clusters per interval of their
+//! publication time, counted by a [`FacetCollector`](crate::engine::FacetCollector) dimension
+//! of buckets, then laid out in time order with the empty buckets between.
+
+use std::str::FromStr;
+
+use serde::Serialize;
+
+use crate::config::parse_duration;
+use crate::engine::facets::{FacetCount, FacetValue};
+use crate::local_time::TimeZone;
+use crate::{Error, Result};
+
+/// The most buckets a histogram may have, from its first to its last (empty ones included):
+/// a bound on the answer's size and memory.
+pub const MAX_HISTOGRAM_BUCKETS: usize = 10_000;
+
+/// The width of a histogram's buckets, whole seconds (`1h`, `1d`, `30m`, or any duration).
+///
+/// Buckets are aligned on midnight in the index's time zone, so that `1d` buckets are that
+/// zone's days (and `1h` its hours).
+///
+/// ```
+/// use tantivy_dedup::engine::Interval;
+/// use tantivy_dedup::local_time::TimeZone;
+///
+/// let day: Interval = "1d".parse()?;
+/// assert_eq!(day.seconds(), 86_400);
+/// // 2024-05-01T00:00:00+08:00 starts a day in China.
+/// assert_eq!(day.origin(TimeZone::CHINA).rem_euclid(86_400), 1_714_492_800 % 86_400);
+/// assert!("0s".parse::<Interval>().is_err());
+/// assert!("often".parse::<Interval>().is_err());
+/// # Ok::<(), tantivy_dedup::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Interval(u64);
+
+impl FromStr for Interval {
+    type Err = Error;
+
+    fn from_str(text: &str) -> Result<Interval> {
+        let duration = parse_duration(text)
+            .map_err(|message| Error::Query(format!("histogram interval: {message}")))?;
+        if duration.as_secs() == 0 || duration.subsec_nanos() != 0 {
+            return Err(Error::Query(format!(
+                "a histogram interval is a whole number of seconds, at least 1 (\"1h\", \"1d\", \
+                 \"30m\"); got {text:?}"
+            )));
+        }
+        Ok(Interval(duration.as_secs()))
+    }
+}
+
+impl Interval {
+    /// The width in seconds.
+    pub fn seconds(self) -> u64 {
+        self.0
+    }
+
+    /// A time at which a bucket starts: midnight of 1970-01-01 in `zone`.
+    pub fn origin(self, zone: TimeZone) -> i64 {
+        -i64::from(zone.offset().whole_seconds())
+    }
+}
+
+/// One bucket of a histogram.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HistogramBucket {
+    /// Where the bucket starts, Unix seconds; it ends where the next one starts.
+    pub start: i64,
+    /// Matching documents published in it.
+    pub articles: u64,
+    /// Distinct clusters among them.
+    pub clusters: u64,
+}
+
+/// The buckets from the first counted to the last, in time order, those without documents
+/// included with zero counts. `counts` are a bucket dimension's counts (each value the start
+/// of its bucket, a multiple of `interval` from its origin). More than
+/// [`MAX_HISTOGRAM_BUCKETS`] is an [`Error::Query`] asking for a wider interval or a narrower
+/// time range.
+pub fn lay_out(counts: Vec<FacetCount>, interval: Interval) -> Result<Vec<HistogramBucket>> {
+    let mut counted: Vec<HistogramBucket> = counts
+        .into_iter()
+        .filter_map(|count| match count.value {
+            FacetValue::Signed(start) => Some(HistogramBucket {
+                start,
+                articles: count.articles,
+                clusters: count.clusters,
+            }),
+            _ => None,
+        })
+        .collect();
+    counted.sort_unstable_by_key(|bucket| bucket.start);
+    let (Some(first), Some(last)) = (counted.first(), counted.last()) else {
+        return Ok(Vec::new());
+    };
+    let width = i64::try_from(interval.seconds()).unwrap_or(i64::MAX);
+    let span = (last.start.saturating_sub(first.start) / width).saturating_add(1);
+    if span > MAX_HISTOGRAM_BUCKETS as i64 {
+        return Err(Error::Query(format!(
+            "the histogram would have {span} buckets (at most {MAX_HISTOGRAM_BUCKETS}); ask for \
+             a wider interval or a narrower time range"
+        )));
+    }
+    let first = first.start;
+    let mut buckets = Vec::with_capacity(span as usize);
+    let mut counted = counted.into_iter().peekable();
+    for step in 0..span {
+        let start = first + step * width;
+        match counted.next_if(|bucket| bucket.start == start) {
+            Some(bucket) => buckets.push(bucket),
+            None => buckets.push(HistogramBucket {
+                start,
+                articles: 0,
+                clusters: 0,
+            }),
+        }
+    }
+    Ok(buckets)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn count(start: i64, articles: u64) -> FacetCount {
+        FacetCount {
+            value: FacetValue::Signed(start),
+            articles,
+            clusters: 1,
+        }
+    }
+
+    #[test]
+    fn empty_buckets_fill_the_gaps() {
+        let hour: Interval = "1h".parse().unwrap();
+        let buckets = lay_out(vec![count(7200, 2), count(0, 1)], hour).unwrap();
+        let starts: Vec<(i64, u64)> = buckets.iter().map(|b| (b.start, b.articles)).collect();
+        assert_eq!(starts, [(0, 1), (3600, 0), (7200, 2)]);
+        assert!(lay_out(Vec::new(), hour).unwrap().is_empty());
+        let second: Interval = "1s".parse().unwrap();
+        assert!(lay_out(vec![count(0, 1), count(1_000_000, 1)], second).is_err());
+    }
+
+    #[test]
+    fn intervals_are_whole_seconds() {
+        assert_eq!("30m".parse::<Interval>().unwrap().seconds(), 1800);
+        assert_eq!(" 1h ".parse::<Interval>().unwrap().seconds(), 3600);
+        for bad in ["", "0s", "1.5s", "500ms", "1 fortnight", "-1h"] {
+            assert!(bad.parse::<Interval>().is_err(), "{bad}");
+        }
+        assert_eq!(
+            "1d".parse::<Interval>().unwrap().origin(TimeZone::CHINA),
+            -28_800
+        );
+    }
+}
