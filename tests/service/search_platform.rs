@@ -9,6 +9,8 @@
 //!   `min_cluster_size`: totals, the clusters' sizes and hits;
 //! - `facets=source`: articles and clusters of every value; `histogram=1h|1d`: every bucket,
 //!   empty ones included;
+//! - the platform's own fields (an `i64`, a `facet` path and a `u64` read from another key):
+//!   filters, facets (articles and clusters) and a histogram under them, and their stored values;
 //! - `highlight`: each `<em>` word is the query's word in the stored raw text at that place
 //!   (raw text with entities, markup, full-width and upper-case letters), and the snippet
 //!   without its marks is a piece of the HTML-escaped raw text;
@@ -89,7 +91,30 @@ struct Doc {
     source: String,
     time: i64,
     root: String,
+    /// The platform's own fields (`[fields.*]` of [`OWN_FIELDS`]).
+    sentiment: i64,
+    platform: String,
+    likes: u64,
 }
+
+/// The platform's own fields, declared in the server's settings file.
+const OWN_FIELDS: &str = r#"
+[fields.sentiment]
+type = "i64"
+
+[fields.platform]
+type = "facet"
+
+[fields.likes]
+type = "u64"
+from = "like_count"
+"#;
+const PLATFORMS: [&str; 4] = [
+    "/weibo/original",
+    "/weibo/repost",
+    "/news/portal",
+    "/news/app",
+];
 
 /// ASCII letters and digits as their full-width forms.
 fn full_width(text: &str) -> String {
@@ -168,11 +193,15 @@ struct Serve {
 
 impl Serve {
     fn start(index: &Path) -> Self {
+        let config = index.with_extension("toml");
+        std::fs::write(&config, OWN_FIELDS).unwrap();
         let (child, base) = spawn_listening(
             Command::new(BIN)
                 .arg("serve")
                 .arg("--index")
                 .arg(index)
+                .arg("--config")
+                .arg(&config)
                 .args(["--addr", "127.0.0.1:0"])
                 .stdin(Stdio::null())
                 .stderr(Stdio::null()),
@@ -265,6 +294,9 @@ fn post_corpus(server: &Serve) -> Vec<Doc> {
                 source,
                 time: start + rng.random_range(0..130_000),
                 root: String::new(),
+                sentiment: rng.random_range(-1..=1),
+                platform: PLATFORMS.choose(&mut rng).unwrap().to_string(),
+                likes: rng.random_range(0..5000),
             });
         }
     }
@@ -277,6 +309,9 @@ fn post_corpus(server: &Serve) -> Vec<Doc> {
             source: SOURCES.choose(&mut rng).unwrap().to_string(),
             time: DAY0 + rng.random_range(0..4 * 86_400),
             root: String::new(),
+            sentiment: rng.random_range(-1..=1),
+            platform: PLATFORMS.choose(&mut rng).unwrap().to_string(),
+            likes: rng.random_range(0..5000),
         });
     }
     // Posted in publication order, as a feed would bring them.
@@ -286,7 +321,9 @@ fn post_corpus(server: &Serve) -> Vec<Doc> {
             .iter()
             .map(|doc| {
                 json!({"id": doc.id, "title": doc.title, "content": doc.content,
-                       "source": doc.source, "published_at": doc.time})
+                       "source": doc.source, "published_at": doc.time,
+                       "sentiment": doc.sentiment, "platform": doc.platform,
+                       "like_count": doc.likes})
             })
             .collect();
         let answer = server.post(&Value::Array(body));
@@ -350,9 +387,18 @@ fn check_page(page: &Value, model: &Expected, what: &str) {
 
 /// The facet counts of `source` over the matching documents.
 fn source_facets(all: &[Doc], matching: &dyn Fn(&Doc) -> bool) -> BTreeMap<String, (u64, u64)> {
+    facet_counts(all, matching, &|doc| doc.source.clone())
+}
+
+/// The facet counts of a document value (as the answer prints it) over the matching documents.
+fn facet_counts(
+    all: &[Doc],
+    matching: &dyn Fn(&Doc) -> bool,
+    value: &dyn Fn(&Doc) -> String,
+) -> BTreeMap<String, (u64, u64)> {
     let mut counts: BTreeMap<String, (u64, BTreeSet<String>)> = BTreeMap::new();
     for doc in all.iter().filter(|doc| matching(doc)) {
-        let entry = counts.entry(doc.source.clone()).or_default();
+        let entry = counts.entry(value(doc)).or_default();
         entry.0 += 1;
         entry.1.insert(doc.root.clone());
     }
@@ -392,7 +438,10 @@ fn facets_of(page: &Value, field: &str) -> BTreeMap<String, (u64, u64)> {
         .iter()
         .map(|count| {
             (
-                count["value"].as_str().unwrap().to_owned(),
+                match &count["value"] {
+                    Value::String(text) => text.clone(),
+                    other => other.to_string(),
+                },
                 (
                     count["articles"].as_u64().unwrap(),
                     count["clusters"].as_u64().unwrap(),
@@ -614,6 +663,66 @@ fn list_page_parameters_against_a_model() {
         );
         assert_eq!(facets_of(&page, "source"), source_facets(all, &|_| true));
     }
+
+    // The platform's own fields: filters by their schema types, facets of a number and of a
+    // hierarchical path, and a histogram under an own-field filter.
+    let negative = |doc: &Doc| doc.sentiment == -1;
+    let popular = |doc: &Doc| doc.likes >= 1000;
+    let weibo = |doc: &Doc| doc.platform.starts_with("/weibo/");
+    for (filter, matching) in [
+        ("sentiment:-1", &negative as &dyn Fn(&Doc) -> bool),
+        ("likes:[1000 TO *]", &popular),
+        ("platform:/weibo", &weibo),
+    ] {
+        check_page(
+            &server.search(&format!("limit=1000&filter={}", pct(filter))),
+            &expected(all, matching, 0),
+            filter,
+        );
+    }
+    let negative_on_weibo = |doc: &Doc| negative(doc) && weibo(doc);
+    let page = server.search(&format!(
+        "limit=1000&filter={}&filter={}&facets=platform,sentiment,source&histogram=1d",
+        pct("sentiment:-1"),
+        pct("platform:/weibo")
+    ));
+    check_page(
+        &page,
+        &expected(all, &negative_on_weibo, 0),
+        "two own filters",
+    );
+    assert_eq!(
+        facets_of(&page, "platform"),
+        facet_counts(all, &negative_on_weibo, &|doc| doc.platform.clone())
+    );
+    assert_eq!(
+        facets_of(&page, "sentiment"),
+        facet_counts(all, &negative_on_weibo, &|doc| doc.sentiment.to_string())
+    );
+    assert_eq!(
+        facets_of(&page, "source"),
+        source_facets(all, &negative_on_weibo)
+    );
+    assert_eq!(
+        *page["histogram"].as_array().unwrap(),
+        histogram(all, &negative_on_weibo, 86_400)
+    );
+    let every_platform = server.search("limit=0&facets=platform,likes&facet_limit=1000");
+    assert_eq!(
+        facets_of(&every_platform, "platform"),
+        facet_counts(all, &|_| true, &|doc| doc.platform.clone())
+    );
+    assert_eq!(
+        facets_of(&every_platform, "likes"),
+        facet_counts(all, &|_| true, &|doc| doc.likes.to_string())
+    );
+    // Stored own values come back under "fields", as the document was sent.
+    let (status, shown) = server.get(&format!("/v1/documents/{}", all[0].id));
+    assert_eq!(status, 200);
+    let fields = &shown["document"]["fields"];
+    assert_eq!(fields["sentiment"], all[0].sentiment, "{shown}");
+    assert_eq!(fields["platform"], all[0].platform.as_str(), "{shown}");
+    assert_eq!(fields["likes"], all[0].likes, "{shown}");
 
     // Snippets: the marked words in raw form at their place in the stored raw text.
     let by_id: HashMap<&str, &Doc> = docs.iter().map(|doc| (doc.id.as_str(), doc)).collect();
