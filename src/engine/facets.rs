@@ -10,6 +10,7 @@
 //! [`CollapseCollector`]: crate::engine::CollapseCollector
 
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -19,7 +20,7 @@ use tantivy::fastfield::FacetReader;
 use tantivy::schema::{Facet, Schema};
 use tantivy::{DateTime, DocId, Score, SegmentOrdinal, SegmentReader};
 
-use crate::engine::collapse::{ClusterOrdinals, NO_CLUSTER};
+use crate::engine::collapse::{ClusterOrdinals, NO_CLUSTER, RootHasher};
 use crate::engine::filter::{ValueField, ValueKind};
 use crate::{Error, Result};
 
@@ -191,11 +192,14 @@ impl FacetCollector {
     }
 }
 
-/// One value's tally in a segment or over all: its documents, and the cluster number of each
-/// (repeated numbers are removed once, at the end).
+/// One value's tally in a segment or over all: its documents, how many of them are alone in
+/// their cluster (each such document is a distinct cluster of its own), and the cluster number
+/// of each of the others (repeated numbers are counted once, at the end, against a bit per
+/// cluster).
 #[derive(Debug, Default)]
 struct Tally {
     articles: u64,
+    alone: u64,
     clusters: Vec<u32>,
 }
 
@@ -287,10 +291,14 @@ pub struct FacetSegmentCollector {
     segment_ord: SegmentOrdinal,
     min_cluster_size: u64,
     keys: Vec<Keys>,
-    tallies: Vec<HashMap<u64, Tally>>,
+    tallies: Vec<KeyTallies>,
     /// The current document's keys of one dimension (reused).
     scratch: Vec<u64>,
 }
+
+/// A segment's tallies of one dimension by key. Keys are ordinals or numbers, so one
+/// multiplication spreads them well enough: this map is touched once per matching document.
+type KeyTallies = HashMap<u64, Tally, BuildHasherDefault<RootHasher>>;
 
 /// One segment's tallies per dimension, by value (opaque outside this module).
 pub struct FacetFruit(Vec<Tallies>);
@@ -335,10 +343,15 @@ impl SegmentCollector for FacetSegmentCollector {
                 self.scratch.sort_unstable();
                 self.scratch.dedup();
             }
+            let alone = self.ordinals.size(number) == 1;
             for &key in &self.scratch {
                 let tally = tallies.entry(key).or_default();
                 tally.articles += 1;
-                tally.clusters.push(number);
+                if alone {
+                    tally.alone += 1;
+                } else {
+                    tally.clusters.push(number);
+                }
             }
         }
     }
@@ -366,6 +379,7 @@ fn merge(into: &mut Tallies, value: FacetValue, tally: Tally) {
         .entry(FacetKey::of(&value))
         .or_insert_with(|| (value, Tally::default()));
     entry.1.articles += tally.articles;
+    entry.1.alone += tally.alone;
     entry.1.clusters.extend(tally.clusters);
 }
 
@@ -388,7 +402,7 @@ impl Collector for FacetCollector {
             ordinals: Arc::clone(&self.ordinals),
             segment_ord,
             min_cluster_size: self.min_cluster_size,
-            tallies: keys.iter().map(|_| HashMap::new()).collect(),
+            tallies: keys.iter().map(|_| KeyTallies::default()).collect(),
             keys,
             scratch: Vec::new(),
         })
@@ -407,24 +421,40 @@ impl Collector for FacetCollector {
                 }
             }
         }
+        // Distinct clusters of a value: a bit per cluster number, set on first sight and
+        // cleared again after the value (linear in the hits; a sort would be n log n).
+        let mut seen = vec![0u64; self.ordinals.clusters().div_ceil(64)];
         Ok(merged
             .into_iter()
             .map(|tallies| {
                 tallies
                     .into_values()
-                    .map(|(value, mut tally)| {
-                        tally.clusters.sort_unstable();
-                        tally.clusters.dedup();
-                        FacetCount {
-                            value,
-                            articles: tally.articles,
-                            clusters: tally.clusters.len() as u64,
-                        }
+                    .map(|(value, tally)| FacetCount {
+                        value,
+                        articles: tally.articles,
+                        clusters: tally.alone + count_distinct(&tally.clusters, &mut seen),
                     })
                     .collect()
             })
             .collect())
     }
+}
+
+/// How many distinct numbers `clusters` holds, with `seen` (a bit per cluster number, all clear)
+/// as scratch; leaves `seen` clear.
+fn count_distinct(clusters: &[u32], seen: &mut [u64]) -> u64 {
+    let mut distinct = 0;
+    for &number in clusters {
+        let (word, bit) = (number as usize / 64, 1u64 << (number % 64));
+        if seen[word] & bit == 0 {
+            seen[word] |= bit;
+            distinct += 1;
+        }
+    }
+    for &number in clusters {
+        seen[number as usize / 64] = 0;
+    }
+    distinct
 }
 
 /// The `limit` values with most articles (then most clusters, then the smallest value, so
