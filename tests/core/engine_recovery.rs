@@ -117,7 +117,7 @@ pub(crate) fn config() -> Config {
 
 /// Runs steps on an index; returns the root each added document was given (`None` for a
 /// delete).
-fn run(index: &mut DedupIndex, steps: &[Step]) -> Vec<Option<Fingerprint>> {
+pub(crate) fn run(index: &mut DedupIndex, steps: &[Step]) -> Vec<Option<Fingerprint>> {
     steps
         .iter()
         .map(|step| match step {

@@ -19,7 +19,7 @@ use tantivy_dedup::engine::schema::{DedupFields, TOKENIZER};
 use tantivy_dedup::engine::{ClusterOrdinals, CollapseCollector, DedupIndex, DedupWriter, Sort};
 use tantivy_dedup::{Article, DedupConfig, Fingerprint};
 
-use crate::engine_recovery::{SOURCES, Step, config, workload};
+use crate::engine_recovery::{SOURCES, Step, config, run, workload};
 
 /// A platform's schema: an id, a body, its own `group` number, a publication time.
 struct PlatformSchema {
@@ -156,16 +156,7 @@ fn an_own_schema_decides_as_the_news_index_and_reopens_exactly() {
 
     // The news index, fingerprinting the same text, through the same insert path.
     let mut news = DedupIndex::create(&dir.path().join("news"), config()).unwrap();
-    let expected: Vec<Option<Fingerprint>> = steps
-        .iter()
-        .map(|step| match step {
-            Step::Add(article) => Some(news.add_article(article.clone()).unwrap().root),
-            Step::Delete(id) => {
-                news.delete(id).unwrap();
-                None
-            }
-        })
-        .collect();
+    let expected = run(&mut news, &steps);
 
     let mut live = BTreeMap::new();
     let straight = Platform::create(&dir.path().join("straight")).run(&steps, 37, &mut live);

@@ -21,7 +21,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rand::rngs::SmallRng;
 use rand::seq::IndexedRandom;
@@ -29,7 +29,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 use tantivy_dedup::text::{AnalyzedText, normalize};
 
-use crate::serve_process::spawn_listening;
+use crate::serve_process::{spawn_listening, stop};
 
 const BIN: &str = env!("CARGO_BIN_EXE_tantivy-dedup");
 
@@ -249,18 +249,7 @@ impl Serve {
 
 impl Drop for Serve {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        stop(&mut self.child);
     }
 }
 

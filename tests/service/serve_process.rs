@@ -4,6 +4,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// Spawns `command` (a `serve` command line) with its stdout piped, waits for its "listening
 /// on URL" line, and returns the child and the URL. Its stdout keeps being read afterwards, so
@@ -28,4 +29,21 @@ pub fn spawn_listening(command: &mut Command, log: Option<&Path>) -> (Child, Str
     };
     std::thread::spawn(move || lines.for_each(drop));
     (child, url)
+}
+
+/// Stops a server as an operator would: SIGTERM, then up to 30 s for it to commit and exit,
+/// then a kill.
+pub fn stop(child: &mut Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
