@@ -613,6 +613,9 @@ impl DedupWriter {
             document.add_u64(*field, block.key(simhash.0));
         }
         document.add_u64(fields.root, live.root.0);
+        if let (Some(field), Some(via)) = (fields.via, placement.via) {
+            document.add_u64(field, via.0);
+        }
         document.add_u64(fields.digest, digest);
         document.add_bool(fields.duplicate, live.duplicate);
         add_insert_fields(&mut document, fields, &live.insert);

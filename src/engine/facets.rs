@@ -22,6 +22,7 @@ use tantivy::{DateTime, DocId, Score, SegmentOrdinal, SegmentReader};
 
 use crate::engine::collapse::{ClusterOrdinals, NO_CLUSTER, RootHasher};
 use crate::engine::filter::{ValueField, ValueKind};
+use crate::engine::histogram::Interval;
 use crate::{Error, Result};
 
 /// The facet values a list page returns per field unless told otherwise.
@@ -85,9 +86,9 @@ pub struct Dimension {
     /// The field's name (a fast field).
     name: String,
     kind: ValueKind,
-    /// `Some((width, origin))`: a date field counted by buckets of `width` seconds, the one
-    /// holding time `t` starting at `origin + width * floor((t - origin) / width)`.
-    buckets: Option<(i64, i64)>,
+    /// `Some((interval, origin))`: a date field counted by buckets of `interval` aligned on
+    /// `origin` ([`Interval::bucket_start`]).
+    buckets: Option<(Interval, i64)>,
 }
 
 impl Dimension {
@@ -122,19 +123,22 @@ impl Dimension {
         })
     }
 
-    /// Counts the date field `name` of `schema` by buckets of `width` seconds (at least 1)
-    /// aligned on `origin` (Unix seconds: a bucket starts there, and every `width` seconds
-    /// before and after).
-    pub fn buckets(schema: &Schema, name: &str, width: u64, origin: i64) -> Result<Dimension> {
+    /// Counts the date field `name` of `schema` by buckets of `interval` aligned on `origin`
+    /// (Unix seconds: a bucket starts there, and every interval before and after).
+    pub fn buckets(
+        schema: &Schema,
+        name: &str,
+        interval: Interval,
+        origin: i64,
+    ) -> Result<Dimension> {
         let dimension = Dimension::values(schema, name)?;
         if dimension.kind != ValueKind::Date {
             return Err(Error::Query(format!(
                 "{name:?} is not a date field, so it has no histogram"
             )));
         }
-        let width = i64::try_from(width.max(1)).unwrap_or(i64::MAX);
         Ok(Dimension {
-            buckets: Some((width, origin)),
+            buckets: Some((interval, origin)),
             ..dimension
         })
     }
@@ -213,7 +217,7 @@ enum Keys {
     F64(Column<f64>),
     Bool(Column<bool>),
     Dates(Column<DateTime>),
-    Buckets(Column<DateTime>, i64, i64),
+    Buckets(Column<DateTime>, Interval, i64),
     /// The segment has no value of the field.
     None,
 }
@@ -251,12 +255,11 @@ impl Keys {
                     .values_for_doc(doc)
                     .map(|time| time.into_timestamp_secs() as u64),
             ),
-            Keys::Buckets(column, width, origin) => {
-                keys.extend(column.values_for_doc(doc).map(|time| {
-                    let offset = time.into_timestamp_secs().saturating_sub(*origin);
-                    origin.saturating_add(offset.div_euclid(*width) * width) as u64
-                }))
-            }
+            Keys::Buckets(column, interval, origin) => keys.extend(
+                column
+                    .values_for_doc(doc)
+                    .map(|time| interval.bucket_start(time.into_timestamp_secs(), *origin) as u64),
+            ),
             Keys::None => {}
         }
     }

@@ -52,6 +52,9 @@ impl FromStr for Interval {
 }
 
 impl Interval {
+    /// An hour.
+    pub const HOUR: Interval = Interval(3600);
+
     /// The width in seconds.
     pub fn seconds(self) -> u64 {
         self.0
@@ -60,6 +63,22 @@ impl Interval {
     /// A time at which a bucket starts: midnight of 1970-01-01 in `zone`.
     pub fn origin(self, zone: TimeZone) -> i64 {
         -i64::from(zone.offset().whole_seconds())
+    }
+
+    /// The start of the bucket holding `time`, buckets starting at `origin` and every
+    /// [`seconds`](Self::seconds) before and after it.
+    ///
+    /// ```
+    /// use tantivy_dedup::engine::Interval;
+    ///
+    /// let hour = Interval::HOUR;
+    /// assert_eq!(hour.bucket_start(7_300, 0), 7_200);
+    /// assert_eq!(hour.bucket_start(-1, 0), -3_600);
+    /// assert_eq!(hour.bucket_start(7_300, 1_800), 5_400);
+    /// ```
+    pub fn bucket_start(self, time: i64, origin: i64) -> i64 {
+        let width = i64::try_from(self.0).unwrap_or(i64::MAX);
+        origin.saturating_add(time.saturating_sub(origin).div_euclid(width) * width)
     }
 }
 
@@ -80,41 +99,49 @@ pub struct HistogramBucket {
 /// [`MAX_HISTOGRAM_BUCKETS`] is an [`Error::Query`] asking for a wider interval or a narrower
 /// time range.
 pub fn lay_out(counts: Vec<FacetCount>, interval: Interval) -> Result<Vec<HistogramBucket>> {
-    let mut counted: Vec<HistogramBucket> = counts
+    let counted = counts
         .into_iter()
         .filter_map(|count| match count.value {
-            FacetValue::Signed(start) => Some(HistogramBucket {
-                start,
-                articles: count.articles,
-                clusters: count.clusters,
-            }),
+            FacetValue::Signed(start) => Some((start, (count.articles, count.clusters))),
             _ => None,
         })
         .collect();
-    counted.sort_unstable_by_key(|bucket| bucket.start);
-    let (Some(first), Some(last)) = (counted.first(), counted.last()) else {
+    Ok(fill_gaps(counted, interval)?
+        .into_iter()
+        .map(|(start, (articles, clusters))| HistogramBucket {
+            start,
+            articles,
+            clusters,
+        })
+        .collect())
+}
+
+/// Counts keyed by their bucket's start, from the first to the last in time order, the
+/// buckets between filled with `T::default()`; more than [`MAX_HISTOGRAM_BUCKETS`] is an
+/// [`Error::Query`]. What [`lay_out`] and the story view's spread share.
+pub(crate) fn fill_gaps<T: Default>(
+    mut counted: Vec<(i64, T)>,
+    interval: Interval,
+) -> Result<Vec<(i64, T)>> {
+    counted.sort_unstable_by_key(|(start, _)| *start);
+    let (Some(&(first, _)), Some(&(last, _))) = (counted.first(), counted.last()) else {
         return Ok(Vec::new());
     };
     let width = i64::try_from(interval.seconds()).unwrap_or(i64::MAX);
-    let span = (last.start.saturating_sub(first.start) / width).saturating_add(1);
+    let span = (last.saturating_sub(first) / width).saturating_add(1);
     if span > MAX_HISTOGRAM_BUCKETS as i64 {
         return Err(Error::Query(format!(
             "the histogram would have {span} buckets (at most {MAX_HISTOGRAM_BUCKETS}); ask for \
              a wider interval or a narrower time range"
         )));
     }
-    let first = first.start;
     let mut buckets = Vec::with_capacity(span as usize);
     let mut counted = counted.into_iter().peekable();
     for step in 0..span {
         let start = first + step * width;
-        match counted.next_if(|bucket| bucket.start == start) {
+        match counted.next_if(|(at, _)| *at == start) {
             Some(bucket) => buckets.push(bucket),
-            None => buckets.push(HistogramBucket {
-                start,
-                articles: 0,
-                clusters: 0,
-            }),
+            None => buckets.push((start, T::default())),
         }
     }
     Ok(buckets)

@@ -25,6 +25,7 @@ mod recovery;
 pub mod schema;
 mod search;
 mod snippet;
+mod story;
 pub(crate) mod tokenizer;
 mod writer;
 
@@ -50,5 +51,9 @@ pub use search::{
     SimilarPage, list_items,
 };
 pub use snippet::{Highlighter, SNIPPET_CHARS};
+pub use story::{
+    Evidence, FirstPublished, Outlet, Reprint, SpreadBucket, Story, StoryMember, StoryRequest,
+    StorySort, reprint_line,
+};
 pub use tokenizer::{NewsTokenizer, register as register_tokenizer};
 pub use writer::{DedupIndex, PreparedArticle, Preparer};

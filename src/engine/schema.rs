@@ -35,6 +35,12 @@ pub const DUPLICATE: &str = "_duplicate";
 /// ([`crate::verify::Sketch::to_values`]; u64 values in order, fast), on live documents and
 /// tombstones, so that recovery replays the same decisions.
 pub const SKETCH: &str = "_sketch";
+/// The node a live document came into its cluster through
+/// ([`Placement::via`](crate::forest::Placement::via)): its own node when an earlier document
+/// had its text, the neighbour it was attached to as a new leaf, none for a cluster's first
+/// document (u64, fast). Indexes made before this field
+/// existed have none; their story view shows no reprint path.
+pub const VIA: &str = "_via";
 /// Default mode: the sketch's candidate keys ([`crate::verify::Sketch::keys`]; u64, indexed),
 /// so that the check before publishing finds the candidates the forest finds.
 pub const SKETCH_KEYS: &str = "_keys";
@@ -158,6 +164,8 @@ pub struct DedupFields {
     pub sketch: Field,
     /// See [`SKETCH_KEYS`].
     pub sketch_keys: Field,
+    /// See [`VIA`]; `None` in an index made before it.
+    pub via: Option<Field>,
 }
 
 impl DedupFields {
@@ -187,6 +195,7 @@ impl DedupFields {
             sketch: builder.add_u64_field(SKETCH, fast()),
             sketch_keys: builder
                 .add_u64_field(SKETCH_KEYS, NumericOptions::default().set_indexed()),
+            via: Some(builder.add_u64_field(VIA, fast())),
         }
     }
 
@@ -220,6 +229,7 @@ impl DedupFields {
             duplicate: field(DUPLICATE)?,
             sketch: field(SKETCH)?,
             sketch_keys: field(SKETCH_KEYS)?,
+            via: schema.get_field(VIA).ok(),
         })
     }
 

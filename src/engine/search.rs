@@ -340,7 +340,7 @@ pub struct DocumentView {
 
 /// What a view of a document carries besides its fields.
 #[derive(Clone, Copy)]
-enum Extra<'a> {
+pub(super) enum Extra<'a> {
     /// Nothing: list pages and checks.
     None,
     /// The stored body: document and detail pages.
@@ -537,7 +537,7 @@ impl DedupSearcher {
         &self.shared.fields
     }
 
-    fn error(&self) -> impl Fn(tantivy::TantivyError) -> Error + '_ {
+    pub(super) fn error(&self) -> impl Fn(tantivy::TantivyError) -> Error + '_ {
         |source| index_error(&self.shared.path, source)
     }
 
@@ -805,7 +805,7 @@ impl DedupSearcher {
             dimensions.push(Dimension::buckets(
                 schema,
                 schema.get_field_name(self.shared.fields.published_at),
-                interval.seconds(),
+                interval,
                 interval.origin(zone),
             )?);
         }
@@ -1086,7 +1086,7 @@ impl DedupSearcher {
     }
 
     /// A document's stored fields and cluster, with `extra`.
-    fn view(
+    pub(super) fn view(
         &self,
         searcher: &tantivy::Searcher,
         address: DocAddress,

@@ -78,8 +78,14 @@ impl Highlighter {
             }
         }
         let (_, raw) = texts.iter().rev().find(|(_, raw)| !raw.trim().is_empty())?;
-        Some(render(raw, &[]))
+        Some(lead(raw))
     }
+}
+
+/// The start of `raw`, about [`SNIPPET_CHARS`] characters, HTML-escaped: a snippet without
+/// a query (the story view's members).
+pub(crate) fn lead(raw: &str) -> String {
+    render(raw, &[])
 }
 
 /// The raw byte ranges of `raw`'s tokens that are among `words`, in order, overlapping ones

@@ -51,6 +51,11 @@ pub struct Placement {
     pub root: Fingerprint,
     /// What the insert did to the forest.
     pub kind: PlacementKind,
+    /// The node the document came into its tree through: `node` itself when it joined an
+    /// existing node (an earlier document has its text), the neighbour it was attached to when
+    /// it became a new leaf, `None` when it started a cluster. The story view's reprint path
+    /// is drawn from it.
+    pub via: Option<Fingerprint>,
 }
 
 impl Placement {

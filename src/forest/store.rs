@@ -368,6 +368,7 @@ fn place_once<S: ForestStore + ?Sized>(
                     node: fingerprint,
                     root,
                     kind: PlacementKind::ExistingNode,
+                    via: Some(fingerprint),
                 });
             }
             Claim::Busy { owner } => {
@@ -419,13 +420,15 @@ fn place_once<S: ForestStore + ?Sized>(
                 node: fingerprint,
                 root: fingerprint,
                 kind: PlacementKind::NewRoot,
+                via: None,
             },
-            Settlement::Leaf { root, .. } => {
+            Settlement::Leaf { root, attached_to } => {
                 store.add_child(root, fingerprint)?;
                 Placement {
                     node: fingerprint,
                     root,
                     kind: PlacementKind::NewLeaf,
+                    via: Some(attached_to),
                 }
             }
         });

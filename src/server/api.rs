@@ -22,7 +22,7 @@ use crate::config::ServerConfig;
 use crate::engine::{
     DEFAULT_FACET_LIMIT, DEFAULT_PAGE_SIZE, DedupSearcher, DocumentView, IndexStats,
     MAX_FACET_LIMIT, MAX_OFFSET, MAX_PAGE_SIZE, NearDuplicates, Preparer, RecoveryReport,
-    SearchPage, SearchRequest, SimilarPage, Sort, list_items,
+    SearchPage, SearchRequest, SimilarPage, Sort, Story, StoryRequest, list_items,
 };
 use crate::forest::Timestamp;
 use crate::input::TimeCoverage;
@@ -710,6 +710,74 @@ pub(crate) async fn get_similar(
                 .similar(&id, offset, limit)?
                 .map(Json)
                 .ok_or_else(|| no_document(&id))
+        })
+        .await
+}
+
+/// The parameters of a story page.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StoryParams {
+    offset: Option<String>,
+    limit: Option<String>,
+    sort: Option<String>,
+    histogram: Option<String>,
+}
+
+impl StoryParams {
+    fn request(self) -> AppResult<StoryRequest> {
+        let invalid = |name: &str, error: crate::Error| {
+            ApiError::bad_request("invalid_parameter", format!("`{name}`: {error}"))
+        };
+        let mut request = StoryRequest::default().page(
+            count_param("offset", self.offset.as_deref(), 0, MAX_OFFSET)?,
+            count_param(
+                "limit",
+                self.limit.as_deref(),
+                DEFAULT_PAGE_SIZE,
+                MAX_PAGE_SIZE,
+            )?,
+        );
+        if let Some(sort) = self.sort.filter(|sort| !sort.trim().is_empty()) {
+            request = request.sort(
+                sort.trim()
+                    .parse()
+                    .map_err(|error| invalid("sort", error))?,
+            );
+        }
+        if let Some(interval) = self
+            .histogram
+            .filter(|interval| !interval.trim().is_empty())
+        {
+            request = request.interval(
+                interval
+                    .parse()
+                    .map_err(|error| invalid("histogram", error))?,
+            );
+        }
+        Ok(request)
+    }
+}
+
+pub(crate) async fn get_story(
+    State(state): State<Arc<AppState>>,
+    path: Result<Path<String>, PathRejection>,
+    query: Result<Query<StoryParams>, QueryRejection>,
+) -> AppResult<Json<Story>> {
+    let text = path_id(path)?;
+    let root: Fingerprint = text.parse().map_err(|_| {
+        ApiError::bad_request(
+            "invalid_path",
+            format!("a story is named by its root hash, 16 hex digits; got {text:?}"),
+        )
+    })?;
+    let request = query_params(query)?.request()?;
+    let searcher = state.searcher.clone();
+    state
+        .read(move || {
+            searcher.story(root, &request)?.map(Json).ok_or_else(|| {
+                ApiError::not_found(format!("no live document belongs to story {root}"))
+            })
         })
         .await
 }

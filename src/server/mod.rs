@@ -108,6 +108,7 @@ impl Server {
             )
             .route("/v1/documents/{id}/similar", get(api::get_similar))
             .route("/v1/search", get(api::search))
+            .route("/v1/stories/{root}", get(api::get_story))
             .route("/v1/near-duplicates", post(api::near_duplicates))
             .route("/v1/stats", get(api::stats))
             .route("/healthz", get(api::healthz))

@@ -11,7 +11,8 @@
 //!   detail page, list page (every sort, keyword queries, source and time filters,
 //!   pagination), near-duplicate check and the statistics against a model built from the
 //!   answers (the roots) and from the tokenizer (which documents match); re-sending,
-//!   replacing and deleting documents; ids that need escaping; `/healthz` and `/metrics`.
+//!   replacing and deleting documents; ids that need escaping; `/healthz` and `/metrics`;
+//!   story pages (`server_api/story_pages.rs`).
 //! - `concurrent_clients_make_one_cluster`: 64 clients at the same instant posting one story
 //!   under 64 ids, 64 near-identical variants, and one id with the same text.
 //! - `bad_input_table` and `mixed_batch_indexes_exactly_the_valid_documents`: every kind of
@@ -43,6 +44,7 @@ use tantivy_dedup::{Article, DedupConfig, Deduplicator};
 use tempfile::TempDir;
 
 mod hardening;
+mod story_pages;
 
 /// `k`, the default near-duplicate distance.
 const K: u32 = 3;
@@ -947,8 +949,12 @@ fn end_to_end_against_a_model() {
     check_documents(&server, &model);
     check_list_pages(&server, &model, &docs);
     check_detail_pages(&server, &model);
+    story_pages::check_story_pages(&server, &model);
+    story_pages::check_story_errors(&server, &model);
     check_near_duplicates(&server, &model);
     resend_replace_and_delete(&server, &mut model, &stories, &answers);
+    // Deletes and replacements leave stories whose first documents are gone.
+    story_pages::check_story_pages(&server, &model);
     check_service_endpoints(&server, &model);
     server.stop();
 }
