@@ -75,6 +75,10 @@ enum Command {
     Search(query::SearchArgs),
     /// A detail page: the other articles of a document's cluster, earliest first.
     Similar(query::SimilarArgs),
+    /// A story page: when and where a story spread. Its first outlet, each outlet's articles,
+    /// the articles per hour (or `--histogram` interval), and its members, each with the
+    /// member it came in through and the evidence (what `GET /v1/stories/{root}` answers).
+    Story(query::StoryArgs),
     /// Check before publishing: the indexed near-duplicates of a text that is not indexed, by
     /// the rule the clusters follow, nearest first (what `POST /v1/near-duplicates` answers).
     NearDuplicates(query::NearDuplicatesArgs),
@@ -218,6 +222,7 @@ pub fn run() -> ExitCode {
         Command::Load(args) => load::run(args),
         Command::Search(args) => query::search(args),
         Command::Similar(args) => query::similar(args),
+        Command::Story(args) => query::story(args),
         Command::NearDuplicates(args) => query::near_duplicates(args),
         Command::Delete(args) => delete::run(args),
         Command::Stats(args) => query::stats(args),

@@ -1,5 +1,5 @@
-//! The read-only commands over an index: `search`, `similar`, `near-duplicates`, `stats`,
-//! `check`.
+//! The read-only commands over an index: `search`, `similar`, `story`, `near-duplicates`,
+//! `stats`, `check`.
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -9,13 +9,13 @@ use anyhow::{Context, anyhow, bail};
 use clap::Args;
 use clap::builder::TypedValueParser as _;
 use serde::Serialize;
-use tantivy_dedup::Article;
 use tantivy_dedup::engine::{
     DEFAULT_FACET_LIMIT, DEFAULT_PAGE_SIZE, DedupSearcher, DocumentView, MAX_FACET_LIMIT,
-    MAX_PAGE_SIZE, SearchRequest, Sort, check_index, list_items,
+    MAX_PAGE_SIZE, SearchRequest, Sort, StoryRequest, StorySort, check_index, list_items,
 };
 use tantivy_dedup::forest::Timestamp;
 use tantivy_dedup::local_time::{RangeEnd, TimeZone};
+use tantivy_dedup::{Article, Fingerprint};
 
 use super::{counted, size};
 
@@ -146,6 +146,34 @@ pub struct SimilarArgs {
     #[command(flatten)]
     zone: ZoneArg,
     /// Print the page as JSON (times as Unix seconds)
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct StoryArgs {
+    #[command(flatten)]
+    index: IndexArg,
+    /// The story: its root hash (16 hex digits, as `search` prints it), or the id of one of its
+    /// documents
+    #[arg(value_name = "ROOT_OR_ID")]
+    story: String,
+    /// Members' order: `time` (earliest first) or `source` (by outlet, then time)
+    #[arg(long, default_value = "time", value_parser = ["time", "source"])]
+    sort: String,
+    /// Members to skip
+    #[arg(long, default_value_t = 0)]
+    offset: usize,
+    /// Members to show, at most 1000
+    #[arg(long, default_value_t = DEFAULT_PAGE_SIZE,
+          value_parser = page_size())]
+    limit: usize,
+    /// The spread's bucket width: `1h`, `1d`, `30m` or any duration
+    #[arg(long, default_value = "1h", value_name = "INTERVAL")]
+    histogram: String,
+    #[command(flatten)]
+    zone: ZoneArg,
+    /// Print the story as JSON (times as Unix seconds)
     #[arg(long)]
     json: bool,
 }
@@ -333,6 +361,104 @@ pub fn similar(args: SimilarArgs) -> anyhow::Result<ExitCode> {
         for (rank, document) in page.documents.iter().enumerate() {
             write!(out, "{:>3}. ", args.offset + rank + 1)?;
             write_document(out, document, zone)?;
+        }
+        Ok(())
+    })
+}
+
+pub fn story(args: StoryArgs) -> anyhow::Result<ExitCode> {
+    let searcher = args.index.open()?;
+    let request = StoryRequest::default()
+        .page(args.offset, args.limit)
+        .sort(args.sort.parse::<StorySort>()?)
+        .interval(args.histogram.parse()?);
+    // A root hash names a story; anything else (or a hash no story has) is a document's id.
+    let by_root = match args.story.parse::<Fingerprint>() {
+        Ok(root) if args.story.len() == 16 => searcher.story(root, &request)?,
+        _ => None,
+    };
+    let story = match by_root {
+        Some(story) => story,
+        None => {
+            let Some(document) = searcher.document(&args.story)? else {
+                eprintln!(
+                    "tantivy-dedup: error: no story has root {0:?} and no document has id {0:?}",
+                    args.story
+                );
+                return Ok(ExitCode::FAILURE);
+            };
+            searcher
+                .story(document.root, &request)?
+                .ok_or_else(|| anyhow!("document {:?} has no story", args.story))?
+        }
+    };
+    let zone = args.zone.zone(&searcher);
+    output(args.json, &story, |out| {
+        let first = &story.first_published;
+        writeln!(
+            out,
+            "story {}: {} from {}",
+            story.root,
+            counted(story.cluster_size, "document", "documents"),
+            counted(story.outlets.len() as u64, "outlet", "outlets")
+        )?;
+        writeln!(
+            out,
+            "first published {} by {} (id {})",
+            zone.format(first.published_at),
+            first.source.as_deref().unwrap_or("(no source)"),
+            first.id
+        )?;
+        writeln!(out, "outlets, most articles first:")?;
+        for outlet in &story.outlets {
+            writeln!(
+                out,
+                "  {}  {}, first {}",
+                outlet.source.as_deref().unwrap_or("(no source)"),
+                counted(outlet.articles, "article", "articles"),
+                zone.format(outlet.first_published_at)
+            )?;
+        }
+        writeln!(out, "spread, articles per {}:", args.histogram)?;
+        for bucket in &story.histogram {
+            let bar = "#".repeat(bucket.articles.min(60) as usize);
+            let line = format!(
+                "  {}  {:>4} {bar}",
+                zone.format(bucket.start),
+                bucket.articles
+            );
+            writeln!(out, "{}", line.trim_end())?;
+        }
+        writeln!(out, "members, by {}:", args.sort)?;
+        for (rank, member) in story.members.iter().enumerate() {
+            write!(out, "{:>3}. ", args.offset + rank + 1)?;
+            write_document(out, &member.document, zone)?;
+            let evidence = &member.evidence;
+            let mut how = match &member.attached_to {
+                None => format!("came in first; {} bits from the root", evidence.distance),
+                Some(through) => format!(
+                    "came in through {through}: {} bits from the root",
+                    evidence.distance
+                ),
+            };
+            if let (Some(similarity), Some(containment)) =
+                (evidence.similarity, evidence.containment)
+            {
+                how.push_str(&format!(
+                    ", similarity {similarity:.2}, containment {containment:.2}"
+                ));
+            }
+            if let Some(reprint) = &member.reprint {
+                for (label, value) in [
+                    ("source named", &reprint.source),
+                    ("original title", &reprint.original_title),
+                ] {
+                    if let Some(value) = value {
+                        how.push_str(&format!("; {label}: {value}"));
+                    }
+                }
+            }
+            writeln!(out, "     {how}")?;
         }
         Ok(())
     })

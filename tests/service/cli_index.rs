@@ -1,5 +1,5 @@
 //! The index commands end to end (docs/service.md, "Command line"): `ingest` into a directory, then
-//! `search`, `similar`
+//! `search`, `similar`, `story`
 //! and `stats` over it, as separate processes; the mistakes a newcomer makes; and `check`, with
 //! directories that lost or damaged files (issue 14).
 
@@ -78,6 +78,28 @@ fn ingest_then_list_detail_and_stats() {
     let text = run(&["similar", "--index", index, "run-1"]);
     assert!(stdout(&text).contains("id run-3"), "{}", stdout(&text));
 
+    // The story page, named by a member's id or by the root hash: run-1 first, run-2 (a
+    // "【转载】" copy whose footer names 滨江日报) came in through it, and the same by root.
+    let root = detail["document"]["root"].as_str().unwrap();
+    let story = json(&run(&["story", "--index", index, "run-3", "--json"]));
+    assert_eq!(story["root"], root);
+    assert_eq!(story["cluster_size"], 3);
+    assert_eq!(story["first_published"]["id"], "run-1");
+    assert_eq!(story["outlets"].as_array().map(Vec::len), Some(3));
+    assert_eq!(story["members"][1]["id"], "run-2");
+    assert_eq!(story["members"][1]["attached_to"], "run-1");
+    assert_eq!(story["members"][1]["reprint"]["source"], "滨江日报");
+    let text = stdout(&run(&[
+        "story",
+        "--index",
+        index,
+        root,
+        "--histogram",
+        "1d",
+    ]));
+    assert!(text.contains("came in through run-1"), "{text}");
+    assert!(text.contains("articles per 1d"), "{text}");
+
     let stats = json(&run(&["stats", "--index", index, "--json"]));
     assert_eq!(
         (stats["documents"].as_u64(), stats["clusters"].as_u64()),
@@ -145,11 +167,16 @@ fn mistakes_get_clear_errors_and_leave_nothing_behind() {
     let unknown = run(&["similar", "--index", index, "nope"]);
     assert_eq!(unknown.status.code(), Some(1));
     assert!(stderr(&unknown).contains("no document with id \"nope\""));
+    let unknown = run(&["story", "--index", index, "nope"]);
+    assert_eq!(unknown.status.code(), Some(1));
+    assert!(stderr(&unknown).contains("no document has id \"nope\""));
     for bad in [
         vec!["search", "--index", index, "新闻", "--sort", "bogus"],
         vec!["search", "--index", index, "新闻", "--limit", "5000"],
         vec!["search", "--index", index, "\"新闻"],
         vec!["search", "--index", index, "新闻", "--from", "yesterday"],
+        vec!["story", "--index", index, "run-1", "--histogram", "0s"],
+        vec!["story", "--index", index, "run-1", "--sort", "newest"],
     ] {
         let output = run(&bad);
         assert_eq!(
