@@ -217,7 +217,9 @@ enum Keys {
     F64(Column<f64>),
     Bool(Column<bool>),
     Dates(Column<DateTime>),
-    Buckets(Column<DateTime>, Interval, i64),
+    /// Time buckets, keyed by their number from `first`, the start of the segment's earliest
+    /// bucket: (column, interval, origin, first).
+    Buckets(Column<DateTime>, Interval, i64, i64),
     /// The segment has no value of the field.
     None,
 }
@@ -227,10 +229,16 @@ impl Keys {
         let fast = segment.fast_fields();
         let name = dimension.name.as_str();
         Ok(match (dimension.kind, dimension.buckets) {
-            (ValueKind::Date, Some((width, origin))) => match fast.column_opt(name)? {
-                Some(column) => Keys::Buckets(column, width, origin),
-                None => Keys::None,
-            },
+            (ValueKind::Date, Some((interval, origin))) => {
+                match fast.column_opt::<DateTime>(name)? {
+                    Some(column) => {
+                        let earliest = column.min_value().into_timestamp_secs();
+                        let first = interval.bucket_start(earliest, origin);
+                        Keys::Buckets(column, interval, origin, first)
+                    }
+                    None => Keys::None,
+                }
+            }
             (ValueKind::String, _) => fast.str(name)?.map_or(Keys::None, Keys::Strings),
             (ValueKind::Facet, _) => Keys::Facets(segment.facet_reader(name)?),
             (ValueKind::U64, _) => fast.column_opt(name)?.map_or(Keys::None, Keys::U64),
@@ -255,13 +263,33 @@ impl Keys {
                     .values_for_doc(doc)
                     .map(|time| time.into_timestamp_secs() as u64),
             ),
-            Keys::Buckets(column, interval, origin) => keys.extend(
-                column
-                    .values_for_doc(doc)
-                    .map(|time| interval.bucket_start(time.into_timestamp_secs(), *origin) as u64),
-            ),
+            Keys::Buckets(column, interval, origin, first) => {
+                keys.extend(column.values_for_doc(doc).map(|time| {
+                    let start = interval.bucket_start(time.into_timestamp_secs(), *origin);
+                    (start.saturating_sub(*first) / interval.width()) as u64
+                }))
+            }
             Keys::None => {}
         }
+    }
+
+    /// How many keys the segment can have, when they are the numbers `0..n` for a small
+    /// enough `n` to tally them in a vector; `None` otherwise.
+    fn dense_len(&self) -> Option<usize> {
+        let len = match self {
+            Keys::Strings(column) => column.num_terms(),
+            Keys::Facets(reader) => reader.num_facets(),
+            Keys::Bool(_) => 2,
+            Keys::Buckets(column, interval, origin, first) => {
+                let latest = column.max_value().into_timestamp_secs();
+                let last = interval.bucket_start(latest, *origin);
+                usize::try_from(last.saturating_sub(*first) / interval.width())
+                    .ok()?
+                    .saturating_add(1)
+            }
+            _ => return None,
+        };
+        (len <= MAX_DENSE_KEYS).then_some(len)
     }
 
     /// The value a key stands for; `None` for an ordinal the dictionary does not hold.
@@ -280,7 +308,10 @@ impl Keys {
                 FacetValue::Text(facet.to_string())
             }
             Keys::U64(_) => FacetValue::Unsigned(key),
-            Keys::I64(_) | Keys::Dates(_) | Keys::Buckets(..) => FacetValue::Signed(key as i64),
+            Keys::I64(_) | Keys::Dates(_) => FacetValue::Signed(key as i64),
+            Keys::Buckets(_, interval, _, first) => {
+                FacetValue::Signed(first.saturating_add(key as i64 * interval.width()))
+            }
             Keys::F64(_) => FacetValue::Float(f64::from_bits(key)),
             Keys::Bool(_) => FacetValue::Bool(key != 0),
             Keys::None => return Ok(None),
@@ -299,9 +330,53 @@ pub struct FacetSegmentCollector {
     scratch: Vec<u64>,
 }
 
-/// A segment's tallies of one dimension by key. Keys are ordinals or numbers, so one
-/// multiplication spreads them well enough: this map is touched once per matching document.
-type KeyTallies = HashMap<u64, Tally, BuildHasherDefault<RootHasher>>;
+/// The most keys tallied in a vector: a dictionary or time range larger than this is tallied
+/// in a map instead, so that a segment's tallies never take more memory than its matches.
+const MAX_DENSE_KEYS: usize = 1 << 16;
+
+/// A segment's tallies of one dimension by key, touched once per matching document: in a
+/// vector indexed by key when keys are dense (ordinals, bucket numbers), grown to the largest
+/// key seen; else in a map (keys are numbers, so one multiplication spreads them well).
+enum KeyTallies {
+    Dense(Vec<Tally>),
+    Sparse(HashMap<u64, Tally, BuildHasherDefault<RootHasher>>),
+}
+
+impl KeyTallies {
+    fn for_keys(keys: &Keys) -> KeyTallies {
+        match keys.dense_len() {
+            Some(_) => KeyTallies::Dense(Vec::new()),
+            None => KeyTallies::Sparse(HashMap::default()),
+        }
+    }
+
+    fn tally(&mut self, key: u64) -> &mut Tally {
+        match self {
+            KeyTallies::Dense(tallies) => {
+                let at = key as usize;
+                if at >= tallies.len() {
+                    tallies.resize_with(at + 1, Tally::default);
+                }
+                &mut tallies[at]
+            }
+            KeyTallies::Sparse(tallies) => tallies.entry(key).or_default(),
+        }
+    }
+
+    /// The keys that were tallied, with their tallies.
+    fn into_tallies(self) -> Box<dyn Iterator<Item = (u64, Tally)>> {
+        match self {
+            KeyTallies::Dense(tallies) => Box::new(
+                tallies
+                    .into_iter()
+                    .enumerate()
+                    .filter(|(_, tally)| tally.articles > 0)
+                    .map(|(key, tally)| (key as u64, tally)),
+            ),
+            KeyTallies::Sparse(tallies) => Box::new(tallies.into_iter()),
+        }
+    }
+}
 
 /// One segment's tallies per dimension, by value (opaque outside this module).
 pub struct FacetFruit(Vec<Tallies>);
@@ -348,7 +423,7 @@ impl SegmentCollector for FacetSegmentCollector {
             }
             let alone = self.ordinals.size(number) == 1;
             for &key in &self.scratch {
-                let tally = tallies.entry(key).or_default();
+                let tally = tallies.tally(key);
                 tally.articles += 1;
                 if alone {
                     tally.alone += 1;
@@ -362,8 +437,8 @@ impl SegmentCollector for FacetSegmentCollector {
     fn harvest(self) -> FacetFruit {
         let mut fruit = Vec::with_capacity(self.keys.len());
         for (keys, tallies) in self.keys.iter().zip(self.tallies) {
-            let mut by_value = Tallies::with_capacity(tallies.len());
-            for (key, tally) in tallies {
+            let mut by_value = Tallies::new();
+            for (key, tally) in tallies.into_tallies() {
                 // A dictionary that cannot be read leaves its values out rather than failing
                 // the page (harvest cannot fail); `check` reports such damage.
                 if let Ok(Some(value)) = keys.value(key) {
@@ -405,7 +480,7 @@ impl Collector for FacetCollector {
             ordinals: Arc::clone(&self.ordinals),
             segment_ord,
             min_cluster_size: self.min_cluster_size,
-            tallies: keys.iter().map(|_| KeyTallies::default()).collect(),
+            tallies: keys.iter().map(KeyTallies::for_keys).collect(),
             keys,
             scratch: Vec::new(),
         })

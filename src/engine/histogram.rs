@@ -65,6 +65,11 @@ impl Interval {
         -i64::from(zone.offset().whole_seconds())
     }
 
+    /// The width in seconds, as a time difference.
+    pub(crate) fn width(self) -> i64 {
+        i64::try_from(self.0).unwrap_or(i64::MAX)
+    }
+
     /// The start of the bucket holding `time`, buckets starting at `origin` and every
     /// [`seconds`](Self::seconds) before and after it.
     ///
@@ -77,7 +82,7 @@ impl Interval {
     /// assert_eq!(hour.bucket_start(7_300, 1_800), 5_400);
     /// ```
     pub fn bucket_start(self, time: i64, origin: i64) -> i64 {
-        let width = i64::try_from(self.0).unwrap_or(i64::MAX);
+        let width = self.width();
         origin.saturating_add(time.saturating_sub(origin).div_euclid(width) * width)
     }
 }
@@ -127,7 +132,7 @@ pub(crate) fn fill_gaps<T: Default>(
     let (Some(&(first, _)), Some(&(last, _))) = (counted.first(), counted.last()) else {
         return Ok(Vec::new());
     };
-    let width = i64::try_from(interval.seconds()).unwrap_or(i64::MAX);
+    let width = interval.width();
     let span = (last.saturating_sub(first) / width).saturating_add(1);
     if span > MAX_HISTOGRAM_BUCKETS as i64 {
         return Err(Error::Query(format!(
