@@ -29,7 +29,7 @@ use crate::input::TimeCoverage;
 use crate::local_time::{RangeEnd, TimeError, TimeZone};
 use crate::server::body::{BatchLimits, DocumentError, Refused, parse_batch_with};
 use crate::server::error::{ApiError, ErrorDetail};
-use crate::server::metrics::Metrics;
+use crate::server::metrics::{Exposition, Metrics};
 use crate::server::writer::{Reservation, WriteError, WriterHandle};
 use crate::{Decision, Fingerprint};
 
@@ -944,18 +944,22 @@ pub(crate) async fn healthz(State(state): State<Arc<AppState>>) -> Response {
     }
 }
 
-pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> AppResult<Response> {
+/// `GET /metrics`: OpenMetrics for a scraper that asks for it, the Prometheus text format
+/// otherwise (see [`Exposition::from_accept`]).
+pub(crate) async fn metrics(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+) -> AppResult<Response> {
+    let accept: Vec<&str> = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .collect();
+    let format = Exposition::from_accept(&accept.join(","));
     let searcher = state.searcher.clone();
     let index = state.read(move || Ok(searcher.stats()?)).await?;
-    let text = state.metrics.render(&index);
-    Ok((
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        text,
-    )
-        .into_response())
+    let text = state.metrics.render(&index, format);
+    Ok(([(header::CONTENT_TYPE, format.content_type())], text).into_response())
 }
 
 pub(crate) async fn no_route(request: Request) -> ApiError {

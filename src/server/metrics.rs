@@ -1,5 +1,7 @@
-//! `/metrics`: counters, gauges and latency histograms in the Prometheus text format.
+//! `/metrics`: counters, gauges and latency histograms in the Prometheus text format, or in
+//! OpenMetrics for a scraper that asks for it.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -32,6 +34,50 @@ struct RouteLabels {
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabels {
     outcome: &'static str,
+}
+
+/// The media type of OpenMetrics text, as a scraper names it in `Accept`.
+const OPENMETRICS_MEDIA_TYPE: &str = "application/openmetrics-text";
+
+/// The text formats `/metrics` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exposition {
+    /// OpenMetrics 1.0, for a scraper that lists it in `Accept` (Prometheus does).
+    OpenMetrics,
+    /// The Prometheus text format 0.0.4, for every other reader: `curl`, agents that predate
+    /// OpenMetrics, and `promtool check metrics`, which lints this format only.
+    Prometheus,
+}
+
+impl Exposition {
+    /// OpenMetrics when the `Accept` header lists its media type without refusing it (`q=0`),
+    /// the Prometheus text format otherwise (no header, `*/*`, `text/plain`).
+    pub fn from_accept(accept: &str) -> Self {
+        let asks_openmetrics = accept.split(',').any(|range| {
+            let mut parts = range.split(';').map(str::trim);
+            let media_type = parts.next().unwrap_or_default();
+            media_type.eq_ignore_ascii_case(OPENMETRICS_MEDIA_TYPE)
+                && !parts.any(|parameter| {
+                    parameter
+                        .strip_prefix("q=")
+                        .and_then(|quality| quality.trim().parse::<f32>().ok())
+                        .is_some_and(|quality| quality == 0.0)
+                })
+        });
+        if asks_openmetrics {
+            Exposition::OpenMetrics
+        } else {
+            Exposition::Prometheus
+        }
+    }
+
+    /// The `Content-Type` of an answer in this format.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Exposition::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            Exposition::Prometheus => "text/plain; version=0.0.4; charset=utf-8",
+        }
+    }
 }
 
 /// The service's metrics. Updating one is a few atomic operations.
@@ -219,14 +265,99 @@ impl Metrics {
         self.queue_bytes.set(bytes as i64);
     }
 
-    /// The text exposition, with the index's size as of now.
-    pub fn render(&self, index: &IndexStats) -> String {
+    /// The text exposition in `format`, with the index's size as of now.
+    pub fn render(&self, index: &IndexStats, format: Exposition) -> String {
         self.index_documents.set(index.documents as i64);
         self.index_clusters.set(index.clusters as i64);
         self.index_segments.set(index.segments as i64);
         let mut text = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
-        text
+        match format {
+            Exposition::OpenMetrics => text,
+            Exposition::Prometheus => openmetrics_to_prometheus(&text),
+        }
+    }
+}
+
+/// OpenMetrics text (what `prometheus_client` writes) in the Prometheus text format 0.0.4. For
+/// the counters, gauges and histograms registered here the two differ in two places only:
+/// OpenMetrics names a counter's `HELP` and `TYPE` without the `_total` its samples carry,
+/// where the Prometheus format names them as the samples (a reader of that format otherwise
+/// sees a counter without help or type), and it ends with `# EOF`, which that format lacks.
+fn openmetrics_to_prometheus(openmetrics: &str) -> String {
+    let counters: HashSet<&str> = openmetrics
+        .lines()
+        .filter_map(|line| line.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+        .collect();
+    let mut text = String::with_capacity(openmetrics.len() + 2 * "_total".len() * counters.len());
+    for line in openmetrics.lines().filter(|&line| line != "# EOF") {
+        let counter_descriptor = ["# HELP ", "# TYPE "].into_iter().find_map(|keyword| {
+            let (name, rest) = line.strip_prefix(keyword)?.split_once(' ')?;
+            counters
+                .contains(name)
+                .then(|| format!("{keyword}{name}_total {rest}"))
+        });
+        text.push_str(counter_descriptor.as_deref().unwrap_or(line));
+        text.push('\n');
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn openmetrics_only_when_the_accept_header_lists_it_unrefused() {
+        let prometheus_scraper = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+        for (accept, format) in [
+            (prometheus_scraper, Exposition::OpenMetrics),
+            ("Application/OpenMetrics-Text", Exposition::OpenMetrics),
+            ("", Exposition::Prometheus),
+            ("*/*", Exposition::Prometheus),
+            ("text/plain; version=0.0.4", Exposition::Prometheus),
+            ("application/openmetrics-text; q=0", Exposition::Prometheus),
+            ("application/openmetrics-text-x", Exposition::Prometheus),
+        ] {
+            assert_eq!(Exposition::from_accept(accept), format, "{accept:?}");
+        }
+    }
+
+    /// A counter's help and type take its samples' name; gauges and histograms keep theirs;
+    /// `# EOF` goes; the samples are written as they were.
+    #[test]
+    fn prometheus_text_names_counters_as_their_samples() {
+        let metrics = Metrics::new();
+        metrics.count_rejected(2);
+        metrics.observe_request("GET", "/v1/search", 200, Duration::from_millis(2));
+        metrics.observe_commit(Duration::from_millis(3), ForestStats::default());
+        let index = IndexStats {
+            documents: 1,
+            clusters: 1,
+            tombstones: 0,
+            segments: 1,
+            disk_bytes: 0,
+        };
+        let openmetrics = metrics.render(&index, Exposition::OpenMetrics);
+        let prometheus = metrics.render(&index, Exposition::Prometheus);
+        assert!(openmetrics.ends_with("# EOF\n"), "{openmetrics}");
+        assert!(!prometheus.contains("# EOF"), "{prometheus}");
+        for expected in [
+            "# HELP tantivy_dedup_documents_total Documents posted",
+            "# TYPE tantivy_dedup_documents_total counter\n",
+            "# TYPE tantivy_dedup_http_requests_total counter\n",
+            "# TYPE tantivy_dedup_commit_duration_seconds histogram\n",
+            "# TYPE tantivy_dedup_queue_bytes gauge\n",
+        ] {
+            assert!(prometheus.contains(expected), "{expected} in\n{prometheus}");
+        }
+        let samples = |text: &str| -> Vec<String> {
+            text.lines()
+                .filter(|line| !line.starts_with('#'))
+                .map(str::to_owned)
+                .collect()
+        };
+        assert_eq!(samples(&prometheus), samples(&openmetrics));
     }
 }

@@ -47,7 +47,7 @@ pub use body::{
 };
 pub use connections::connection_cap;
 pub use error::{ApiError, ErrorBody, ErrorDetail};
-pub use metrics::Metrics;
+pub use metrics::{Exposition, Metrics};
 pub use writer::WriteError;
 
 use crate::config::ServerConfig;

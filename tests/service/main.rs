@@ -1,6 +1,7 @@
 //! The command-line tool, the HTTP service and the Redis store, end to end (feature `cli`):
 //! the real binary and real servers on loopback, a real Redis Cluster of local `redis-server`
-//! processes (a missing `redis-server` fails these tests rather than skipping them).
+//! processes, `promtool` on a live `/metrics` (a missing `redis-server` or `promtool` fails
+//! the tests that need it rather than skipping them).
 //!
 //! One test binary with a module per subject (see `tests/core/main.rs` for why).
 
@@ -11,8 +12,10 @@ mod cli_load;
 mod cli_own_fields;
 mod cli_polish;
 mod cli_write;
+mod metrics_scrape;
 mod redis_cluster;
 mod redis_cluster_smoke;
+mod required_programs;
 mod resends;
 mod search_platform;
 mod serve_process;

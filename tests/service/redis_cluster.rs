@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
+use crate::required_programs::require_on_path;
+
 /// Client ports are taken from `PORT_LOW..PORT_LOW + PORT_SPAN` = 10000..22768, so that the
 /// cluster bus ports (client port + 10000) stay below 32768 too. Linux hands out ephemeral ports
 /// (`bind` to port 0, the local end of outgoing connections) from 32768 up, so no other test's
@@ -50,7 +52,8 @@ const CREATE_DEADLINE: Duration = Duration::from_secs(30);
 const POLL: Duration = Duration::from_millis(50);
 const LOG_TAIL_LINES: usize = 20;
 
-const NOT_FOUND_HINT: &str = "install it (apt-get install -y redis-server), see README";
+/// The Debian package of `redis-server` and `redis-cli`.
+const REDIS_PACKAGE: &str = "redis-server";
 
 /// A Redis Cluster of master-only nodes on loopback, killed and deleted on drop.
 pub struct RedisCluster {
@@ -79,8 +82,8 @@ impl RedisCluster {
             nodes >= 3,
             "a Redis Cluster needs at least 3 masters, got {nodes}"
         );
-        require_on_path("redis-server");
-        require_on_path("redis-cli");
+        require_on_path("redis-server", REDIS_PACKAGE);
+        require_on_path("redis-cli", REDIS_PACKAGE);
 
         let dir = tempfile::Builder::new()
             .prefix("redis-cluster-")
@@ -465,13 +468,4 @@ fn free_port() -> u16 {
         "no free port pair (P, P + {BUS_OFFSET}) for Redis with P in {PORT_LOW}..{}",
         PORT_LOW + PORT_SPAN
     );
-}
-
-/// Panics with how to install `binary` if it is not on `PATH`, rather than with the bare
-/// "No such file or directory" a failed spawn would give.
-fn require_on_path(binary: &str) {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    if !std::env::split_paths(&path).any(|dir| dir.join(binary).is_file()) {
-        panic!("{binary} not found: {NOT_FOUND_HINT}");
-    }
 }
