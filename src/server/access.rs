@@ -6,8 +6,9 @@
 //!   (`server.addr`), `localhost` on loopback, or one of `server.allowed_hosts` (a
 //!   DNS-rebinding page names its own host and is refused 421);
 //! - the API keys ([`AccessKeys`]): writes need the write key, other requests the read key
-//!   (or the write key) when one is set; `/healthz` is open to probes. 401 with
-//!   `WWW-Authenticate: Bearer` otherwise;
+//!   (or the write key) when one is set; `/healthz` is open to probes, and the web page's
+//!   files to browsers (which send no key when they follow a link; the page asks for the read
+//!   key and sends it with its API calls). 401 with `WWW-Authenticate: Bearer` otherwise;
 //! - a POST body is JSON or NDJSON by its `Content-Type`, plain or gzip-compressed (415
 //!   otherwise), so that a web page cannot post a form or `text/plain` to a server on
 //!   loopback.
@@ -22,6 +23,7 @@ use axum::response::{IntoResponse, Response};
 
 use crate::config::{AccessKeys, ServerConfig};
 use crate::server::error::ApiError;
+use crate::server::web;
 
 /// The longest request URI answered; a longer one gets 414.
 pub const MAX_URI_BYTES: usize = 8 << 10;
@@ -131,8 +133,7 @@ fn refusal(access: &Access, request: &Request) -> Option<ApiError> {
     if let Some(error) = host_refusal(access, request) {
         return Some(error);
     }
-    let path = request.uri().path();
-    if path != "/healthz" && !authorized(&access.keys, request) {
+    if !is_open(request) && !authorized(&access.keys, request) {
         let needed = if is_read(request) { "read" } else { "write" };
         return Some(ApiError::new(
             StatusCode::UNAUTHORIZED,
@@ -166,6 +167,14 @@ fn host_refusal(access: &Access, request: &Request) -> Option<ApiError> {
             ),
         )),
     }
+}
+
+/// Whether the request needs no key: a health probe, or a browser loading the web page (whose
+/// API calls need the key as any other).
+fn is_open(request: &Request) -> bool {
+    let path = request.uri().path();
+    path == "/healthz"
+        || (matches!(*request.method(), Method::GET | Method::HEAD) && web::is_page(path))
 }
 
 /// Whether the request carries a key that allows it (always, without keys).

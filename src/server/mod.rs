@@ -28,6 +28,7 @@ mod body;
 mod connections;
 mod error;
 mod metrics;
+mod web;
 mod writer;
 
 use std::future::Future;
@@ -96,7 +97,7 @@ impl Server {
         Ok(Server { state, writer })
     }
 
-    /// The API's routes, behind the access checks of a server bound to `bound`.
+    /// The API's routes and the web page's, behind the access checks of a server bound to `bound`.
     fn router(&self, bound: std::net::SocketAddr) -> Result<Router> {
         let state = self.state.clone();
         let access = Arc::new(access::Access::new(&state.config, bound));
@@ -113,6 +114,7 @@ impl Server {
             .route("/v1/stats", get(api::stats))
             .route("/healthz", get(api::healthz))
             .route("/metrics", get(api::metrics))
+            .merge(web::routes())
             .route_layer(axum::middleware::from_fn_with_state(
                 state.clone(),
                 api::observe,

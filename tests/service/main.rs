@@ -1,7 +1,8 @@
 //! The command-line tool, the HTTP service and the Redis store, end to end (feature `cli`):
 //! the real binary and real servers on loopback, a real Redis Cluster of local `redis-server`
-//! processes, `promtool` on a live `/metrics` (a missing `redis-server` or `promtool` fails
-//! the tests that need it rather than skipping them).
+//! processes, `promtool` on a live `/metrics`, the web page in Debian's headless `chromium` (a
+//! missing `redis-server`, `promtool` or `chromium` fails the tests that need it rather than
+//! skipping them).
 //!
 //! One test binary with a module per subject (see `tests/core/main.rs` for why).
 
@@ -22,3 +23,4 @@ mod serve_process;
 mod server_api;
 mod server_durability;
 mod store_redis;
+mod web_page;

@@ -1,6 +1,6 @@
-//! Programs the tests run that the project does not build (`redis-server`, `promtool`): a
-//! missing one fails the test that needs it, saying how to install it. It never skips the
-//! test: a skipped test would let CI pass without ever running it.
+//! Programs the tests run that the project does not build (`redis-server`, `promtool`,
+//! `chromium`): a missing one fails the test that needs it, saying how to install it. It never
+//! skips the test: a skipped test would let CI pass without ever running it.
 
 /// Panics with how to install `binary` (from the Debian package `package`) if it is not on
 /// `PATH`, rather than with the bare "No such file or directory" a failed spawn would give.

@@ -20,8 +20,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
 use rand::rngs::SmallRng;
 use rand::seq::IndexedRandom;
@@ -29,7 +28,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 use tantivy_dedup::text::{AnalyzedText, normalize};
 
-use crate::serve_process::{spawn_listening, stop};
+use crate::serve_process::{Serve, pct};
 
 const BIN: &str = env!("CARGO_BIN_EXE_tantivy-dedup");
 
@@ -184,86 +183,13 @@ fn one_off(rng: &mut SmallRng, n: usize) -> (String, String) {
     (format!("本地资讯第{n}期"), content)
 }
 
-/// A `serve` process over a fresh index, stopped (SIGTERM, then killed) when dropped.
-struct Serve {
-    child: Child,
-    base: String,
-    agent: ureq::Agent,
-}
-
-impl Serve {
-    fn start(index: &Path) -> Self {
-        let config = index.with_extension("toml");
-        std::fs::write(&config, OWN_FIELDS).unwrap();
-        let (child, base) = spawn_listening(
-            Command::new(BIN)
-                .arg("serve")
-                .arg("--index")
-                .arg(index)
-                .arg("--config")
-                .arg(&config)
-                .args(["--addr", "127.0.0.1:0"])
-                .stdin(Stdio::null())
-                .stderr(Stdio::null()),
-            None,
-        );
-        let agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(120)))
-            .build()
-            .into();
-        Serve { child, base, agent }
-    }
-
-    /// Status and JSON of a GET.
-    fn get(&self, path_and_query: &str) -> (u16, Value) {
-        let mut response = self
-            .agent
-            .get(format!("{}{path_and_query}", self.base))
-            .call()
-            .unwrap();
-        let status = response.status().as_u16();
-        let text = response.body_mut().read_to_string().unwrap();
-        let json = serde_json::from_str(&text).unwrap_or_else(|error| panic!("{error}: {text}"));
-        (status, json)
-    }
-
-    /// A list page that must be answered 200.
-    fn search(&self, query: &str) -> Value {
-        let (status, json) = self.get(&format!("/v1/search?{query}"));
-        assert_eq!(status, 200, "{query}: {json}");
-        json
-    }
-
-    fn post(&self, documents: &Value) -> Value {
-        let mut response = self
-            .agent
-            .post(format!("{}/v1/documents", self.base))
-            .header("content-type", "application/json")
-            .send(documents.to_string().as_bytes())
-            .unwrap();
-        assert_eq!(response.status().as_u16(), 200);
-        serde_json::from_str(&response.body_mut().read_to_string().unwrap()).unwrap()
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        stop(&mut self.child);
-    }
-}
-
-/// Percent-encodes a query parameter's value.
-fn pct(text: &str) -> String {
-    text.bytes()
-        .map(|byte| {
-            if byte.is_ascii_alphanumeric() || b"-_.~".contains(&byte) {
-                (byte as char).to_string()
-            } else {
-                format!("%{byte:02X}")
-            }
-        })
-        .collect()
+/// A `serve` process over a fresh index with the platform's own fields.
+fn start_serve(index: &Path) -> Serve {
+    let config = index.with_extension("toml");
+    std::fs::write(&config, OWN_FIELDS).unwrap();
+    Serve::start(index, |command| {
+        command.arg("--config").arg(&config);
+    })
 }
 
 /// Generates and posts the corpus; returns the documents with their roots.
@@ -486,7 +412,7 @@ fn check_snippet(snippet: &str, raws: &[&str], word: &str) {
 fn list_page_parameters_against_a_model() {
     let dir = tempfile::tempdir().unwrap();
     let index = dir.path().join("index");
-    let server = Serve::start(&index);
+    let server = start_serve(&index);
     let docs = post_corpus(&server);
     let all = docs.as_slice();
     for word in ["防汛", "地震", "通报", "gdp", "李娜", "暴雨"] {

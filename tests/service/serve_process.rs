@@ -1,10 +1,15 @@
 //! A `tantivy-dedup serve` process started by a test: the one way every test here waits for
-//! a server to listen and finds its address.
+//! a server to listen and finds its address; [`Serve`], such a process over an index with a
+//! client for its API.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_tantivy-dedup");
 
 /// Spawns `command` (a `serve` command line) with its stdout piped, waits for its "listening
 /// on URL" line, and returns the child and the URL. Its stdout keeps being read afterwards, so
@@ -46,4 +51,88 @@ pub fn stop(child: &mut Child) {
     }
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// A `serve` process on loopback over an index, stopped (SIGTERM, then killed) when dropped,
+/// with a client for its API.
+pub struct Serve {
+    child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    /// A client that answers every status as a response (none is an error).
+    pub agent: ureq::Agent,
+}
+
+impl Serve {
+    /// Starts `tantivy-dedup serve --index INDEX --addr 127.0.0.1:0`, with the further
+    /// arguments and environment `configure` gives it.
+    pub fn start(index: &Path, configure: impl FnOnce(&mut Command)) -> Self {
+        let mut command = Command::new(BIN);
+        command
+            .arg("serve")
+            .arg("--index")
+            .arg(index)
+            .args(["--addr", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stderr(Stdio::null());
+        configure(&mut command);
+        let (child, base) = spawn_listening(&mut command, None);
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(120)))
+            .build()
+            .into();
+        Serve { child, base, agent }
+    }
+
+    /// Status and JSON of a GET.
+    pub fn get(&self, path_and_query: &str) -> (u16, Value) {
+        let mut response = self
+            .agent
+            .get(format!("{}{path_and_query}", self.base))
+            .call()
+            .unwrap();
+        let status = response.status().as_u16();
+        let text = response.body_mut().read_to_string().unwrap();
+        let json = serde_json::from_str(&text).unwrap_or_else(|error| panic!("{error}: {text}"));
+        (status, json)
+    }
+
+    /// A list page that must be answered 200.
+    pub fn search(&self, query: &str) -> Value {
+        let (status, json) = self.get(&format!("/v1/search?{query}"));
+        assert_eq!(status, 200, "{query}: {json}");
+        json
+    }
+
+    /// POSTs documents, which must be answered 200.
+    pub fn post(&self, documents: &Value) -> Value {
+        let mut response = self
+            .agent
+            .post(format!("{}/v1/documents", self.base))
+            .header("content-type", "application/json")
+            .send(documents.to_string().as_bytes())
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200);
+        serde_json::from_str(&response.body_mut().read_to_string().unwrap()).unwrap()
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        stop(&mut self.child);
+    }
+}
+
+/// Percent-encodes a query parameter's value.
+pub fn pct(text: &str) -> String {
+    text.bytes()
+        .map(|byte| {
+            if byte.is_ascii_alphanumeric() || b"-_.~".contains(&byte) {
+                (byte as char).to_string()
+            } else {
+                format!("%{byte:02X}")
+            }
+        })
+        .collect()
 }
