@@ -456,8 +456,9 @@ const REPRINT_LABELS: [(&str, bool); 6] = [
 const MAX_SOURCE_CHARS: usize = 30;
 
 /// What a text's "来源：…" / "转载自：…" / "原标题：…" lines say of its origin; `None` when it
-/// has none. A source ends at the first space or punctuation mark, a title at the end of its
-/// line or a closing bracket; book-title marks (《》) around a title are dropped.
+/// has none. A source ends at the first space, punctuation mark or markup, a title at the end
+/// of its line, a closing bracket or markup; book-title marks (《》) around a title are dropped.
+/// Values are given as the text spells them.
 ///
 /// ```
 /// use tantivy_dedup::engine::reprint_line;
@@ -467,6 +468,7 @@ const MAX_SOURCE_CHARS: usize = 30;
 /// assert_eq!(reprint.source.as_deref(), Some("经济日报"));
 /// assert_eq!(reprint.original_title.as_deref(), Some("秋粮收购进度过半"));
 /// assert_eq!(reprint_line("本文转载自:人民网，如有侵权请联系删除").unwrap().source.as_deref(), Some("人民网"));
+/// assert_eq!(reprint_line("<p>转载自：长江日报</p>").unwrap().source.as_deref(), Some("长江日报"));
 /// assert_eq!(reprint_line("今日来源地天气晴好"), None);
 /// ```
 pub fn reprint_line(text: &str) -> Option<Reprint> {
@@ -498,7 +500,7 @@ pub fn reprint_line(text: &str) -> Option<Reprint> {
             } else {
                 let line = value.lines().next().unwrap_or_default();
                 let title = line
-                    .split(['）', ')', '】'])
+                    .split(['）', ')', '】', '<'])
                     .next()
                     .unwrap_or_default()
                     .trim()
@@ -512,11 +514,25 @@ pub fn reprint_line(text: &str) -> Option<Reprint> {
     (found.source.is_some() || found.original_title.is_some()).then_some(found)
 }
 
-/// Marks that end a source's name.
+/// Marks that end a source's name: punctuation, and the start of markup or an entity.
 fn is_separator(c: char) -> bool {
     matches!(
         c,
-        '，' | '。' | '；' | '、' | '）' | '】' | '」' | '|' | '｜' | ',' | ';' | ')' | ']' | '/'
+        '，' | '。'
+            | '；'
+            | '、'
+            | '）'
+            | '】'
+            | '」'
+            | '|'
+            | '｜'
+            | ','
+            | ';'
+            | ')'
+            | ']'
+            | '/'
+            | '<'
+            | '&'
     )
 }
 
