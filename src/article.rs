@@ -26,8 +26,18 @@ use crate::forest::Timestamp;
 /// assert!(Article::from_json(r#"{"id": "a2"}"#).is_err());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+#[cfg_attr(
+    feature = "server",
+    schema(
+        description = "A news article to index. The keys are the default schema's: a \
+        configuration may read a field from another key (`[fields.NAME] from`) and add fields \
+        of the platform's own, sent as further keys; other keys are ignored."
+    )
+)]
 pub struct Article {
     /// The caller's identifier (required, non-empty). Integers are accepted and kept as text.
+    #[cfg_attr(feature = "server", schema(schema_with = openapi::article_id))]
     pub id: String,
     /// The headline.
     pub title: Option<String>,
@@ -38,7 +48,57 @@ pub struct Article {
     /// Where it was published.
     pub url: Option<String>,
     /// Event time, Unix seconds: from RFC 3339 text or a number of seconds.
+    #[cfg_attr(feature = "server", schema(schema_with = openapi::event_time))]
     pub published_at: Option<Timestamp>,
+}
+
+/// How the OpenAPI document of the HTTP API describes the fields that accept more than one
+/// JSON type.
+#[cfg(feature = "server")]
+pub(crate) mod openapi {
+    use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, SchemaFormat, Type};
+    use utoipa::openapi::{KnownFormat, RefOr};
+
+    fn integer() -> ObjectBuilder {
+        ObjectBuilder::new()
+            .schema_type(Type::Integer)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+    }
+
+    /// `id`: non-empty text, or an integer (kept as its digits).
+    pub(crate) fn article_id() -> RefOr<Schema> {
+        OneOfBuilder::new()
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .min_length(Some(1)),
+            )
+            .item(integer())
+            .description(Some(format!(
+                "The caller's identifier (required, non-empty; at most {} bytes, no control \
+                 characters). Integers are accepted and kept as text.",
+                super::MAX_ID_BYTES
+            )))
+            .into()
+    }
+
+    /// `published_at` (and a date field of one's own): RFC 3339 text, or Unix seconds as a
+    /// number or as digits.
+    pub(crate) fn event_time() -> RefOr<Schema> {
+        OneOfBuilder::new()
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .description(Some("RFC 3339, or Unix seconds as digits")),
+            )
+            .item(integer().description(Some("Unix seconds")))
+            .item(ObjectBuilder::new().schema_type(Type::Null))
+            .description(Some(
+                "When it was published, from 1970 to 2106; absent or null: when it arrives.",
+            ))
+            .examples(["2024-05-01T08:00:00+08:00"])
+            .into()
+    }
 }
 
 /// A line longer than the input limit (`input::Lines`): it was read past and dropped, not kept.

@@ -858,10 +858,10 @@ fn is_origin(text: &str) -> bool {
 }
 
 /// The API keys of `serve` (`Authorization: Bearer <key>`; docs/service.md, "HTTP"). With a
-/// write key, POST and
-/// DELETE need it; with a read key too, every other endpoint but `/healthz` needs one of the
-/// two. Keys come from the environment or from files, never from the command line or a
-/// settings file, and are never shown: `Debug` prints `[redacted]`.
+/// write key, POST and DELETE need it; with a read key too, every other endpoint but
+/// `/healthz` and `/openapi.json` needs one of the two. Keys come from the environment or from
+/// files, never from the command line or a settings file, and are never shown: `Debug` prints
+/// `[redacted]`.
 ///
 /// ```
 /// use tantivy_dedup::config::{AccessKeys, Secret};

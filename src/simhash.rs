@@ -78,6 +78,26 @@ impl<'de> Deserialize<'de> for Fingerprint {
     }
 }
 
+/// In the OpenAPI document of the HTTP API: a string of 16 lowercase hex digits, as it is
+/// written (the type is a number only inside the library).
+#[cfg(feature = "server")]
+impl utoipa::PartialSchema for Fingerprint {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::Type::String)
+            .pattern(Some("^[0-9a-f]{16}$"))
+            .description(Some(
+                "A 64-bit simhash fingerprint as 16 lowercase hex digits (a string, because \
+                 JavaScript loses integers above 2^53).",
+            ))
+            .examples(["00ff000000000001"])
+            .into()
+    }
+}
+
+#[cfg(feature = "server")]
+impl utoipa::ToSchema for Fingerprint {}
+
 /// Accumulates weighted features into a simhash.
 ///
 /// Weights are summed in fixed point (1/65,536 steps), exactly, so the order in which features

@@ -10,6 +10,7 @@ mod load;
 mod query;
 mod serve;
 
+use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -25,6 +26,7 @@ use tantivy_dedup::{DedupConfig, Mode};
 #[command(name = "tantivy-dedup", version, about, long_about = None)]
 #[command(after_help = "Examples:\n  \
     tantivy-dedup serve --index news.idx --addr 127.0.0.1:7700\n  \
+    tantivy-dedup openapi > openapi.json\n  \
     tantivy-dedup ingest --index news.idx articles.jsonl.gz\n  \
     tantivy-dedup load --url http://127.0.0.1:7700 articles.jsonl.gz\n  \
     tantivy-dedup search --index news.idx 防汛 --sort similar_desc\n  \
@@ -52,6 +54,9 @@ enum Command {
     /// http://HOST:PORT" on stdout once ready; logs go to stderr (level from RUST_LOG, default
     /// info). Ctrl-C or SIGTERM stops it after committing what is queued.
     Serve(serve::ServeArgs),
+    /// Print the OpenAPI 3.1 document of the HTTP API: what `serve` answers at /openapi.json,
+    /// without a server, to validate it or to generate a client from it.
+    Openapi,
     /// Index articles: fingerprint each, place it in its cluster, and add it to a Tantivy
     /// index on disk (created if missing; reopening replays its history into the forest).
     ///
@@ -191,6 +196,15 @@ impl ConfigArgs {
     }
 }
 
+/// Writes to standard output through `write`; a closed pipe (`| head`) is the reader's choice,
+/// not a failure, and ends quietly.
+fn print(write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> anyhow::Result<ExitCode> {
+    match write(&mut io::stdout().lock()) {
+        Err(error) if error.kind() != io::ErrorKind::BrokenPipe => Err(error.into()),
+        _ => Ok(ExitCode::SUCCESS),
+    }
+}
+
 /// A count with its noun in the right number: `1 document`, `2 documents`.
 fn counted(count: u64, singular: &str, plural: &str) -> String {
     format!("{count} {}", if count == 1 { singular } else { plural })
@@ -218,6 +232,7 @@ pub fn run() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve::run(args),
+        Command::Openapi => serve::openapi(),
         Command::Ingest(args) => ingest::run(args),
         Command::Load(args) => load::run(args),
         Command::Search(args) => query::search(args),

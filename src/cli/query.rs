@@ -17,7 +17,7 @@ use tantivy_dedup::forest::Timestamp;
 use tantivy_dedup::local_time::{RangeEnd, TimeZone};
 use tantivy_dedup::{Article, Fingerprint};
 
-use super::{counted, size};
+use super::{counted, print, size};
 
 /// A `--limit` of a page: 0 to [`MAX_PAGE_SIZE`], as over HTTP.
 fn page_size() -> impl clap::builder::TypedValueParser<Value = usize> {
@@ -599,17 +599,12 @@ fn output<T: Serialize>(
     value: &T,
     text: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> anyhow::Result<ExitCode> {
-    let mut out = io::stdout().lock();
-    let written = if json {
-        serde_json::to_string_pretty(value)
-            .map_err(io::Error::from)
-            .and_then(|json| writeln!(out, "{json}"))
+    if json {
+        print(|out| {
+            let json = serde_json::to_string_pretty(value).map_err(io::Error::from)?;
+            writeln!(out, "{json}")
+        })
     } else {
-        text(&mut out)
-    };
-    match written {
-        // A closed pipe (`| head`) is the reader's choice, not a failure.
-        Err(error) if error.kind() != io::ErrorKind::BrokenPipe => Err(error.into()),
-        _ => Ok(ExitCode::SUCCESS),
+        print(text)
     }
 }

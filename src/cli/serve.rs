@@ -61,8 +61,8 @@ pub struct ServeArgs {
     /// [default: $TANTIVY_DEDUP_WRITE_KEY; keys are never given on the command line]
     #[arg(long, value_name = "FILE")]
     write_key_file: Option<PathBuf>,
-    /// File holding the read key: every other request but /healthz then needs it (or the
-    /// write key) [default: $TANTIVY_DEDUP_READ_KEY]
+    /// File holding the read key: every other request but /healthz and /openapi.json then
+    /// needs it (or the write key) [default: $TANTIVY_DEDUP_READ_KEY]
     #[arg(long, value_name = "FILE")]
     read_key_file: Option<PathBuf>,
     /// Listen on an address other than loopback without API keys (only behind a firewall or
@@ -251,4 +251,11 @@ async fn shutdown_signal() {
         _ = terminate => {}
     }
     tracing::info!("shutdown signal received");
+}
+
+/// `tantivy-dedup openapi`: prints the document `serve` answers at `/openapi.json`, byte for
+/// byte.
+pub fn openapi() -> anyhow::Result<ExitCode> {
+    let document = tantivy_dedup::server::openapi()?;
+    super::print(|out| writeln!(out, "{document}"))
 }

@@ -555,6 +555,7 @@ impl SegmentCollector for CollapseSegmentCollector {
 
 /// How a list page orders its clusters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Sort {
     /// Best score first.

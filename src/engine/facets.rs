@@ -45,6 +45,33 @@ pub enum FacetValue {
     Bool(bool),
 }
 
+/// In the OpenAPI document: any of a string, a number or a boolean. Written by hand because
+/// the derived schema would be `oneOf` its variants, which a whole number matches several
+/// of (unsigned, signed, and a number), so that no value would validate.
+#[cfg(feature = "server")]
+impl utoipa::PartialSchema for FacetValue {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{AnyOfBuilder, ObjectBuilder, Type};
+        AnyOfBuilder::new()
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .description(Some("A string, or a facet's path (`/a/b`)")),
+            )
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::Number)
+                    .description(Some("A number; a time as Unix seconds")),
+            )
+            .item(ObjectBuilder::new().schema_type(Type::Boolean))
+            .description(Some("A value of a field, as answers show it"))
+            .into()
+    }
+}
+
+#[cfg(feature = "server")]
+impl utoipa::ToSchema for FacetValue {}
+
 impl std::fmt::Display for FacetValue {
     /// The value as a person reads it: text as it is, numbers and booleans as JSON writes them.
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -71,6 +98,11 @@ impl std::fmt::Display for FacetValue {
 /// # Ok::<(), serde_json::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+#[cfg_attr(
+    feature = "server",
+    schema(description = "One value's counts over all matching documents.")
+)]
 pub struct FacetCount {
     /// The value.
     pub value: FacetValue,

@@ -89,6 +89,7 @@ impl Interval {
 
 /// One bucket of a histogram.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct HistogramBucket {
     /// Where the bucket starts, Unix seconds; it ends where the next one starts.
     pub start: i64,

@@ -18,6 +18,7 @@ use crate::verify::Sketch;
 
 /// What opening an index replayed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct RecoveryReport {
     /// Inserts replayed into the forest (live documents and tombstones).
     pub replayed: u64,
@@ -28,6 +29,7 @@ pub struct RecoveryReport {
     pub mismatched_roots: u64,
     /// How long the replay took (`elapsed_ms` in JSON).
     #[serde(rename = "elapsed_ms", serialize_with = "serialize_millis")]
+    #[cfg_attr(feature = "server", schema(value_type = f64))]
     pub elapsed: Duration,
 }
 

@@ -308,6 +308,7 @@ pub fn list_items(text: &str) -> impl Iterator<Item = &str> {
 
 /// A document as results show it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct DocumentView {
     /// The external id.
     pub id: String,
@@ -318,6 +319,7 @@ pub struct DocumentView {
     /// The address.
     pub url: Option<String>,
     /// Publication time (the arrival time for articles sent without one), Unix seconds.
+    #[cfg_attr(feature = "server", schema(value_type = Option<i64>))]
     pub published_at: Option<Timestamp>,
     /// The document's fingerprint.
     pub simhash: Fingerprint,
@@ -330,10 +332,9 @@ pub struct DocumentView {
     /// The stored body, on document and detail pages only (list pages stay light).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
-    /// On a list page asked to highlight, the representative's snippet: up to about
-    /// [`SNIPPET_CHARS`](crate::engine::SNIPPET_CHARS) characters of its stored title or
-    /// body around the first words the query matched, those in `<em>`, the rest
-    /// HTML-escaped.
+    /// On a list page asked to highlight, the representative's snippet: up to about 160
+    /// characters of its stored title or body around the first words the query matched,
+    /// those in `<em>`, the rest HTML-escaped.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub snippet: Option<String>,
 }
@@ -351,6 +352,7 @@ pub(super) enum Extra<'a> {
 
 /// One cluster of a list page.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct ClusterHit {
     /// The cluster's root hash.
     pub root: Fingerprint,
@@ -365,11 +367,13 @@ pub struct ClusterHit {
     /// The cluster's sources (of all its documents), most frequent first.
     pub sources: Vec<String>,
     /// The newest matching document's time.
+    #[cfg_attr(feature = "server", schema(value_type = i64))]
     pub newest: Timestamp,
 }
 
 /// A list page.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct SearchPage {
     /// Matching documents (with a minimum cluster size: those of the clusters kept).
     pub total_hits: u64,
@@ -388,6 +392,7 @@ pub struct SearchPage {
 
 /// A detail page: a document and the other documents of its cluster, earliest first.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct SimilarPage {
     /// The document asked for.
     pub document: DocumentView,
@@ -401,6 +406,7 @@ pub struct SimilarPage {
 
 /// An indexed document near an unindexed text.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct NearDuplicate {
     /// Hamming distance between the two fingerprints.
     pub distance: u32,
@@ -410,6 +416,7 @@ pub struct NearDuplicate {
 
 /// The result of a check before publishing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct NearDuplicates {
     /// The text's fingerprint.
     pub simhash: Fingerprint,
@@ -420,6 +427,7 @@ pub struct NearDuplicates {
 
 /// The index's size.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct IndexStats {
     /// Live documents.
     pub documents: u64,

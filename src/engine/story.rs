@@ -102,30 +102,36 @@ impl StoryRequest {
 
 /// The story's earliest member.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct FirstPublished {
     /// Its id.
     pub id: String,
     /// Its outlet.
     pub source: Option<String>,
     /// When it was published, Unix seconds.
+    #[cfg_attr(feature = "server", schema(value_type = i64))]
     pub published_at: Timestamp,
 }
 
 /// One outlet's share of a story.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct Outlet {
     /// The outlet (`None` for members sent without one).
     pub source: Option<String>,
     /// Its articles in the story.
     pub articles: u64,
     /// When the first of them was published, Unix seconds.
+    #[cfg_attr(feature = "server", schema(value_type = i64))]
     pub first_published_at: Timestamp,
 }
 
 /// One bucket of a story's spread.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct SpreadBucket {
     /// Where the bucket starts, Unix seconds; it ends where the next one starts.
+    #[cfg_attr(feature = "server", schema(value_type = i64))]
     pub start: Timestamp,
     /// The story's articles published in it.
     pub articles: u64,
@@ -133,6 +139,7 @@ pub struct SpreadBucket {
 
 /// Why a member is in the story.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct Evidence {
     /// Hamming distance from its fingerprint to the root's.
     pub distance: u32,
@@ -146,6 +153,7 @@ pub struct Evidence {
 
 /// What a member's text says of where it came from: a "来源：", "转载自：" or "原标题：" line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct Reprint {
     /// The outlet named by "来源" or "转载自" ("转自", "稿源").
     pub source: Option<String>,
@@ -155,6 +163,7 @@ pub struct Reprint {
 
 /// One member of a story.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct StoryMember {
     /// The document (its `snippet` the start of its text, HTML-escaped; no `content`).
     #[serde(flatten)]
@@ -172,6 +181,7 @@ pub struct StoryMember {
 
 /// A story (cluster) page: see the module documentation.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct Story {
     /// The cluster's root hash.
     pub root: Fingerprint,

@@ -6,9 +6,10 @@
 //!   (`server.addr`), `localhost` on loopback, or one of `server.allowed_hosts` (a
 //!   DNS-rebinding page names its own host and is refused 421);
 //! - the API keys ([`AccessKeys`]): writes need the write key, other requests the read key
-//!   (or the write key) when one is set; `/healthz` is open to probes, and the web page's
-//!   files to browsers (which send no key when they follow a link; the page asks for the read
-//!   key and sends it with its API calls). 401 with `WWW-Authenticate: Bearer` otherwise;
+//!   (or the write key) when one is set ([`key_needed`]); `/healthz` is open to probes,
+//!   `/openapi.json` to anyone who wants to know how to call the API, and the web page's files
+//!   to browsers (which send no key when they follow a link; the page asks for the read key and
+//!   sends it with its API calls). 401 with `WWW-Authenticate: Bearer` otherwise;
 //! - a POST body is JSON or NDJSON by its `Content-Type`, plain or gzip-compressed (415
 //!   otherwise), so that a web page cannot post a form or `text/plain` to a server on
 //!   loopback.
@@ -17,7 +18,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -87,14 +88,36 @@ fn accepted_hosts(bound: SocketAddr, allowed: &[String]) -> Vec<String> {
     hosts
 }
 
-/// Whether the request only reads. `POST /v1/near-duplicates` reads: it checks a text
-/// without indexing it.
-fn is_read(request: &Request) -> bool {
-    let method = request.method();
-    method == Method::GET
-        || method == Method::HEAD
+/// The key a request needs when keys are configured, by its method and path: the rule the
+/// checks apply and the OpenAPI document states for each route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeyNeeded {
+    /// None: `/healthz` is open to probes, `/openapi.json` says how to call the API, nothing
+    /// about the data, and the web page's files hold no data either (its API calls need keys).
+    Open,
+    /// The read key (or the write key), when a read key is set.
+    Read,
+    /// The write key.
+    Write,
+}
+
+/// The paths anyone may request, keys or not.
+const OPEN_PATHS: [&str; 2] = ["/healthz", "/openapi.json"];
+
+/// What a request by `method` on `path` needs. A request only reads by GET, HEAD or OPTIONS,
+/// and by `POST /v1/near-duplicates`, which checks a text without indexing it.
+pub(crate) fn key_needed(method: &Method, path: &str) -> KeyNeeded {
+    let reads = method == Method::GET || method == Method::HEAD;
+    if OPEN_PATHS.contains(&path) || (reads && web::is_page(path)) {
+        KeyNeeded::Open
+    } else if reads
         || method == Method::OPTIONS
-        || (method == Method::POST && request.uri().path() == "/v1/near-duplicates")
+        || (method == Method::POST && path == "/v1/near-duplicates")
+    {
+        KeyNeeded::Read
+    } else {
+        KeyNeeded::Write
+    }
 }
 
 /// The checks of the module doc, in order; the first that fails answers.
@@ -133,8 +156,13 @@ fn refusal(access: &Access, request: &Request) -> Option<ApiError> {
     if let Some(error) = host_refusal(access, request) {
         return Some(error);
     }
-    if !is_open(request) && !authorized(&access.keys, request) {
-        let needed = if is_read(request) { "read" } else { "write" };
+    let needed = key_needed(request.method(), request.uri().path());
+    if !authorized(&access.keys, request.headers(), needed) {
+        let needed = if needed == KeyNeeded::Read {
+            "read"
+        } else {
+            "write"
+        };
         return Some(ApiError::new(
             StatusCode::UNAUTHORIZED,
             "unauthorized",
@@ -169,30 +197,27 @@ fn host_refusal(access: &Access, request: &Request) -> Option<ApiError> {
     }
 }
 
-/// Whether the request needs no key: a health probe, or a browser loading the web page (whose
-/// API calls need the key as any other).
-fn is_open(request: &Request) -> bool {
-    let path = request.uri().path();
-    path == "/healthz"
-        || (matches!(*request.method(), Method::GET | Method::HEAD) && web::is_page(path))
-}
-
-/// Whether the request carries a key that allows it (always, without keys).
-fn authorized(keys: &AccessKeys, request: &Request) -> bool {
+/// Whether a request with `headers` carries a key that allows what it `needs` (always, without
+/// keys).
+fn authorized(keys: &AccessKeys, headers: &HeaderMap, needs: KeyNeeded) -> bool {
     let Some(write) = &keys.write else {
         return true;
     };
-    let given = request
-        .headers()
+    let is_read = match needs {
+        KeyNeeded::Open => return true,
+        KeyNeeded::Read => true,
+        KeyNeeded::Write => false,
+    };
+    let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|value| bearer_token(value));
     let Some(given) = given else {
-        return is_read(request) && keys.read.is_none();
+        return is_read && keys.read.is_none();
     };
     // Both keys are compared, whichever matches, so the time says nothing of which.
     let is_write_key = write.matches(given);
     let is_read_key = keys.read.as_ref().is_some_and(|read| read.matches(given));
-    is_write_key || (is_read(request) && (is_read_key || keys.read.is_none()))
+    is_write_key || (is_read && (is_read_key || keys.read.is_none()))
 }
 
 /// The token of `Authorization: Bearer <token>` (the scheme in any case).

@@ -16,6 +16,7 @@ use http_body_util::BodyExt;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
 
 use crate::article::{Article, ArticleReader};
 use crate::config::ServerConfig;
@@ -28,7 +29,7 @@ use crate::forest::Timestamp;
 use crate::input::TimeCoverage;
 use crate::local_time::{RangeEnd, TimeError, TimeZone};
 use crate::server::body::{BatchLimits, DocumentError, Refused, parse_batch_with};
-use crate::server::error::{ApiError, ErrorDetail};
+use crate::server::error::{ApiError, ErrorBody, ErrorDetail};
 use crate::server::metrics::{Exposition, Metrics};
 use crate::server::writer::{Reservation, WriteError, WriterHandle};
 use crate::{Decision, Fingerprint};
@@ -99,6 +100,16 @@ impl From<WriteError> for ApiError {
         }
     }
 }
+
+// What the OpenAPI document says of the errors several endpoints answer alike.
+const SERVER_FAILED: &str = "The server failed (`internal`, or `writer_failed` when the \
+     writer needs a restart); its log says why";
+const STOPPING: &str = "The server is stopping (`shutting_down`)";
+const WRITER_UNAVAILABLE: &str = "The writer takes no work now (`queue_full`, `stopping`, \
+     `store_unavailable`, `writer_recovering`); retry after `Retry-After` seconds";
+const BODY_TIMEOUT: &str = "The body did not arrive whole in time (`body_timeout`)";
+const INVALID_PATH: &str = "The id is not valid percent-encoded UTF-8 (`invalid_path`)";
+const NO_DOCUMENT: &str = "No document has this id (`not_found`)";
 
 /// Memory a byte of a POST body takes from when it is read until the writer has taken it:
 /// the body itself, its parsed articles, then their analysis and Tantivy documents. One 24 MB
@@ -175,16 +186,29 @@ fn body_too_large(limit: usize, setting: &str) -> ApiError {
     )
 }
 
-/// The `{id}` of a path, or a JSON error (a bad percent-encoding, say).
-fn path_id(path: Result<Path<String>, PathRejection>) -> AppResult<String> {
-    path.map(|Path(id)| id)
+/// The `{id}` of a document's path.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub(crate) struct DocumentId {
+    /// The document's id, percent-encoded.
+    id: String,
+}
+
+/// A path's parameters, or a JSON error (a bad percent-encoding, say).
+fn path_value<T>(path: Result<Path<T>, PathRejection>) -> AppResult<T> {
+    path.map(|Path(value)| value)
         .map_err(|rejection| ApiError::bad_request("invalid_path", rejection.body_text()))
+}
+
+/// The `{id}` of a path, or a JSON error.
+fn path_id(path: Result<Path<DocumentId>, PathRejection>) -> AppResult<String> {
+    path_value(path).map(|DocumentId { id }| id)
 }
 
 // ---- POST /v1/documents -------------------------------------------------------------------
 
 /// One document's outcome in a POST's answer, in the order posted.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(untagged)]
 pub enum DocumentResult {
     /// Indexed (committed and searchable), or already indexed as it is.
@@ -218,7 +242,7 @@ pub enum DocumentResult {
 }
 
 /// The answer to a POST of documents.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct IngestResponse {
     /// Present when every document was refused: the first document's error.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -236,6 +260,36 @@ pub struct IngestResponse {
     warnings: Vec<String>,
 }
 
+/// Index a batch of documents.
+///
+/// Each document is fingerprinted, placed in its story and indexed; the answer comes once the
+/// batch is committed (durable and searchable). A bad document is refused alone, the rest of
+/// the batch indexed. A document sent again unchanged changes nothing (`unchanged`).
+#[utoipa::path(
+    post,
+    path = "/v1/documents",
+    tag = "documents",
+    request_body(
+        description = "The documents: a JSON array of them (or one object), or NDJSON (one \
+            object a line); optionally `Content-Encoding: gzip`.",
+        content(
+            (Vec<Article> = "application/json"),
+            (Article = "application/x-ndjson"),
+        ),
+    ),
+    responses(
+        (status = 200, description = "Committed: each document's outcome in order (refused \
+            ones too, with their error)", body = IngestResponse),
+        (status = 400, description = "The body is not JSON or NDJSON (`invalid_body`), or \
+            every document was refused: then the answer is the `IngestResponse` with the \
+            first document's `error`", body = ErrorBody),
+        (status = 408, description = BODY_TIMEOUT, body = ErrorBody),
+        (status = 413, description = "The body, a document or the batch is too large \
+            (`body_too_large`, `document_too_large`, `batch_too_large`)", body = ErrorBody),
+        (status = 503, description = WRITER_UNAVAILABLE, body = ErrorBody),
+        (status = 500, description = SERVER_FAILED, body = ErrorBody),
+    ),
+)]
 pub(crate) async fn post_documents(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -396,22 +450,55 @@ fn cluster_sizes(
 
 /// A list page's query parameters as text, checked one by one so that each error names its
 /// parameter. `filter` and `exclude` may repeat; any other parameter given twice is refused.
-#[derive(Debug, Default)]
+/// What the OpenAPI document says of each is its doc comment and `param` attribute.
+#[derive(Debug, Default, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct SearchParams {
+    /// Keywords, all of which must match (segmented as the index is); empty or absent: every
+    /// document.
     q: Option<String>,
+    /// How clusters are ordered: by their best score, their size (largest or smallest
+    /// first), or their newest matching document.
+    #[param(value_type = Option<Sort>)]
     sort: Option<String>,
+    /// Clusters to skip.
+    #[param(value_type = Option<usize>, maximum = 10000)]
     offset: Option<String>,
+    /// Clusters on the page.
+    #[param(value_type = Option<usize>, maximum = 1000, default = json!(DEFAULT_PAGE_SIZE))]
     limit: Option<String>,
+    /// Published at or after: a date (`2024-04-21`, from its start), a date and time
+    /// (`2024-04-21 08:30`), both in the index's time zone, an RFC 3339 time (with `+`
+    /// escaped) or Unix seconds.
     from: Option<String>,
+    /// Published at or before, in the forms of `from` (a date alone: to its end).
     to: Option<String>,
+    /// Only documents of this outlet.
     source: Option<String>,
+    /// Repeatable, all must hold: `field:value`, `field:[a TO b]` (`*` for an open end) or
+    /// `field:/facet/prefix`, on a declared field that is not text.
+    #[param(required = false)]
     filter: Vec<String>,
+    /// Repeatable: words (comma- or space-separated) that none of the matching documents may
+    /// contain.
+    #[param(required = false)]
     exclude: Vec<String>,
+    /// The text fields `q` searches, comma-separated; absent: all of them.
     fields: Option<String>,
+    /// Only clusters with at least this many documents.
+    #[param(value_type = Option<u32>)]
     min_cluster_size: Option<String>,
+    /// Fields to count the values of over all matching documents (comma-separated): adds
+    /// `facets`.
     facets: Option<String>,
+    /// Values per facet field, most articles first.
+    #[param(value_type = Option<usize>, maximum = 1000, default = json!(DEFAULT_FACET_LIMIT))]
     facet_limit: Option<String>,
+    /// An interval (`1h`, `1d`, any duration): adds `histogram`, the matching documents per
+    /// interval of publication time.
     histogram: Option<String>,
+    /// Whether each representative gets a `snippet` with the matched words in `<em>`.
+    #[param(value_type = Option<bool>)]
     highlight: Option<String>,
 }
 
@@ -469,10 +556,15 @@ impl SearchParams {
 }
 
 /// Paging parameters of a detail page.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct PageParams {
+    /// Documents to skip.
+    #[param(value_type = Option<usize>)]
     offset: Option<String>,
+    /// Documents on the page.
+    #[param(value_type = Option<usize>, maximum = 1000, default = json!(DEFAULT_PAGE_SIZE))]
     limit: Option<String>,
 }
 
@@ -627,6 +719,24 @@ impl SearchParams {
 
 // ---- reads ----------------------------------------------------------------------------------
 
+/// A list page: one result per story.
+///
+/// The matching documents collapsed to one representative per cluster, with the cluster's
+/// size and sources; optionally facet counts and a histogram over all matching documents.
+#[utoipa::path(
+    get,
+    path = "/v1/search",
+    tag = "search",
+    params(SearchParams),
+    responses(
+        (status = 200, description = "The page of clusters", body = SearchPage),
+        (status = 400, description = "A parameter is unknown, repeated or invalid \
+            (`invalid_parameter`), or the query cannot be read (`invalid_query`)",
+            body = ErrorBody),
+        (status = 503, description = STOPPING, body = ErrorBody),
+        (status = 500, description = SERVER_FAILED, body = ErrorBody),
+    ),
+)]
 pub(crate) async fn search(
     State(state): State<Arc<AppState>>,
     RawQuery(query): RawQuery,
@@ -640,7 +750,7 @@ pub(crate) async fn search(
 }
 
 /// A document with its cluster and the first of its similar documents.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct DocumentResponse {
     /// The document.
     pub document: DocumentView,
@@ -651,7 +761,7 @@ pub struct DocumentResponse {
 }
 
 /// A cluster's id and size.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct ClusterInfo {
     /// The root hash.
     pub root: Fingerprint,
@@ -666,9 +776,26 @@ fn no_document(id: &str) -> ApiError {
     ApiError::not_found(format!("no document has id {id:?}"))
 }
 
+/// A document, its cluster and its first similar documents.
+///
+/// The document with its stored body, its cluster's root and size, and the first 10 other
+/// documents of the cluster, earliest first.
+#[utoipa::path(
+    get,
+    path = "/v1/documents/{id}",
+    tag = "documents",
+    params(DocumentId),
+    responses(
+        (status = 200, description = "The document", body = DocumentResponse),
+        (status = 400, description = INVALID_PATH, body = ErrorBody),
+        (status = 404, description = NO_DOCUMENT, body = ErrorBody),
+        (status = 503, description = STOPPING, body = ErrorBody),
+        (status = 500, description = SERVER_FAILED, body = ErrorBody),
+    ),
+)]
 pub(crate) async fn get_document(
     State(state): State<Arc<AppState>>,
-    path: Result<Path<String>, PathRejection>,
+    path: Result<Path<DocumentId>, PathRejection>,
 ) -> AppResult<Json<DocumentResponse>> {
     let id = path_id(path)?;
     let searcher = state.searcher.clone();
@@ -689,9 +816,27 @@ pub(crate) async fn get_document(
         .await
 }
 
+/// A detail page: the other documents of a document's cluster.
+///
+/// Earliest first, paginated.
+#[utoipa::path(
+    get,
+    path = "/v1/documents/{id}/similar",
+    tag = "documents",
+    params(DocumentId, PageParams),
+    responses(
+        (status = 200, description = "The page", body = SimilarPage),
+        (status = 400, description = "The id is not valid percent-encoded UTF-8 \
+            (`invalid_path`), or a parameter is unknown or invalid (`invalid_parameter`)",
+            body = ErrorBody),
+        (status = 404, description = NO_DOCUMENT, body = ErrorBody),
+        (status = 503, description = STOPPING, body = ErrorBody),
+        (status = 500, description = SERVER_FAILED, body = ErrorBody),
+    ),
+)]
 pub(crate) async fn get_similar(
     State(state): State<Arc<AppState>>,
-    path: Result<Path<String>, PathRejection>,
+    path: Result<Path<DocumentId>, PathRejection>,
     query: Result<Query<PageParams>, QueryRejection>,
 ) -> AppResult<Json<SimilarPage>> {
     let id = path_id(path)?;
@@ -714,13 +859,30 @@ pub(crate) async fn get_similar(
         .await
 }
 
+/// The `{root}` of a story's path.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub(crate) struct StoryRoot {
+    /// The story's root hash, 16 hex digits (a list page's `clusters[i].root`).
+    root: String,
+}
+
 /// The parameters of a story page.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct StoryParams {
+    /// Members to skip.
+    #[param(value_type = Option<usize>, maximum = 10_000)]
     offset: Option<String>,
+    /// Members on the page.
+    #[param(value_type = Option<usize>, maximum = 1000, default = json!(DEFAULT_PAGE_SIZE))]
     limit: Option<String>,
+    /// The members' order: `time` (earliest first) or `source` (by outlet, then time).
+    #[param(value_type = Option<String>, pattern = "^(time|source)$", default = "time")]
     sort: Option<String>,
+    /// The spread histogram's bucket width: `1h`, `1d`, `30m` or any whole number of seconds.
+    #[param(value_type = Option<String>, default = "1h")]
     histogram: Option<String>,
 }
 
@@ -759,12 +921,32 @@ impl StoryParams {
     }
 }
 
+/// A story page.
+///
+/// The cluster of a root hash as a monitoring page shows it: its first outlet, each outlet's
+/// articles, the articles per interval, and a page of its members, each with the member it
+/// came into the story through (the forest's link), the evidence (Hamming distance to the root,
+/// sketch similarity to that member) and what a reprint line of its text names.
+#[utoipa::path(
+    get,
+    path = "/v1/stories/{root}",
+    tag = "documents",
+    params(StoryRoot, StoryParams),
+    responses(
+        (status = 200, description = "The story", body = Story),
+        (status = 400, description = "The root is not 16 hex digits (`invalid_path`), or a \
+            parameter is unknown or invalid (`invalid_parameter`)", body = ErrorBody),
+        (status = 404, description = "No live document belongs to the story", body = ErrorBody),
+        (status = 503, description = STOPPING, body = ErrorBody),
+        (status = 500, description = SERVER_FAILED, body = ErrorBody),
+    ),
+)]
 pub(crate) async fn get_story(
     State(state): State<Arc<AppState>>,
-    path: Result<Path<String>, PathRejection>,
+    path: Result<Path<StoryRoot>, PathRejection>,
     query: Result<Query<StoryParams>, QueryRejection>,
 ) -> AppResult<Json<Story>> {
-    let text = path_id(path)?;
+    let StoryRoot { root: text } = path_value(path)?;
     let root: Fingerprint = text.parse().map_err(|_| {
         ApiError::bad_request(
             "invalid_path",
@@ -785,6 +967,54 @@ pub(crate) async fn get_story(
 /// The most near-duplicates a check returns by default.
 const NEAR_DUPLICATES_LIMIT: usize = 20;
 
+/// The body of `POST /v1/near-duplicates`: a text as a document would be posted, without the
+/// need for an id, and how many near-duplicates to return. The handler reads it field by
+/// field, so that each error names its field; this type is what clients (and the OpenAPI
+/// document) see of it.
+#[derive(Debug, Clone, Default, Serialize, ToSchema)]
+pub struct NearDuplicatesRequest {
+    /// The text to check (required, non-empty).
+    pub content: String,
+    /// Its headline, as a document's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// The outlet, as a document's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// Its address, as a document's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Its time, as a document's `published_at`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = crate::article::openapi::event_time)]
+    pub published_at: Option<Timestamp>,
+    /// The most near-duplicates to return.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(maximum = 1000, default = json!(NEAR_DUPLICATES_LIMIT))]
+    pub limit: Option<usize>,
+}
+
+/// Check a text before publishing.
+///
+/// The indexed near-duplicates of a text that is not indexed, by the rule the clusters
+/// follow, nearest first. Nothing is written.
+#[utoipa::path(
+    post,
+    path = "/v1/near-duplicates",
+    tag = "search",
+    request_body(content = NearDuplicatesRequest, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The text's fingerprint and its near-duplicates",
+            body = NearDuplicates),
+        (status = 400, description = "The body is not a JSON object with a `content` \
+            (`invalid_body`, or the code of the field at fault)", body = ErrorBody),
+        (status = 408, description = BODY_TIMEOUT, body = ErrorBody),
+        (status = 413, description = "The text is larger than a document may be \
+            (`document_too_large`)", body = ErrorBody),
+        (status = 503, description = STOPPING, body = ErrorBody),
+        (status = 500, description = SERVER_FAILED, body = ErrorBody),
+    ),
+)]
 pub(crate) async fn near_duplicates(
     State(state): State<Arc<AppState>>,
     body: Body,
@@ -842,7 +1072,7 @@ pub(crate) async fn near_duplicates(
 // ---- writes ---------------------------------------------------------------------------------
 
 /// The answer to a DELETE.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct DeleteResponse {
     /// The id.
     pub id: String,
@@ -850,9 +1080,26 @@ pub struct DeleteResponse {
     pub deleted: bool,
 }
 
+/// Delete a document.
+///
+/// The answer comes once the deletion is committed. Its cluster keeps its other documents
+/// and its root.
+#[utoipa::path(
+    delete,
+    path = "/v1/documents/{id}",
+    tag = "documents",
+    params(DocumentId),
+    responses(
+        (status = 200, description = "Deleted and committed", body = DeleteResponse),
+        (status = 400, description = INVALID_PATH, body = ErrorBody),
+        (status = 404, description = NO_DOCUMENT, body = ErrorBody),
+        (status = 503, description = WRITER_UNAVAILABLE, body = ErrorBody),
+        (status = 500, description = SERVER_FAILED, body = ErrorBody),
+    ),
+)]
 pub(crate) async fn delete_document(
     State(state): State<Arc<AppState>>,
-    path: Result<Path<String>, PathRejection>,
+    path: Result<Path<DocumentId>, PathRejection>,
 ) -> AppResult<Json<DeleteResponse>> {
     let id = path_id(path)?;
     if state.writer.delete(id.clone()).await? {
@@ -865,7 +1112,7 @@ pub(crate) async fn delete_document(
 // ---- service --------------------------------------------------------------------------------
 
 /// The answer of `/v1/stats`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct StatsResponse {
     /// The index's size.
     pub index: IndexStats,
@@ -888,7 +1135,7 @@ pub struct StatsResponse {
 /// a shared store (`serve --store`), this process's own share: the nodes it created and the
 /// clusters it started since it started (the shared forest's totals would need a scan of the
 /// cluster).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct ForestSize {
     /// Distinct fingerprints seen within the window.
     pub nodes: u64,
@@ -901,6 +1148,19 @@ pub struct ForestSize {
     pub window_seconds: u64,
 }
 
+/// Statistics of the service.
+///
+/// The index's and the forest's sizes, the writer's queue, and what the last start replayed.
+#[utoipa::path(
+    get,
+    path = "/v1/stats",
+    tag = "service",
+    responses(
+        (status = 200, description = "The statistics", body = StatsResponse),
+        (status = 503, description = STOPPING, body = ErrorBody),
+        (status = 500, description = SERVER_FAILED, body = ErrorBody),
+    ),
+)]
 pub(crate) async fn stats(State(state): State<Arc<AppState>>) -> AppResult<Json<StatsResponse>> {
     let searcher = state.searcher.clone();
     let index = state.read(move || Ok(searcher.stats()?)).await?;
@@ -920,21 +1180,59 @@ pub(crate) async fn stats(State(state): State<Arc<AppState>>) -> AppResult<Json<
     }))
 }
 
+/// Whether the service takes writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum HealthStatus {
+    /// The writer takes writes.
+    Ok,
+    /// It does not: `error` says why.
+    Unavailable,
+}
+
+/// The answer of `/healthz`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    /// Whether the service takes writes.
+    pub status: HealthStatus,
+    /// Documents waiting for the writer, when it takes writes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue_documents: Option<u64>,
+    /// Why it does not, when it does not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorDetail>,
+}
+
+/// Health probe: whether the service takes writes.
+///
 /// `200 {"status": "ok"}` while the writer takes writes, else `503 {"status": "unavailable"}`
 /// with why: a probe's answer, so it is never a 500 and logs nothing (the failure itself was
-/// logged when it happened).
+/// logged when it happened). Open without keys.
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "service",
+    responses(
+        (status = 200, description = "The writer takes writes", body = Health),
+        (status = 503, description = "The writer takes no writes now (`status`: \
+            `unavailable`, with the `error`); retry after `Retry-After` seconds",
+            body = Health),
+    ),
+)]
 pub(crate) async fn healthz(State(state): State<Arc<AppState>>) -> Response {
     match state.writer.health() {
-        Ok(()) => Json(serde_json::json!({
-            "status": "ok",
-            "queue_documents": state.writer.queued_documents(),
-        }))
+        Ok(()) => Json(Health {
+            status: HealthStatus::Ok,
+            queue_documents: Some(state.writer.queued_documents()),
+            error: None,
+        })
         .into_response(),
         Err(error) => {
-            let body = serde_json::json!({
-                "status": "unavailable",
-                "error": ApiError::from(error).body().error,
-            });
+            let body = Health {
+                status: HealthStatus::Unavailable,
+                queue_documents: None,
+                error: Some(ApiError::from(error).body().error),
+            };
             let mut response = (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
             response
                 .headers_mut()
@@ -944,8 +1242,27 @@ pub(crate) async fn healthz(State(state): State<Arc<AppState>>) -> Response {
     }
 }
 
-/// `GET /metrics`: OpenMetrics for a scraper that asks for it, the Prometheus text format
-/// otherwise (see [`Exposition::from_accept`]).
+/// Metrics for Prometheus.
+///
+/// Requests by route and status, their durations, the writer's queue and commits, the
+/// index's and the forest's sizes: in OpenMetrics for a scraper that asks for it in `Accept`
+/// (Prometheus does), in the Prometheus text format 0.0.4 otherwise (see
+/// [`Exposition::from_accept`]).
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "service",
+    responses(
+        (status = 200, description = "The metrics: OpenMetrics when `Accept` asks for it, the \
+            Prometheus text format otherwise",
+            content(
+                (String = "text/plain; version=0.0.4; charset=utf-8"),
+                (String = "application/openmetrics-text; version=1.0.0; charset=utf-8"),
+            )),
+        (status = 503, description = STOPPING, body = ErrorBody),
+        (status = 500, description = SERVER_FAILED, body = ErrorBody),
+    ),
+)]
 pub(crate) async fn metrics(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -960,6 +1277,25 @@ pub(crate) async fn metrics(
     let index = state.read(move || Ok(searcher.stats()?)).await?;
     let text = state.metrics.render(&index, format);
     Ok(([(header::CONTENT_TYPE, format.content_type())], text).into_response())
+}
+
+/// This API's OpenAPI 3.1 document.
+///
+/// What `tantivy-dedup openapi` prints. Open without keys: it says how to call the API,
+/// nothing about the data.
+#[utoipa::path(
+    get,
+    path = "/openapi.json",
+    tag = "service",
+    responses(
+        (status = 200, description = "The OpenAPI 3.1 document of this API",
+            content_type = "application/json", body = Object),
+        (status = 500, description = SERVER_FAILED, body = ErrorBody),
+    ),
+)]
+pub(crate) async fn openapi_json() -> AppResult<Response> {
+    let document = crate::server::openapi()?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], document).into_response())
 }
 
 pub(crate) async fn no_route(request: Request) -> ApiError {

@@ -22,18 +22,18 @@ pub struct ApiError {
 }
 
 /// The JSON body of an error.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ErrorBody {
     /// The error.
     pub error: ErrorDetail,
 }
 
 /// The `error` object.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ErrorDetail {
-    /// See [`ApiError::code`].
+    /// A stable, machine-readable code such as `invalid_parameter` ([`ApiError::code`]).
     pub code: &'static str,
-    /// See [`ApiError::message`].
+    /// What went wrong and what to do about it, for people ([`ApiError::message`]).
     pub message: String,
 }
 

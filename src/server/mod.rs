@@ -28,6 +28,7 @@ mod body;
 mod connections;
 mod error;
 mod metrics;
+mod openapi;
 mod web;
 mod writer;
 
@@ -36,12 +37,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::Router;
-use axum::routing::{get, post};
+use utoipa::OpenApi as _;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 pub use access::{MAX_HEADER_BYTES, MAX_URI_BYTES};
 pub use api::{
-    ClusterInfo, DeleteResponse, DocumentResponse, DocumentResult, ForestSize, IngestResponse,
-    MEMORY_PER_BODY_BYTE, StatsResponse,
+    ClusterInfo, DeleteResponse, DocumentResponse, DocumentResult, ForestSize, Health,
+    HealthStatus, IngestResponse, MEMORY_PER_BODY_BYTE, NearDuplicatesRequest, StatsResponse,
 };
 pub use body::{
     BatchLimits, BodyError, DocumentError, Refused, parse_batch, parse_batch_with, parse_document,
@@ -49,6 +52,7 @@ pub use body::{
 pub use connections::connection_cap;
 pub use error::{ApiError, ErrorBody, ErrorDetail};
 pub use metrics::{Exposition, Metrics};
+pub use openapi::openapi;
 pub use writer::WriteError;
 
 use crate::config::ServerConfig;
@@ -97,24 +101,12 @@ impl Server {
         Ok(Server { state, writer })
     }
 
-    /// The API's routes and the web page's, behind the access checks of a server bound to `bound`.
+    /// The API's routes ([`routes`]), behind the access checks of a server bound to `bound`.
     fn router(&self, bound: std::net::SocketAddr) -> Result<Router> {
         let state = self.state.clone();
         let access = Arc::new(access::Access::new(&state.config, bound));
-        let router = Router::new()
-            .route("/v1/documents", post(api::post_documents))
-            .route(
-                "/v1/documents/{id}",
-                get(api::get_document).delete(api::delete_document),
-            )
-            .route("/v1/documents/{id}/similar", get(api::get_similar))
-            .route("/v1/search", get(api::search))
-            .route("/v1/stories/{root}", get(api::get_story))
-            .route("/v1/near-duplicates", post(api::near_duplicates))
-            .route("/v1/stats", get(api::stats))
-            .route("/healthz", get(api::healthz))
-            .route("/metrics", get(api::metrics))
-            .merge(web::routes())
+        let (routes, _document) = routes().split_for_parts();
+        let router = routes
             .route_layer(axum::middleware::from_fn_with_state(
                 state.clone(),
                 api::observe,
@@ -162,6 +154,32 @@ impl Server {
             .unwrap_or_else(|_| Err("the index writer panicked".to_owned()));
         closed.map_err(|message| Error::Server(format!("closing the index: {message}")))
     }
+}
+
+/// Every route the service serves, with its documentation: the router is built from this list
+/// and from nothing else, and the OpenAPI document ([`openapi()`]) from the same list, so no
+/// route is served undocumented nor documented unserved.
+///
+/// A route is its handler, annotated with `#[utoipa::path(method, path = "...", params(...),
+/// request_body = ..., responses(...))]` (the method and path it is served at come from
+/// there), and one line here; handlers of one path share a line (`routes!` refuses
+/// handlers of different paths). Who may call it follows [`access::key_needed`].
+fn routes() -> OpenApiRouter<Arc<api::AppState>> {
+    OpenApiRouter::with_openapi(openapi::Description::openapi())
+        .routes(routes!(api::post_documents))
+        .routes(routes!(api::get_document, api::delete_document))
+        .routes(routes!(api::get_similar))
+        .routes(routes!(api::search))
+        .routes(routes!(api::get_story))
+        .routes(routes!(api::near_duplicates))
+        .routes(routes!(api::stats))
+        .routes(routes!(api::healthz))
+        .routes(routes!(api::metrics))
+        .routes(routes!(api::openapi_json))
+        .routes(routes!(web::list_page))
+        .routes(routes!(web::story_page))
+        .routes(routes!(web::check_page))
+        .routes(routes!(web::asset))
 }
 
 /// A duration as logged: milliseconds to the microsecond, the precision it is measured to

@@ -11,13 +11,17 @@
 //! script), `Cache-Control: no-cache` with an `ETag`, so a browser revalidates and gets a 304
 //! until the binary changes.
 
-use axum::Router;
+use axum::extract::Path;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 
-/// The addresses that answer the HTML shell; `/story/{root}` is matched by [`is_page`] too.
-const SHELL_ROUTES: [&str; 3] = ["/", "/story/{root}", "/check"];
+use crate::server::error::{ApiError, ErrorBody};
+
+/// The addresses that answer the HTML shell besides `/story/{root}`.
+const SHELL_ROUTES: [&str; 2] = ["/", "/check"];
+
+/// Where the shell's files are.
+const ASSETS_PREFIX: &str = "/assets/";
 
 /// What the pages may load and run: only this server's own files and API, no inline script,
 /// no plugin, no framing by another site, forms posted nowhere else.
@@ -59,31 +63,91 @@ static ASSETS: [Asset; 3] = [
     },
 ];
 
-/// The routes of the page and its files, for any router state (they read none).
-pub(crate) fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
-    let mut router = Router::new();
-    for route in SHELL_ROUTES {
-        router = router.route(route, get(|headers: HeaderMap| serve(&SHELL, headers)));
-    }
-    for asset in &ASSETS {
-        router = router.route(
-            asset.path,
-            get(move |headers: HeaderMap| serve(asset, headers)),
-        );
-    }
-    router
+/// `GET /`: the list page.
+#[utoipa::path(
+    get,
+    path = "/",
+    tag = "web",
+    responses(
+        (status = 200, description = "The web page's HTML shell; its script draws the list page \
+            (`?q=…&sort=…`, the parameters of `/v1/search`)", content_type = "text/html", body = String),
+        (status = 304, description = "The browser's copy (`If-None-Match`) is current"),
+    ),
+)]
+pub(crate) async fn list_page(headers: HeaderMap) -> Response {
+    serve(&SHELL, &headers)
 }
 
-/// Whether `path` is the page or one of its files: what a browser loads without a key.
+/// `GET /story/{root}`: a story's page.
+#[utoipa::path(
+    get,
+    path = "/story/{root}",
+    tag = "web",
+    params(("root" = String, Path, description = "The story's root hash, 16 hex digits")),
+    responses(
+        (status = 200, description = "The web page's HTML shell; its script draws the story \
+            from `/v1/stories/{root}`", content_type = "text/html", body = String),
+        (status = 304, description = "The browser's copy (`If-None-Match`) is current"),
+    ),
+)]
+pub(crate) async fn story_page(headers: HeaderMap) -> Response {
+    serve(&SHELL, &headers)
+}
+
+/// `GET /check`: the check before publishing.
+#[utoipa::path(
+    get,
+    path = "/check",
+    tag = "web",
+    responses(
+        (status = 200, description = "The web page's HTML shell; its script checks a pasted text \
+            with `/v1/near-duplicates` (`?text=…` checks that text at once)",
+            content_type = "text/html", body = String),
+        (status = 304, description = "The browser's copy (`If-None-Match`) is current"),
+    ),
+)]
+pub(crate) async fn check_page(headers: HeaderMap) -> Response {
+    serve(&SHELL, &headers)
+}
+
+/// `GET /assets/{file}`: the page's script, style and icon.
+#[utoipa::path(
+    get,
+    path = "/assets/{file}",
+    tag = "web",
+    params(("file" = String, Path, description = "`app.js`, `style.css` or `icon.svg`")),
+    responses(
+        (status = 200, description = "The file", content(
+            (String = "text/javascript"), (String = "text/css"), (String = "image/svg+xml"))),
+        (status = 304, description = "The browser's copy (`If-None-Match`) is current"),
+        (status = 404, description = "No such file", body = ErrorBody),
+    ),
+)]
+pub(crate) async fn asset(Path(file): Path<String>, headers: HeaderMap) -> Response {
+    match ASSETS
+        .iter()
+        .find(|asset| asset.path.strip_prefix(ASSETS_PREFIX) == Some(file.as_str()))
+    {
+        Some(asset) => serve(asset, &headers),
+        None => ApiError::not_found(format!(
+            "the page has no file {file:?}; its files are app.js, style.css and icon.svg"
+        ))
+        .into_response(),
+    }
+}
+
+/// Whether `path` is the page or one of its files (`/story/{root}`, `/assets/{file}`, as
+/// served or as the routes name them): what a browser loads without a key. None holds data.
 pub(crate) fn is_page(path: &str) -> bool {
-    let is_story = path
-        .strip_prefix("/story/")
-        .is_some_and(|root| !root.is_empty() && !root.contains('/'));
-    is_story || SHELL_ROUTES.contains(&path) || ASSETS.iter().any(|asset| asset.path == path)
+    let one_segment_under = |prefix: &str| {
+        path.strip_prefix(prefix)
+            .is_some_and(|rest| !rest.is_empty() && !rest.contains('/'))
+    };
+    SHELL_ROUTES.contains(&path) || one_segment_under("/story/") || one_segment_under(ASSETS_PREFIX)
 }
 
 /// The file, or 304 when the browser's copy (`If-None-Match`) is current.
-async fn serve(asset: &'static Asset, headers: HeaderMap) -> Response {
+fn serve(asset: &'static Asset, headers: &HeaderMap) -> Response {
     let etag = format!("\"{:016x}\"", xxhash_rust::xxh3::xxh3_64(asset.body));
     let current = headers
         .get_all(header::IF_NONE_MATCH)
@@ -125,14 +189,22 @@ mod tests {
 
     #[test]
     fn only_the_page_and_its_files_are_pages() {
-        for path in ["/", "/check", "/story/0123456789abcdef", "/assets/app.js"] {
+        for path in [
+            "/",
+            "/check",
+            "/story/0123456789abcdef",
+            "/story/{root}",
+            "/assets/app.js",
+            "/assets/{file}",
+        ] {
             assert!(is_page(path), "{path}");
         }
         for path in [
             "/v1/search",
             "/story/",
             "/story/a/b",
-            "/assets/other.js",
+            "/assets/",
+            "/assets/a/b.js",
             "/checks",
             "/metrics",
         ] {

@@ -44,6 +44,7 @@ use tantivy_dedup::{Article, DedupConfig, Deduplicator};
 use tempfile::TempDir;
 
 mod hardening;
+mod openapi;
 mod story_pages;
 
 /// `k`, the default near-duplicate distance.
@@ -2507,7 +2508,15 @@ fn bad_cases() -> Vec<Case> {
             "not_found",
             "/v2/search",
         ),
-        case("the root", "GET", "/", "", 404, "not_found", "/"),
+        case(
+            "the API's prefix alone",
+            "GET",
+            "/v1",
+            "",
+            404,
+            "not_found",
+            "/v1",
+        ),
         case(
             "a trailing slash",
             "GET",

@@ -281,7 +281,7 @@ fn stopping_waits_no_longer_than_the_grace_period() {
     assert!(answered_or_closed(&mut half_sent, Duration::from_secs(5)));
 }
 
-fn keyed_config() -> ServerConfig {
+pub(super) fn keyed_config() -> ServerConfig {
     ServerConfig {
         keys: AccessKeys {
             write: Some(Secret::new("write-key-0123456789".to_owned()).expect("a key")),
