@@ -234,9 +234,10 @@ pub(crate) fn open_directory(dir: &Path) -> Result<MmapDirectory> {
 /// registers the tokenizer. Reads meta.json, no segment file.
 pub(crate) fn open_tantivy(dir: &Path, config: &Config) -> Result<(Index, NewsFields)> {
     let layout = BlockLayout::new(config.dedup.max_distance)?;
-    let (schema, fields) = build_schema(&config.fields, &layout);
+    let (schema, mut fields) = build_schema(&config.fields, &layout);
     let index = Index::open(open_directory(dir)?).map_err(|source| index_error(dir, source))?;
     schema::check_schema(&index.schema(), &schema)?;
+    fields.dedup.via = index.schema().get_field(schema::VIA).ok();
     tokenizer::register(&index);
     Ok((index, fields))
 }
@@ -280,4 +281,40 @@ pub fn stored_settings(dir: &Path) -> Result<Config> {
         )));
     }
     Config::from_index_settings(&path)
+}
+
+#[cfg(test)]
+mod tests {
+    use tantivy::schema::Schema;
+
+    use super::*;
+
+    /// An index whose schema is `config`'s without the fields named in `leave_out`.
+    fn index_without(dir: &Path, config: &Config, leave_out: &str) {
+        let layout = BlockLayout::new(config.dedup.max_distance).unwrap();
+        let (full, _) = build_schema(&config.fields, &layout);
+        let mut builder = Schema::builder();
+        for (_, entry) in full.fields().filter(|(_, entry)| entry.name() != leave_out) {
+            builder.add_field(entry.clone());
+        }
+        Index::create_in_dir(dir, builder.build()).unwrap();
+    }
+
+    #[test]
+    fn an_index_made_before_the_via_field_opens_without_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config::default();
+        index_without(dir.path(), &config, schema::VIA);
+        let (_, fields) = open_tantivy(dir.path(), &config).unwrap();
+        assert_eq!(fields.dedup.via, None);
+    }
+
+    #[test]
+    fn an_index_without_another_dedup_field_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config::default();
+        index_without(dir.path(), &config, schema::ROOT);
+        let error = open_tantivy(dir.path(), &config).unwrap_err().to_string();
+        assert!(error.contains("different schema"), "{error}");
+    }
 }

@@ -502,10 +502,16 @@ pub fn build_schema(declared: &FieldsConfig, layout: &BlockLayout) -> (Schema, N
     (schema, fields)
 }
 
+/// Dedup fields added after the first release, in the order they were added. They come
+/// last in a schema, so an index made before one of them has the same schema without it and
+/// keeps working without what that field gives ([`DedupFields::via`] is `None`).
+const ADDED_LATER: [&str; 1] = [VIA];
+
 /// Checks that an existing index's schema is the one these settings build, so that an index
-/// is never written with fields it was not created with.
+/// is never written with fields it was not created with. An index that lacks only fields
+/// added in later releases ([`VIA`]) passes.
 pub fn check_schema(existing: &Schema, expected: &Schema) -> Result<()> {
-    if existing == expected {
+    if existing == expected || *existing == without_absent_later_fields(existing, expected) {
         return Ok(());
     }
     let differing = expected
@@ -528,4 +534,17 @@ pub fn check_schema(existing: &Schema, expected: &Schema) -> Result<()> {
         "the index was built with a different schema (field `{differing}` differs); use the \
          settings it was created with, or a new index directory"
     )))
+}
+
+/// `expected` without the [`ADDED_LATER`] fields that `existing` does not have.
+fn without_absent_later_fields(existing: &Schema, expected: &Schema) -> Schema {
+    let mut builder = Schema::builder();
+    for (_, entry) in expected.fields() {
+        let absent_later_field =
+            ADDED_LATER.contains(&entry.name()) && existing.get_field(entry.name()).is_err();
+        if !absent_later_field {
+            builder.add_field(entry.clone());
+        }
+    }
+    builder.build()
 }
