@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 use tantivy::collector::{Collector, SegmentCollector};
-use tantivy::columnar::{Column, StrColumn};
+use tantivy::columnar::{Column, ColumnIndex, StrColumn};
 use tantivy::fastfield::FacetReader;
 use tantivy::schema::{Facet, Schema};
 use tantivy::{DateTime, DocId, Score, SegmentOrdinal, SegmentReader};
@@ -250,8 +250,8 @@ enum Keys {
     Bool(Column<bool>),
     Dates(Column<DateTime>),
     /// Time buckets, keyed by their number from `first`, the start of the segment's earliest
-    /// bucket: (column, interval, origin, first).
-    Buckets(Column<DateTime>, Interval, i64, i64),
+    /// bucket: (column, interval, first).
+    Buckets(Column<DateTime>, Interval, i64),
     /// The segment has no value of the field.
     None,
 }
@@ -266,7 +266,7 @@ impl Keys {
                     Some(column) => {
                         let earliest = column.min_value().into_timestamp_secs();
                         let first = interval.bucket_start(earliest, origin);
-                        Keys::Buckets(column, interval, origin, first)
+                        Keys::Buckets(column, interval, first)
                     }
                     None => Keys::None,
                 }
@@ -284,23 +284,21 @@ impl Keys {
     /// Appends the keys of `doc`'s values to `keys`.
     fn read(&self, doc: DocId, keys: &mut Vec<u64>) {
         match self {
-            Keys::Strings(column) => keys.extend(column.term_ords(doc)),
+            Keys::Strings(column) => each_value(column.ords(), doc, |ord| keys.push(ord)),
             Keys::Facets(reader) => keys.extend(reader.facet_ords(doc)),
-            Keys::U64(column) => keys.extend(column.values_for_doc(doc)),
-            Keys::I64(column) => keys.extend(column.values_for_doc(doc).map(|v| v as u64)),
-            Keys::F64(column) => keys.extend(column.values_for_doc(doc).map(f64::to_bits)),
-            Keys::Bool(column) => keys.extend(column.values_for_doc(doc).map(u64::from)),
-            Keys::Dates(column) => keys.extend(
-                column
-                    .values_for_doc(doc)
-                    .map(|time| time.into_timestamp_secs() as u64),
-            ),
-            Keys::Buckets(column, interval, origin, first) => {
-                keys.extend(column.values_for_doc(doc).map(|time| {
-                    let start = interval.bucket_start(time.into_timestamp_secs(), *origin);
-                    (start.saturating_sub(*first) / interval.width()) as u64
-                }))
-            }
+            Keys::U64(column) => each_value(column, doc, |value| keys.push(value)),
+            Keys::I64(column) => each_value(column, doc, |value| keys.push(value as u64)),
+            Keys::F64(column) => each_value(column, doc, |value| keys.push(value.to_bits())),
+            Keys::Bool(column) => each_value(column, doc, |value| keys.push(u64::from(value))),
+            Keys::Dates(column) => each_value(column, doc, |time| {
+                keys.push(time.into_timestamp_secs() as u64)
+            }),
+            // `first` starts a bucket and no time of the segment is earlier, so the distance
+            // from it in whole intervals is the bucket's number.
+            Keys::Buckets(column, interval, first) => each_value(column, doc, |time| {
+                let since_first = time.into_timestamp_secs().saturating_sub(*first);
+                keys.push((since_first / interval.width()) as u64)
+            }),
             Keys::None => {}
         }
     }
@@ -312,10 +310,9 @@ impl Keys {
             Keys::Strings(column) => column.num_terms(),
             Keys::Facets(reader) => reader.num_facets(),
             Keys::Bool(_) => 2,
-            Keys::Buckets(column, interval, origin, first) => {
+            Keys::Buckets(column, interval, first) => {
                 let latest = column.max_value().into_timestamp_secs();
-                let last = interval.bucket_start(latest, *origin);
-                usize::try_from(last.saturating_sub(*first) / interval.width())
+                usize::try_from(latest.saturating_sub(*first) / interval.width())
                     .ok()?
                     .saturating_add(1)
             }
@@ -341,13 +338,27 @@ impl Keys {
             }
             Keys::U64(_) => FacetValue::Unsigned(key),
             Keys::I64(_) | Keys::Dates(_) => FacetValue::Signed(key as i64),
-            Keys::Buckets(_, interval, _, first) => {
+            Keys::Buckets(_, interval, first) => {
                 FacetValue::Signed(first.saturating_add(key as i64 * interval.width()))
             }
             Keys::F64(_) => FacetValue::Float(f64::from_bits(key)),
             Keys::Bool(_) => FacetValue::Bool(key != 0),
             Keys::None => return Ok(None),
         }))
+    }
+}
+
+/// Calls `each` with `doc`'s values in `column`. A column with a value in every document (a
+/// document's time, a single-valued field filled everywhere) is read at the document's row
+/// directly, without the iterator over its row range: this runs once per match and field.
+#[inline]
+fn each_value<T>(column: &Column<T>, doc: DocId, mut each: impl FnMut(T))
+where
+    T: PartialOrd + Copy + std::fmt::Debug + Send + Sync + 'static,
+{
+    match column.index {
+        ColumnIndex::Full => each(column.values.get_val(doc)),
+        _ => column.values_for_doc(doc).for_each(each),
     }
 }
 
@@ -410,30 +421,9 @@ impl KeyTallies {
     }
 }
 
-/// One segment's tallies per dimension, by value (opaque outside this module).
-pub struct FacetFruit(Vec<Tallies>);
-
-/// Tallies by value, with the value each key stands for.
-type Tallies = HashMap<FacetKey, (FacetValue, Tally)>;
-
-/// A value as a map key (floats by their bits).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum FacetKey {
-    Text(String),
-    Number(u8, u64),
-}
-
-impl FacetKey {
-    fn of(value: &FacetValue) -> FacetKey {
-        match value {
-            FacetValue::Text(text) => FacetKey::Text(text.clone()),
-            FacetValue::Unsigned(number) => FacetKey::Number(0, *number),
-            FacetValue::Signed(number) => FacetKey::Number(1, *number as u64),
-            FacetValue::Float(number) => FacetKey::Number(2, number.to_bits()),
-            FacetValue::Bool(value) => FacetKey::Number(3, u64::from(*value)),
-        }
-    }
-}
+/// One segment's tallies per dimension, as (value, tally) pairs in [`compare_values`] order
+/// with each value once (opaque outside this module).
+pub struct FacetFruit(Vec<Vec<(FacetValue, Tally)>>);
 
 impl SegmentCollector for FacetSegmentCollector {
     type Fruit = FacetFruit;
@@ -445,6 +435,7 @@ impl SegmentCollector for FacetSegmentCollector {
         {
             return;
         }
+        let alone = self.ordinals.size(number) == 1;
         for (keys, tallies) in self.keys.iter().zip(&mut self.tallies) {
             self.scratch.clear();
             keys.read(doc, &mut self.scratch);
@@ -453,7 +444,6 @@ impl SegmentCollector for FacetSegmentCollector {
                 self.scratch.sort_unstable();
                 self.scratch.dedup();
             }
-            let alone = self.ordinals.size(number) == 1;
             for &key in &self.scratch {
                 let tally = tallies.tally(key);
                 tally.articles += 1;
@@ -469,28 +459,38 @@ impl SegmentCollector for FacetSegmentCollector {
     fn harvest(self) -> FacetFruit {
         let mut fruit = Vec::with_capacity(self.keys.len());
         for (keys, tallies) in self.keys.iter().zip(self.tallies) {
-            let mut by_value = Tallies::new();
-            for (key, tally) in tallies.into_tallies() {
-                // A dictionary that cannot be read leaves its values out rather than failing
-                // the page (harvest cannot fail); `check` reports such damage.
-                if let Ok(Some(value)) = keys.value(key) {
-                    merge(&mut by_value, value, tally);
-                }
-            }
+            // A dictionary that cannot be read leaves its values out rather than failing the
+            // page (harvest cannot fail); `check` reports such damage.
+            let mut by_value: Vec<(FacetValue, Tally)> = tallies
+                .into_tallies()
+                .filter_map(|(key, tally)| Some((keys.value(key).ok()??, tally)))
+                .collect();
+            // Ordinals and bucket numbers come in value order already, which the sort finds
+            // in one pass.
+            by_value.sort_by(|(a, _), (b, _)| compare_values(a, b));
             fruit.push(by_value);
         }
         FacetFruit(fruit)
     }
 }
 
-/// Adds `tally` to `value`'s.
-fn merge(into: &mut Tallies, value: FacetValue, tally: Tally) {
-    let entry = into
-        .entry(FacetKey::of(&value))
-        .or_insert_with(|| (value, Tally::default()));
-    entry.1.articles += tally.articles;
-    entry.1.alone += tally.alone;
-    entry.1.clusters.extend(tally.clusters);
+/// The segments' tallies of one dimension merged: each value once, in [`compare_values`]
+/// order. The segments' lists are each sorted, so the sort merges runs.
+fn merge_segments(segments: Vec<Vec<(FacetValue, Tally)>>) -> Vec<(FacetValue, Tally)> {
+    let mut all: Vec<(FacetValue, Tally)> = segments.into_iter().flatten().collect();
+    all.sort_by(|(a, _), (b, _)| compare_values(a, b));
+    let mut merged: Vec<(FacetValue, Tally)> = Vec::with_capacity(all.len());
+    for (value, tally) in all {
+        match merged.last_mut() {
+            Some((last, into)) if compare_values(last, &value).is_eq() => {
+                into.articles += tally.articles;
+                into.alone += tally.alone;
+                into.clusters.extend(tally.clusters);
+            }
+            _ => merged.push((value, tally)),
+        }
+    }
+    merged
 }
 
 impl Collector for FacetCollector {
@@ -523,22 +523,21 @@ impl Collector for FacetCollector {
     }
 
     fn merge_fruits(&self, segments: Vec<FacetFruit>) -> tantivy::Result<Vec<Vec<FacetCount>>> {
-        let mut merged: Vec<Tallies> = self.dimensions.iter().map(|_| Tallies::new()).collect();
+        let mut by_dimension: Vec<Vec<Vec<(FacetValue, Tally)>>> =
+            self.dimensions.iter().map(|_| Vec::new()).collect();
         for FacetFruit(dimensions) in segments {
-            for (into, tallies) in merged.iter_mut().zip(dimensions) {
-                for (_, (value, tally)) in tallies {
-                    merge(into, value, tally);
-                }
+            for (into, tallies) in by_dimension.iter_mut().zip(dimensions) {
+                into.push(tallies);
             }
         }
         // Distinct clusters of a value: a bit per cluster number, set on first sight and
         // cleared again after the value (linear in the hits; a sort would be n log n).
         let mut seen = vec![0u64; self.ordinals.clusters().div_ceil(64)];
-        Ok(merged
+        Ok(by_dimension
             .into_iter()
-            .map(|tallies| {
-                tallies
-                    .into_values()
+            .map(|segments| {
+                merge_segments(segments)
+                    .into_iter()
                     .map(|(value, tally)| FacetCount {
                         value,
                         articles: tally.articles,
@@ -589,16 +588,19 @@ fn compare_values(a: &FacetValue, b: &FacetValue) -> std::cmp::Ordering {
         (Signed(a), Signed(b)) => a.cmp(b),
         (Float(a), Float(b)) => a.total_cmp(b),
         (Bool(a), Bool(b)) => a.cmp(b),
-        _ => FacetKey::of(a).rank().cmp(&FacetKey::of(b).rank()),
+        _ => a.rank().cmp(&b.rank()),
     }
 }
 
-impl FacetKey {
+impl FacetValue {
     /// The kind's place in [`compare_values`]'s order.
     fn rank(&self) -> u8 {
         match self {
-            FacetKey::Text(_) => 4,
-            FacetKey::Number(kind, _) => *kind,
+            FacetValue::Unsigned(_) => 0,
+            FacetValue::Signed(_) => 1,
+            FacetValue::Float(_) => 2,
+            FacetValue::Bool(_) => 3,
+            FacetValue::Text(_) => 4,
         }
     }
 }
