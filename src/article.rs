@@ -5,13 +5,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::LazyLock;
 
+use crate::config::{Config, FieldKind, FieldsConfig};
+use crate::forest::Timestamp;
+use crate::local_time::{RangeEnd, TimeError, TimeZone};
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
-use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
-
-use crate::config::{FieldKind, FieldsConfig};
-use crate::forest::Timestamp;
 
 /// A news article as tantivy-dedup reads it.
 ///
@@ -47,7 +45,8 @@ pub struct Article {
     pub source: Option<String>,
     /// Where it was published.
     pub url: Option<String>,
-    /// Event time, Unix seconds: from RFC 3339 text or a number of seconds.
+    /// Event time, Unix seconds: from a number of seconds, or text such as RFC 3339,
+    /// `2024-05-01 08:00:00` or `20240501` (read in the index's time zone; [`parse_time`]).
     #[cfg_attr(feature = "server", schema(schema_with = openapi::event_time))]
     pub published_at: Option<Timestamp>,
 }
@@ -82,14 +81,17 @@ pub(crate) mod openapi {
             .into()
     }
 
-    /// `published_at` (and a date field of one's own): RFC 3339 text, or Unix seconds as a
-    /// number or as digits.
+    /// `published_at` (and a date field of one's own): text in one of the forms
+    /// [`parse_time`](super::parse_time) reads, or Unix seconds as a number.
     pub(crate) fn event_time() -> RefOr<Schema> {
         OneOfBuilder::new()
             .item(
                 ObjectBuilder::new()
                     .schema_type(Type::String)
-                    .description(Some("RFC 3339, or Unix seconds as digits")),
+                    .description(Some(
+                        "RFC 3339; a date (2024-05-01, 2024/05/01, 20240501) or date and time \
+                         (2024-05-01 08:00:00) in the index's time zone; or Unix seconds as digits",
+                    )),
             )
             .item(integer().description(Some("Unix seconds")))
             .item(ObjectBuilder::new().schema_type(Type::Null))
@@ -212,56 +214,72 @@ fn not_an_object(first: Option<char>) -> ArticleError {
 /// and expire every cluster.
 pub const TIME_RANGE: std::ops::RangeInclusive<Timestamp> = 0..=u32::MAX as Timestamp;
 
-/// Parses `published_at`: RFC 3339 text, or Unix seconds as a number or digits, within
-/// [`TIME_RANGE`].
-pub fn parse_time(value: &Value) -> Result<Timestamp, ArticleError> {
-    parse_time_of("published_at", value)
-}
-
-/// Parses a date field's value (read from input key `field`) as [`parse_time`] does.
-fn parse_time_of(field: &str, value: &Value) -> Result<Timestamp, ArticleError> {
-    let time = parse_any_time(field, value)?;
-    if TIME_RANGE.contains(&time) {
-        return Ok(time);
-    }
-    let hint = if time > 1_000 * u32::MAX as Timestamp / 100 {
-        " (milliseconds? send seconds)"
-    } else {
-        ""
-    };
-    Err(invalid(
-        field_name(field),
-        format!("must be between 1970 and 2106, got {time} seconds{hint}"),
-    ))
-}
-
-fn parse_any_time(field: &str, value: &Value) -> Result<Timestamp, ArticleError> {
-    const PROBLEM: &str =
-        "must be an RFC 3339 time such as \"2024-05-01T08:00:00+08:00\" or Unix seconds";
-    match value {
-        Value::Number(number) => number
-            .as_i64()
-            .or_else(|| number.as_f64().filter(|f| f.is_finite()).map(|f| f as i64))
-            .ok_or_else(|| invalid(field_name(field), PROBLEM)),
-        Value::String(text) => {
-            let text = text.trim();
-            if let Ok(seconds) = text.parse::<i64>() {
-                return Ok(seconds);
-            }
-            OffsetDateTime::parse(text, &Rfc3339)
-                .map(|time| time.unix_timestamp())
-                .map_err(|error| {
-                    invalid(
-                        field_name(field),
-                        format!("{PROBLEM} ({error}), got {text:?}"),
-                    )
-                })
-        }
-        other => Err(invalid(
+/// Parses `published_at`, or a date field of one's own, read from input key `field`: text in
+/// any form [`TimeZone::parse`] reads (RFC 3339, `2024-05-01 08:00:00` or `20240501` in
+/// `zone`, Unix seconds as digits), or Unix seconds as a number; within [`TIME_RANGE`].
+///
+/// ```
+/// use serde_json::json;
+/// use tantivy_dedup::article::parse_time;
+/// use tantivy_dedup::local_time::TimeZone;
+///
+/// let zone = TimeZone::CHINA;
+/// let first_of_may = 1_714_492_800;
+/// assert_eq!(parse_time("date", &json!("2024-05-01"), zone)?, first_of_may);
+/// assert_eq!(parse_time("date", &json!("20240501"), zone)?, first_of_may);
+/// assert_eq!(parse_time("date", &json!("2024-05-01 08:00:00"), zone)?, first_of_may + 8 * 3600);
+/// assert_eq!(parse_time("date", &json!(first_of_may), zone)?, first_of_may);
+/// assert!(parse_time("date", &json!(1_714_492_800_000i64), zone).is_err()); // milliseconds
+/// # Ok::<(), tantivy_dedup::article::ArticleError>(())
+/// ```
+pub fn parse_time(field: &str, value: &Value, zone: TimeZone) -> Result<Timestamp, ArticleError> {
+    let out_of_range = |time: Timestamp| {
+        let hint = if time > 1_000 * u32::MAX as Timestamp / 100 {
+            " (milliseconds? send seconds)"
+        } else {
+            ""
+        };
+        invalid(
             field_name(field),
-            format!("{PROBLEM}, got {}", kind(other)),
-        )),
-    }
+            format!("must be between 1970 and 2106, got {time} seconds{hint}"),
+        )
+    };
+    let text = match value {
+        Value::String(text) => Cow::Borrowed(text.as_str()),
+        // A whole number reads as its digits would (`20240501` is a date).
+        Value::Number(number) if number.is_u64() => Cow::Owned(number.to_string()),
+        Value::Number(number) => {
+            let time = number
+                .as_i64()
+                .or_else(|| number.as_f64().filter(|f| f.is_finite()).map(|f| f as i64))
+                .ok_or_else(|| invalid(field_name(field), "must be a finite number of seconds"))?;
+            return if TIME_RANGE.contains(&time) {
+                Ok(time)
+            } else {
+                Err(out_of_range(time))
+            };
+        }
+        other => {
+            return Err(invalid(
+                field_name(field),
+                format!("must be a time or Unix seconds, got {}", kind(other)),
+            ));
+        }
+    };
+    zone.parse(&text, RangeEnd::Start)
+        .map_err(|error| match error {
+            TimeError::Form { text, zone } => invalid(
+                field_name(field),
+                format!("must be a time, got {text:?}: {}", zone.accepted_forms()),
+            ),
+            TimeError::Range { text, .. } => match text.parse() {
+                Ok(seconds) => out_of_range(seconds),
+                Err(_) => invalid(
+                    field_name(field),
+                    format!("must be between 1970 and 2106, got {text:?}"),
+                ),
+            },
+        })
 }
 
 /// A field's name for an error: borrowed when it is a built-in field's, so that the default
@@ -294,7 +312,11 @@ impl Article {
 
     /// Checks the built-in fields' values (`values` in [`BUILT_IN_KEYS`] order, read from the
     /// input keys `keys`).
-    fn from_values(keys: &[String; 6], values: &mut [Option<Value>]) -> Result<Self, ArticleError> {
+    fn from_values(
+        keys: &[String; 6],
+        values: &mut [Option<Value>],
+        zone: TimeZone,
+    ) -> Result<Self, ArticleError> {
         let [id, title, content, source, url, published_at] = values else {
             return Err(ArticleError::Json(
                 "the built-in fields are missing".to_owned(),
@@ -322,7 +344,7 @@ impl Article {
             url: optional_text(&keys[4], url.take())?,
             published_at: match published_at.take() {
                 None | Some(Value::Null) => None,
-                Some(value) => Some(parse_time_of(&keys[5], &value)?),
+                Some(value) => Some(parse_time(&keys[5], &value, zone)?),
             },
         })
     }
@@ -406,7 +428,12 @@ pub enum FieldValue {
 impl FieldValue {
     /// Reads one JSON value (not an array) as a value of `kind`; `field` names the input key
     /// in the error.
-    fn parse(field: &str, kind: FieldKind, value: &Value) -> Result<Self, ArticleError> {
+    fn parse(
+        field: &str,
+        kind: FieldKind,
+        value: &Value,
+        zone: TimeZone,
+    ) -> Result<Self, ArticleError> {
         let wrong = |expected: &str| {
             invalid(
                 field_name(field),
@@ -433,7 +460,7 @@ impl FieldValue {
             FieldKind::Bool => {
                 FieldValue::Bool(value.as_bool().ok_or_else(|| wrong("true or false"))?)
             }
-            FieldKind::Date => FieldValue::Date(parse_time_of(field, value)?),
+            FieldKind::Date => FieldValue::Date(parse_time(field, value, zone)?),
             FieldKind::Facet => {
                 let path = value
                     .as_str()
@@ -584,6 +611,8 @@ pub struct ArticleReader {
     /// The built-in fields' input keys, in [`BUILT_IN_KEYS`] order.
     built_in_keys: [String; 6],
     own: Vec<OwnInput>,
+    /// The zone of times written without an offset.
+    zone: TimeZone,
 }
 
 impl Default for ArticleReader {
@@ -594,7 +623,8 @@ impl Default for ArticleReader {
 
 impl ArticleReader {
     /// A reader for these fields (which [`FieldsConfig::validate`] should have checked: of two
-    /// fields reading one key, the later wins).
+    /// fields reading one key, the later wins), reading times without an offset in the default
+    /// zone, UTC+8 ([`for_config`](Self::for_config) takes an index's).
     pub fn new(fields: &FieldsConfig) -> Self {
         let mut built_in_keys: [String; 6] = Default::default();
         let mut own = Vec::with_capacity(fields.own.len());
@@ -621,6 +651,16 @@ impl ArticleReader {
             slots,
             built_in_keys,
             own,
+            zone: TimeZone::default(),
+        }
+    }
+
+    /// A reader for `config`'s fields that reads times written without an offset
+    /// (`2024-05-01 08:00`) in its `[index] time_zone`.
+    pub fn for_config(config: &Config) -> Self {
+        ArticleReader {
+            zone: config.index.time_zone,
+            ..ArticleReader::new(&config.fields)
         }
     }
 
@@ -676,7 +716,7 @@ impl ArticleReader {
     /// Checks the values read: the built-in fields first, then the own in name order.
     fn check(&self, values: &mut [Option<Value>]) -> Result<ArticleRecord, ArticleError> {
         let (built_in, own) = values.split_at_mut(BUILT_IN_KEYS.len());
-        let article = Article::from_values(&self.built_in_keys, built_in)?;
+        let article = Article::from_values(&self.built_in_keys, built_in, self.zone)?;
         let mut fields = BTreeMap::new();
         for (input, value) in self.own.iter().zip(own) {
             let parsed = match value.take() {
@@ -684,9 +724,11 @@ impl ArticleReader {
                 Some(Value::Array(elements)) => elements
                     .iter()
                     .filter(|element| !element.is_null())
-                    .map(|element| FieldValue::parse(&input.key, input.kind, element))
+                    .map(|element| FieldValue::parse(&input.key, input.kind, element, self.zone))
                     .collect::<Result<Vec<_>, _>>()?,
-                Some(value) => vec![FieldValue::parse(&input.key, input.kind, &value)?],
+                Some(value) => vec![FieldValue::parse(
+                    &input.key, input.kind, &value, self.zone,
+                )?],
             };
             if !parsed.is_empty() {
                 fields.insert(input.name.clone(), parsed);
@@ -933,7 +975,7 @@ mod tests {
             ),
             (
                 r#""crawled": "yesterday""#,
-                "field `crawled` must be an RFC 3339 time",
+                "field `crawled` must be a time",
             ),
             (
                 r#""platform": "weibo""#,
@@ -963,6 +1005,32 @@ mod tests {
     }
 
     #[test]
+    fn times_without_an_offset_are_read_in_the_index_zone() {
+        let config = Config::from_toml_str(
+            "[index]\ntime_zone = \"UTC\"\n[fields.published_at]\nfrom = \"date\"\n\
+             [fields.crawled]\ntype = \"date\"\n",
+        )
+        .unwrap();
+        let utc = ArticleReader::for_config(&config);
+        let china = ArticleReader::new(&config.fields);
+        let line =
+            r#"{"id": "a", "content": "x", "date": "2024-05-01 08:00:00", "crawled": "20240501"}"#;
+        let (in_utc, in_china) = (utc.read_str(line).unwrap(), china.read_str(line).unwrap());
+        assert_eq!(in_utc.article.published_at, Some(1_714_550_400));
+        assert_eq!(
+            in_china.article.published_at,
+            Some(1_714_550_400 - 8 * 3600)
+        );
+        assert_eq!(in_utc.fields["crawled"], [FieldValue::Date(1_714_521_600)]);
+        // A time with its own offset is the same instant in any zone.
+        let offset = r#"{"id": "a", "content": "x", "date": "2024-05-01T08:00:00+08:00"}"#;
+        assert_eq!(
+            utc.read_str(offset).unwrap().article.published_at,
+            china.read_str(offset).unwrap().article.published_at
+        );
+    }
+
+    #[test]
     fn built_in_fields_follow_from() {
         let reader =
             reader("[fields.published_at]\nfrom = \"date\"\n[fields.content]\nfrom = \"text\"\n");
@@ -979,7 +1047,7 @@ mod tests {
             ),
             (
                 r#"{"id": "a", "text": "x", "date": []}"#,
-                "field `date` must be an RFC 3339 time",
+                "field `date` must be a time",
             ),
         ] {
             let error = reader.read_str(line).unwrap_err().to_string();

@@ -54,9 +54,7 @@ pub enum RangeEnd {
 pub enum TimeError {
     /// The text has none of the accepted forms.
     #[error(
-        "{text:?} is not a time: write a date (2024-04-21), a date and time (2024-04-21 08:30 \
-         or 2024-04-21 08:30:15), both read in {zone}, a time with its offset (RFC 3339: \
-         2024-04-21T08:30:00+08:00) or Unix seconds (1713659400)"
+"{text:?} is not a time: {}", .zone.accepted_forms()
     )]
     Form {
         /// What was given.
@@ -100,9 +98,19 @@ impl TimeZone {
             .unwrap_or_else(|| time.to_string())
     }
 
-    /// Reads a time given by a person: Unix seconds, RFC 3339 (with its own offset), or a date
-    /// (`2024-04-21`) or a date and time (`2024-04-21 08:30`, `2024-04-21T08:30:15`) in this
-    /// zone. A date alone is the first second of the day for a [`RangeEnd::Start`] and the last
+    /// The forms [`parse`](Self::parse) reads, for error messages.
+    pub fn accepted_forms(self) -> String {
+        format!(
+            "write a date (2024-04-21, 2024/04/21 or 20240421), a date and time (2024-04-21 \
+             08:30 or 2024-04-21 08:30:15), both read in {self}, a time with its offset (RFC \
+             3339: 2024-04-21T08:30:00+08:00) or Unix seconds (1713659400)"
+        )
+    }
+
+    /// Reads a time given by a person or an export: Unix seconds, RFC 3339 (with its own
+    /// offset), or a date (`2024-04-21`, `2024/04/21`, `20240421`) or a date and time
+    /// (`2024-04-21 08:30`, `2024/04/21 08:30:15`, `2024-04-21T08:30:15`) in this zone. Eight
+    /// digits that form a calendar date are that date, not seconds. A date alone is the first second of the day for a [`RangeEnd::Start`] and the last
     /// one for a [`RangeEnd::End`]. The result must lie within [`TIME_RANGE`].
     pub fn parse(self, text: &str, end: RangeEnd) -> Result<Timestamp, TimeError> {
         let trimmed = text.trim();
@@ -124,19 +132,32 @@ impl TimeZone {
     }
 
     fn read(self, text: &str, end: RangeEnd) -> Option<Timestamp> {
+        let in_zone = |time: PrimitiveDateTime| time.assume_offset(self.0).unix_timestamp();
+        let day = |date: Date| {
+            let time = match end {
+                RangeEnd::Start => Time::MIDNIGHT,
+                RangeEnd::End => time!(23:59:59),
+            };
+            in_zone(PrimitiveDateTime::new(date, time))
+        };
         if text.bytes().all(|byte| byte.is_ascii_digit()) {
+            // Eight digits that make a calendar date are one (`20240421`, the compact form
+            // many exports use): as seconds they would be a day of 1970-1973, never a news
+            // article's.
+            if text.len() == 8
+                && let Ok(date) = Date::parse(text, format_description!("[year][month][day]"))
+            {
+                return Some(day(date));
+            }
             return text.parse().ok();
         }
         if let Ok(time) = OffsetDateTime::parse(text, &Rfc3339) {
             return Some(time.unix_timestamp());
         }
-        let in_zone = |time: PrimitiveDateTime| time.assume_offset(self.0).unix_timestamp();
-        if let Ok(date) = Date::parse(text, format_description!("[year]-[month]-[day]")) {
-            let time = match end {
-                RangeEnd::Start => Time::MIDNIGHT,
-                RangeEnd::End => time!(23:59:59),
-            };
-            return Some(in_zone(PrimitiveDateTime::new(date, time)));
+        // `2024/04/21` is written as often as `2024-04-21`.
+        let text = text.replace('/', "-");
+        if let Ok(date) = Date::parse(&text, format_description!("[year]-[month]-[day]")) {
+            return Some(day(date));
         }
         // `2024-04-21T08:30` is ISO 8601 for the same local time as `2024-04-21 08:30`.
         let spaced = text.replacen(['T', 't'], " ", 1);
@@ -260,6 +281,13 @@ mod tests {
                 RangeEnd::Start,
                 DAY + 8 * 3600 + 1815,
             ),
+            ("2024/04/21", RangeEnd::Start, DAY),
+            ("2024/04/21 08:30", RangeEnd::Start, DAY + 8 * 3600 + 1800),
+            ("20240421", RangeEnd::Start, DAY),
+            ("20240421", RangeEnd::End, DAY + 86_399),
+            // Eight digits that are no calendar date stay seconds.
+            ("20241321", RangeEnd::Start, 20_241_321),
+            ("12345678", RangeEnd::Start, 12_345_678),
         ] {
             assert_eq!(CHINA.parse(text, end), Ok(expected), "{text}");
         }

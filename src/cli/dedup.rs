@@ -28,7 +28,7 @@ pub struct DedupArgs {
 
 pub fn run(args: DedupArgs) -> anyhow::Result<ExitCode> {
     let settings = args.config.load_if_given()?.unwrap_or_default();
-    let articles = ArticleReader::new(&settings.fields);
+    let articles = ArticleReader::for_config(&settings);
     let config = settings.dedup;
     let mut dedup = match args.store.address()? {
         Some(address) => {

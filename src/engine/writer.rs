@@ -407,7 +407,7 @@ impl DedupIndex {
 
     /// The reader of input articles by this index's `[fields]`.
     pub fn article_reader(&self) -> ArticleReader {
-        ArticleReader::new(&self.config.fields)
+        ArticleReader::for_config(&self.config)
     }
 
     /// A preparer that works without the index, for preparing on other threads.

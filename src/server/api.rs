@@ -326,7 +326,7 @@ pub(crate) async fn post_documents(
     // Parse, check and prepare (analyse and fingerprint) in parallel, off the writer.
     let prepare_state = state.clone();
     let (prepared, mut results, warnings) = blocking(move || {
-        let articles = ArticleReader::new(&prepare_state.searcher.config().fields);
+        let articles = ArticleReader::for_config(prepare_state.searcher.config());
         let parsed = parse_batch_with(&body, &limits, &articles).map_err(|error| {
             let status = StatusCode::from_u16(error.status()).unwrap_or(StatusCode::BAD_REQUEST);
             ApiError::new(status, error.code(), error.to_string())

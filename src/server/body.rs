@@ -131,7 +131,7 @@ pub fn parse_batch(
 /// let config = Config::from_toml_str("[fields.likes]\ntype = \"u64\"\n")?;
 /// let limits = BatchLimits { max_documents: 10, max_document_bytes: 1 << 20, latest_time: i64::MAX };
 /// let body = br#"[{"id": "a", "content": "x", "likes": 3}, {"id": "b", "content": "y", "likes": -1}]"#;
-/// let documents = parse_batch_with(body, &limits, &ArticleReader::new(&config.fields))?;
+/// let documents = parse_batch_with(body, &limits, &ArticleReader::for_config(&config))?;
 /// assert_eq!(documents[0].as_ref().unwrap().fields["likes"], [FieldValue::U64(3)]);
 /// assert!(documents[1].as_ref().unwrap_err().error.to_string().contains("`likes`"));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
