@@ -123,6 +123,16 @@ if d > 0 then redis.call('HINCRBY', KEYS[1], 'd', -1) return 1 end
 return 0
 ";
 
+/// Takes back a document that CLAIM counted for token ARGV[1]: one off the count, and the
+/// token forgotten if it was the last one counted, so that its next claim counts again.
+/// Replies 1 when a document was taken off.
+const UNCOUNT_CLAIM: &str = r"
+local r = redis.call('HMGET', KEYS[1], 'd', 'l')
+if r[2] == ARGV[1] then redis.call('HDEL', KEYS[1], 'l') end
+if tonumber(r[1] or '0') > 0 then redis.call('HINCRBY', KEYS[1], 'd', -1) return 1 end
+return 0
+";
+
 /// Raises a number kept in a string to ARGV[1] if it is larger; replies {the value kept, the
 /// value before ('' if none)}.
 const RAISE: &str = r"
@@ -1118,6 +1128,13 @@ impl ForestStore for RedisStore {
     fn remove_document(&mut self, fingerprint: Fingerprint) -> Result<bool, StoreError> {
         let removed: i64 = self.run(eval(REMOVE_DOCUMENT, &self.node_key(fingerprint)))?;
         Ok(removed == 1)
+    }
+
+    fn uncount_claim(&mut self, fingerprint: Fingerprint, token: u64) -> Result<bool, StoreError> {
+        let key = self.node_key(fingerprint);
+        let token = (token as i64).to_string();
+        let taken: i64 = self.run(eval_with(UNCOUNT_CLAIM, &key, &[token]))?;
+        Ok(taken == 1)
     }
 
     fn stats(&self) -> ForestStats {

@@ -243,6 +243,15 @@ pub trait ForestStore {
     /// Takes one document off a node's count (after a delete); `false` if it had none.
     fn remove_document(&mut self, fingerprint: Fingerprint) -> Result<bool, StoreError>;
 
+    /// Takes back the document that [`claim`](Self::claim) under `token` counted on an
+    /// existing node, so that the same token's next claim counts it again (a shared store
+    /// remembers the last token counted, to count a retried claim once). The default, for a
+    /// store with one writer, is [`remove_document`](Self::remove_document).
+    fn uncount_claim(&mut self, fingerprint: Fingerprint, token: u64) -> Result<bool, StoreError> {
+        let _ = token;
+        self.remove_document(fingerprint)
+    }
+
     /// Node and root counts, as far as the store knows them cheaply: the whole forest in
     /// memory; on a shared store, what this writer created, started and swept.
     fn stats(&self) -> ForestStats;
@@ -353,7 +362,7 @@ fn place_once<S: ForestStore + ?Sized>(
                 // The node appeared between the look and the claim (another writer settled
                 // it): the claim counted this document on a text it has not verified against.
                 // Take the count back and look again.
-                store.remove_document(fingerprint)?;
+                store.uncount_claim(fingerprint, token)?;
                 continue;
             }
             Claim::Existing { attached_to, root } => {

@@ -16,7 +16,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use tantivy_dedup::dedup::Signer;
 use tantivy_dedup::forest::redis::{RedisAddress, RedisStore, StoredNode};
-use tantivy_dedup::forest::{Signature, Timestamp, new_token, place};
+use tantivy_dedup::forest::{Claim, ForestStore, Signature, Timestamp, new_token, place};
 use tantivy_dedup::verify::Sketch;
 use tantivy_dedup::{Article, DedupConfig, Fingerprint, Forest, Mode};
 
@@ -309,6 +309,34 @@ fn one_writer_decides_as_the_in_memory_forest() {
         let all: HashSet<usize> = (0..layout.table_count()).collect();
         assert_eq!(tables_seen, all, "{tables:?} tables");
     }
+
+    // An insert that claims a node another writer settled after it looked (so its text has
+    // not been verified against the node's) takes the count back, and its next claim under
+    // the same token counts the document again: once, not zero times.
+    cluster.flush_all();
+    let config = DedupConfig::default();
+    let document = &stream(&config, 1, 1, 8)[0];
+    let mut store = connect(&cluster.store_arg(), &config);
+    let node = place(&mut store, &document.signature, document.time, new_token())
+        .unwrap()
+        .node;
+    let (seen, token) = (document.time as u32, new_token());
+    for _ in 0..2 {
+        let claim = store.claim(node, seen, token).unwrap();
+        assert!(matches!(claim, Claim::Existing { .. }), "{claim:?}");
+        assert!(store.uncount_claim(node, token).unwrap());
+    }
+    store.claim(node, seen, token).unwrap();
+    let counted: i64 = store
+        .dump()
+        .unwrap()
+        .iter()
+        .map(|node| node.documents)
+        .sum();
+    assert_eq!(
+        counted, 2,
+        "the first insert and the one that claimed three times"
+    );
 }
 
 #[test]
