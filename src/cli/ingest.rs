@@ -11,9 +11,9 @@ use anyhow::{Context, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
-use tantivy_dedup::Change;
 use tantivy_dedup::engine::{DedupIndex, RecoveryReport};
 use tantivy_dedup::input;
+use tantivy_dedup::{Change, Error};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use super::{ConfigArgs, StoreArgs, counted};
@@ -77,6 +77,19 @@ struct Summary {
     /// Where a Ctrl-C or SIGTERM stopped the run (absent when it ran to the end).
     #[serde(skip_serializing_if = "Option::is_none")]
     interrupted: Option<Interruption>,
+    /// The files that could not be read to their end.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    unreadable: Vec<Unreadable>,
+}
+
+/// A file that could not be read to its end: the lines up to `line` were placed and
+/// committed, the rest of the file was not read.
+#[derive(Serialize)]
+struct Unreadable {
+    file: PathBuf,
+    /// The last line read, from 1; 0 when none could be.
+    line: u64,
+    error: String,
 }
 
 /// Where an interrupted run stopped: everything up to this line was placed and committed.
@@ -141,6 +154,7 @@ pub fn run(args: IngestArgs) -> anyhow::Result<ExitCode> {
     let start = Instant::now();
     let mut counts = Counts::default();
     let mut stopped = None;
+    let mut unreadable = Vec::new();
     for file in &args.files {
         if interrupted.load(Ordering::SeqCst) {
             stopped = Some(Interruption {
@@ -152,7 +166,7 @@ pub fn run(args: IngestArgs) -> anyhow::Result<ExitCode> {
         progress.set_message(file.display().to_string());
         let reader = input::open(file)?;
         let mut last_line = 0;
-        let coverage = index.ingest(reader, file, Some(args.commit_every), |line, outcome| {
+        let ingested = index.ingest(reader, file, Some(args.commit_every), |line, outcome| {
             progress.inc(1);
             last_line = line;
             match outcome {
@@ -175,7 +189,22 @@ pub fn run(args: IngestArgs) -> anyhow::Result<ExitCode> {
             } else {
                 ControlFlow::Continue(())
             }
-        })?;
+        });
+        let coverage = match ingested {
+            Ok(coverage) => coverage,
+            // A file that cannot be read to its end (cut short, a bad sector, a broken gzip
+            // stream): what was read before is placed and gets committed below with the rest;
+            // the other files are still read.
+            Err(Error::Io { path, source }) if path == *file => {
+                unreadable.push(Unreadable {
+                    file: file.clone(),
+                    line: last_line,
+                    error: source.to_string(),
+                });
+                continue;
+            }
+            Err(error) => return Err(error.into()),
+        };
         if let Some(warning) = coverage.warning(index.article_reader().time_key()) {
             progress.suspend(|| eprintln!("{}: warning: {warning}", file.display()));
         }
@@ -213,6 +242,7 @@ pub fn run(args: IngestArgs) -> anyhow::Result<ExitCode> {
         window_seconds: index.config().dedup.window_seconds(),
         recovered,
         interrupted: stopped,
+        unreadable,
     };
     // Waits for merges, so that no file of a merge in progress is left behind.
     index.close()?;
@@ -225,7 +255,17 @@ pub fn run(args: IngestArgs) -> anyhow::Result<ExitCode> {
         eprintln!("ingest: {}", interruption_message(&summary, stop));
         return Ok(ExitCode::from(INTERRUPTED));
     }
-    Ok(if summary.skipped > 0 {
+    for file in &summary.unreadable {
+        eprintln!(
+            "ingest: {}: reading failed after {} ({}): they are committed, the rest of the \
+             file was not read; ingest the repaired file again (documents already indexed as \
+             they are count as unchanged)",
+            file.file.display(),
+            counted(file.line, "line", "lines"),
+            file.error
+        );
+    }
+    Ok(if summary.skipped > 0 || !summary.unreadable.is_empty() {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS

@@ -63,8 +63,10 @@ enum Command {
     /// Each input line is an article: {"id", "content", "title"?, "source"?, "url"?,
     /// "published_at"?}. Re-ingesting an id replaces that document; an identical article
     /// changes nothing and is counted as unchanged. Prints a summary; a bad line is reported on
-    /// stderr with its number and skipped, and the exit status is then 1. Ctrl-C or SIGTERM
-    /// stops it after committing what was placed, with exit status 130.
+    /// stderr with its number and skipped, and the exit status is then 1; so is it when a file
+    /// cannot be read to its end (cut short, a broken gzip stream), after committing the
+    /// documents read before. Ctrl-C or SIGTERM stops it after committing what was placed,
+    /// with exit status 130.
     Ingest(ingest::IngestArgs),
     /// Send articles to a running server (`serve`) in gzip-compressed batches: what `ingest`
     /// does to an index directory, through the HTTP API.

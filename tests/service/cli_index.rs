@@ -189,6 +189,57 @@ fn mistakes_get_clear_errors_and_leave_nothing_behind() {
     }
 }
 
+#[test]
+fn a_file_cut_short_keeps_what_was_read_before_it() {
+    use std::io::Write;
+
+    let dir = tempfile::tempdir().unwrap();
+    let index = dir.path().join("news");
+    let index = index.to_str().unwrap();
+    // 400 distinct articles, gzip-compressed, then cut at 60% of the bytes (a download or
+    // copy that stopped early).
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    for number in 0..400 {
+        let line = serde_json::json!({
+            "id": format!("cut-{number}"),
+            "content": format!("第{number}号通报：本市第{number}个社区完成了管网改造，居民用水恢复正常。"),
+        });
+        writeln!(encoder, "{line}").unwrap();
+    }
+    let compressed = encoder.finish().unwrap();
+    let cut = dir.path().join("cut.jsonl.gz");
+    std::fs::write(&cut, &compressed[..compressed.len() * 6 / 10]).unwrap();
+
+    let ingested = run(&[
+        "ingest",
+        "--index",
+        index,
+        cut.to_str().unwrap(),
+        sample().to_str().unwrap(),
+    ]);
+    assert_eq!(ingested.status.code(), Some(1), "{}", stderr(&ingested));
+    let message = stderr(&ingested);
+    assert!(
+        message.contains("cut.jsonl.gz: reading failed after"),
+        "{message}"
+    );
+    let stats = json(&run(&["stats", "--index", index, "--json"]));
+    let documents = stats["documents"].as_u64().unwrap();
+    // The lines before the cut and the whole second file are committed.
+    let sample_lines = std::fs::read_to_string(sample()).unwrap().lines().count() as u64;
+    assert!(
+        documents > sample_lines + 100 && documents < sample_lines + 400,
+        "{documents} documents: {message}"
+    );
+    let read = message
+        .split("reading failed after ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|number| number.parse::<u64>().ok())
+        .unwrap();
+    assert_eq!(documents, read + sample_lines, "{message}");
+}
+
 /// The names in a directory, sorted.
 fn names(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
