@@ -26,6 +26,18 @@ fn page_size() -> impl clap::builder::TypedValueParser<Value = usize> {
         .map(usize::from)
 }
 
+/// Which page of results to show: clusters for `search`, documents for `similar`, members for
+/// `story`.
+#[derive(Args)]
+pub struct PageArgs {
+    /// Results to skip: the page starts at result offset + 1
+    #[arg(long, default_value_t = 0)]
+    offset: usize,
+    /// Results to show, 0 to 1000 (the HTTP API's default too)
+    #[arg(long, default_value_t = DEFAULT_PAGE_SIZE, value_parser = page_size())]
+    limit: usize,
+}
+
 #[derive(Args)]
 pub struct IndexArg {
     /// Index directory (as written by `ingest`)
@@ -54,13 +66,8 @@ pub struct SearchArgs {
     #[arg(long, default_value = "relevance",
           value_parser = clap::builder::PossibleValuesParser::new(Sort::ALL.map(|(name, _)| name)))]
     sort: String,
-    /// Clusters to skip
-    #[arg(long, default_value_t = 0)]
-    offset: usize,
-    /// Clusters to show, at most 1000 (the HTTP API's default too)
-    #[arg(long, default_value_t = DEFAULT_PAGE_SIZE,
-          value_parser = page_size())]
-    limit: usize,
+    #[command(flatten)]
+    page: PageArgs,
     /// Only documents published at or after this time: a date (2024-04-21, from the start of
     /// that day), a date and time (2024-04-21 08:30[:00]), both in --time-zone, RFC 3339
     /// (2024-04-21T08:30:00+08:00) or Unix seconds
@@ -136,13 +143,8 @@ pub struct SimilarArgs {
     /// The document's id
     #[arg(value_name = "ID")]
     id: String,
-    /// Documents to skip
-    #[arg(long, default_value_t = 0)]
-    offset: usize,
-    /// Documents to show, at most 1000 (the HTTP API's default too)
-    #[arg(long, default_value_t = DEFAULT_PAGE_SIZE,
-          value_parser = page_size())]
-    limit: usize,
+    #[command(flatten)]
+    page: PageArgs,
     #[command(flatten)]
     zone: ZoneArg,
     /// Print the page as JSON (times as Unix seconds)
@@ -161,13 +163,8 @@ pub struct StoryArgs {
     /// Members' order: `time` (earliest first) or `source` (by outlet, then time)
     #[arg(long, default_value = "time", value_parser = ["time", "source"])]
     sort: String,
-    /// Members to skip
-    #[arg(long, default_value_t = 0)]
-    offset: usize,
-    /// Members to show, at most 1000
-    #[arg(long, default_value_t = DEFAULT_PAGE_SIZE,
-          value_parser = page_size())]
-    limit: usize,
+    #[command(flatten)]
+    page: PageArgs,
     /// The spread's bucket width: `1h`, `1d`, `30m` or any duration
     #[arg(long, default_value = "1h", value_name = "INTERVAL")]
     histogram: String,
@@ -247,7 +244,7 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
     }
     let mut request = SearchRequest::new(args.query.as_str())
         .sort(args.sort.parse()?)
-        .page(args.offset, args.limit)
+        .page(args.page.offset, args.page.limit)
         .published(from, to)
         .min_cluster_size(args.min_cluster_size)
         .facet_limit(args.facet_limit)
@@ -279,13 +276,13 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
                 out,
                 "{found}; {}:",
                 match page.clusters.len() {
-                    1 => format!("cluster {}", args.offset + 1),
-                    shown => format!("clusters {} to {}", args.offset + 1, args.offset + shown),
+                    1 => format!("cluster {}", args.page.offset + 1),
+                    shown => format!("clusters {} to {}", args.page.offset + 1, args.page.offset + shown),
                 }
             )?;
         }
         for (rank, cluster) in page.clusters.iter().enumerate() {
-            write!(out, "{:>3}. ", args.offset + rank + 1)?;
+            write!(out, "{:>3}. ", args.page.offset + rank + 1)?;
             write_document(out, &cluster.representative, zone)?;
             writeln!(
                 out,
@@ -341,7 +338,7 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
 
 pub fn similar(args: SimilarArgs) -> anyhow::Result<ExitCode> {
     let searcher = args.index.open()?;
-    let Some(page) = searcher.similar(&args.id, args.offset, args.limit)? else {
+    let Some(page) = searcher.similar(&args.id, args.page.offset, args.page.limit)? else {
         eprintln!("tantivy-dedup: error: no document with id {:?}", args.id);
         return Ok(ExitCode::FAILURE);
     };
@@ -359,7 +356,7 @@ pub fn similar(args: SimilarArgs) -> anyhow::Result<ExitCode> {
             )?,
         }
         for (rank, document) in page.documents.iter().enumerate() {
-            write!(out, "{:>3}. ", args.offset + rank + 1)?;
+            write!(out, "{:>3}. ", args.page.offset + rank + 1)?;
             write_document(out, document, zone)?;
         }
         Ok(())
@@ -369,7 +366,7 @@ pub fn similar(args: SimilarArgs) -> anyhow::Result<ExitCode> {
 pub fn story(args: StoryArgs) -> anyhow::Result<ExitCode> {
     let searcher = args.index.open()?;
     let request = StoryRequest::default()
-        .page(args.offset, args.limit)
+        .page(args.page.offset, args.page.limit)
         .sort(args.sort.parse::<StorySort>()?)
         .interval(args.histogram.parse()?);
     // A root hash names a story; anything else (or a hash no story has) is a document's id.
@@ -431,7 +428,7 @@ pub fn story(args: StoryArgs) -> anyhow::Result<ExitCode> {
         }
         writeln!(out, "members, by {}:", args.sort)?;
         for (rank, member) in story.members.iter().enumerate() {
-            write!(out, "{:>3}. ", args.offset + rank + 1)?;
+            write!(out, "{:>3}. ", args.page.offset + rank + 1)?;
             write_document(out, &member.document, zone)?;
             let evidence = &member.evidence;
             let mut how = match &member.attached_to {

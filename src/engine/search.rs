@@ -43,6 +43,29 @@ pub const DEFAULT_PAGE_SIZE: usize = 20;
 /// memory, so deep paging is bounded (as in Elasticsearch's result window).
 pub const MAX_OFFSET: usize = 10_000;
 
+/// Checks a page's `limit` against [`MAX_PAGE_SIZE`].
+pub(crate) fn check_limit(limit: usize) -> Result<()> {
+    if limit > MAX_PAGE_SIZE {
+        return Err(Error::Query(format!(
+            "limit must be at most {MAX_PAGE_SIZE}, got {limit}"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a page of a list that is ranked before it is cut: its `limit`, and its `offset`
+/// against [`MAX_OFFSET`].
+pub(crate) fn check_page(offset: usize, limit: usize) -> Result<()> {
+    check_limit(limit)?;
+    if offset > MAX_OFFSET {
+        return Err(Error::Query(format!(
+            "offset must be at most {MAX_OFFSET}, got {offset}; narrow the query instead of \
+             paging this deep"
+        )));
+    }
+    Ok(())
+}
+
 /// The most values a facet may list ([`SearchRequest::facet_limit`]).
 pub const MAX_FACET_LIMIT: usize = 1000;
 
@@ -710,18 +733,7 @@ impl DedupSearcher {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn search(&self, request: &SearchRequest) -> Result<SearchPage> {
-        if request.limit > MAX_PAGE_SIZE {
-            return Err(Error::Query(format!(
-                "limit must be at most {MAX_PAGE_SIZE}, got {}",
-                request.limit
-            )));
-        }
-        if request.offset > MAX_OFFSET {
-            return Err(Error::Query(format!(
-                "offset must be at most {MAX_OFFSET}, got {}; narrow the query instead of paging this deep",
-                request.offset
-            )));
-        }
+        check_page(request.offset, request.limit)?;
         if request.facet_limit > MAX_FACET_LIMIT {
             return Err(Error::Query(format!(
                 "facet_limit must be at most {MAX_FACET_LIMIT}, got {}",
@@ -974,11 +986,7 @@ impl DedupSearcher {
     /// A detail page: the other documents of the document's cluster, earliest first (then in
     /// insert order), `offset` and `limit` over them. `None` when no document has this id.
     pub fn similar(&self, id: &str, offset: usize, limit: usize) -> Result<Option<SimilarPage>> {
-        if limit > MAX_PAGE_SIZE {
-            return Err(Error::Query(format!(
-                "limit must be at most {MAX_PAGE_SIZE}, got {limit}"
-            )));
-        }
+        check_limit(limit)?;
         let searcher = self.tantivy_searcher();
         let Some(address) = self.locate(&searcher, id)? else {
             return Ok(None);
@@ -1018,11 +1026,7 @@ impl DedupSearcher {
     /// default mode, the sketch's keys (`_keys`); seed mode keeps those within `k` (from the
     /// `simhash` fast field), default mode those whose stored sketch verifies.
     pub fn near_duplicates(&self, article: &Article, limit: usize) -> Result<NearDuplicates> {
-        if limit > MAX_PAGE_SIZE {
-            return Err(Error::Query(format!(
-                "limit must be at most {MAX_PAGE_SIZE}, got {limit}"
-            )));
-        }
+        check_limit(limit)?;
         let shared = &self.shared;
         // Analysed as the index analyses (one dictionary in a process that indexes and checks).
         let parts: Vec<AnalyzedText> = shared

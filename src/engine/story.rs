@@ -15,7 +15,7 @@ use tantivy::{DocAddress, DocId};
 
 use crate::engine::histogram::{self, Interval};
 use crate::engine::schema::{self, sketch_in};
-use crate::engine::search::{DedupSearcher, DocumentView, Extra, MAX_OFFSET, MAX_PAGE_SIZE};
+use crate::engine::search::{DedupSearcher, DocumentView, Extra, check_page};
 use crate::engine::snippet;
 use crate::forest::Timestamp;
 use crate::verify::Sketch;
@@ -237,18 +237,7 @@ impl DedupSearcher {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn story(&self, root: Fingerprint, request: &StoryRequest) -> Result<Option<Story>> {
-        if request.limit > MAX_PAGE_SIZE {
-            return Err(Error::Query(format!(
-                "limit must be at most {MAX_PAGE_SIZE}, got {}",
-                request.limit
-            )));
-        }
-        if request.offset > MAX_OFFSET {
-            return Err(Error::Query(format!(
-                "offset must be at most {MAX_OFFSET}, got {}",
-                request.offset
-            )));
-        }
+        check_page(request.offset, request.limit)?;
         let searcher = self.tantivy_searcher();
         let mut members = self.read_members(&searcher, root)?;
         // Insert order first: the node's earliest document is the one that made it.
