@@ -127,8 +127,8 @@ pub fn decompressing(reader: impl Read + Send + 'static) -> io::Result<Box<dyn B
 /// until the input ends or `handle` says to stop.
 ///
 /// The input is JSON Lines, numbered by line, or, when its first character (after a UTF-8
-/// byte-order mark and white space) is `[`, a JSON array of objects, read whole and numbered by
-/// element from 1 ([`Records`]).
+/// byte-order mark and white space) is `[`, a JSON array of objects, read one element at a
+/// time and numbered by element from 1 ([`Records`]).
 ///
 /// Three stages overlap: reading (and decompressing) the next lines, parsing a batch on the
 /// rayon pool, and `handle` on the calling thread, with at most two batches waiting between
@@ -204,7 +204,7 @@ pub fn for_each_batch<T: Send>(
 }
 
 /// The documents of an input, numbered: JSON Lines read line by line ([`Lines`]), or the
-/// elements of a JSON array, which is read whole (as an HTTP body is). Which it is, is decided
+/// elements of a JSON array, read one at a time ([`ArrayElements`]). Which it is, is decided
 /// by the first character after a UTF-8 byte-order mark and white space, both of which are
 /// skipped (white space still counts its lines).
 ///
@@ -224,7 +224,7 @@ pub enum Records<R> {
     /// JSON Lines.
     Lines(Lines<io::Chain<io::Cursor<Vec<u8>>, R>>),
     /// A JSON array's elements, numbered from 1.
-    Array(std::iter::Zip<std::ops::RangeFrom<u64>, std::vec::IntoIter<Vec<u8>>>),
+    Array(ArrayElements<R>),
 }
 
 /// The UTF-8 byte-order mark some editors put at the start of a file.
@@ -232,8 +232,7 @@ const BYTE_ORDER_MARK: &[u8] = b"\xEF\xBB\xBF";
 
 impl<R: BufRead> Records<R> {
     /// Reads up to the first character that is not white space, to tell JSON Lines from a JSON
-    /// array; an array is read whole and split at once (a malformed one is an
-    /// [`io::ErrorKind::InvalidData`] error).
+    /// array, whose elements are then read one at a time ([`ArrayElements`]).
     pub fn new(mut reader: R) -> io::Result<Self> {
         let mut start = Vec::new();
         loop {
@@ -252,25 +251,165 @@ impl<R: BufRead> Records<R> {
                 io::Cursor::new(start).chain(reader),
             )));
         }
-        let mut whole = start;
-        reader.read_to_end(&mut whole)?;
-        let elements = array_elements(&whole)
-            .map_err(|error| io::Error::new(io::ErrorKind::InvalidData, error))?
-            .into_iter()
-            .map(<[u8]>::to_vec)
-            .collect::<Vec<_>>();
-        Ok(Records::Array((1..).zip(elements)))
+        Ok(Records::Array(ArrayElements::new(
+            reader,
+            DEFAULT_MAX_LINE_BYTES,
+        )))
     }
 
     /// The next document; `None` at the end.
     pub fn next_record(&mut self) -> io::Result<Option<NumberedLine>> {
         match self {
             Records::Lines(lines) => lines.next_line(),
-            Records::Array(elements) => {
-                Ok(elements.next().map(|(number, json)| (number, Ok(json))))
-            }
+            Records::Array(elements) => elements.next_element(),
         }
     }
+}
+
+/// The elements of a JSON array read from a stream one at a time (its `[` already read), so
+/// that a file of any size takes the memory of one element. An element's end is found by
+/// following strings and nesting; the element itself is parsed later, like a line of JSON
+/// Lines, so a malformed element costs only itself. An empty element (`[1,,2]`), an array
+/// without its `]` and anything but white space after it are [`io::ErrorKind::InvalidData`]
+/// errors, given after the elements before them.
+///
+/// ```
+/// use tantivy_dedup::input::ArrayElements;
+///
+/// let rest = br#" {"id": "a", "tags": ["x,]"]} , {"id": "b"} ]"#;
+/// let mut elements = ArrayElements::new(&rest[..], 1 << 20);
+/// assert_eq!(elements.next_element()?, Some((1, Ok(br#"{"id": "a", "tags": ["x,]"]}"#.to_vec()))));
+/// assert_eq!(elements.next_element()?, Some((2, Ok(br#"{"id": "b"}"#.to_vec()))));
+/// assert_eq!(elements.next_element()?, None);
+/// let mut cut_short = ArrayElements::new(&br#"{"id": "a"}, {"id""#[..], 1 << 20);
+/// assert_eq!(cut_short.next_element()?, Some((1, Ok(br#"{"id": "a"}"#.to_vec()))));
+/// assert!(cut_short.next_element().is_err()); // the array never closes
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub struct ArrayElements<R> {
+    reader: R,
+    number: u64,
+    max_element_bytes: usize,
+    /// The closing `]` was read.
+    closed: bool,
+}
+
+impl<R: BufRead> ArrayElements<R> {
+    /// The elements that follow an array's `[` in `reader`, each up to `max_element_bytes`
+    /// long (a longer one is read past and reported as [`LineTooLong`]).
+    pub fn new(reader: R, max_element_bytes: usize) -> Self {
+        ArrayElements {
+            reader,
+            number: 0,
+            max_element_bytes,
+            closed: false,
+        }
+    }
+
+    /// The next element, numbered from 1; `None` after the last.
+    pub fn next_element(&mut self) -> io::Result<Option<NumberedLine>> {
+        if self.closed {
+            return self.expect_end().map(|()| None);
+        }
+        let mut element = Vec::new();
+        let mut length = 0usize;
+        let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+        let ended_by = loop {
+            let buffer = self.reader.fill_buf()?;
+            if buffer.is_empty() {
+                return Err(invalid_data(format!(
+                    "the JSON array ends without its `]` after {} elements",
+                    self.number
+                )));
+            }
+            let mut end = None;
+            for (at, &byte) in buffer.iter().enumerate() {
+                if in_string {
+                    match byte {
+                        _ if escaped => escaped = false,
+                        b'\\' => escaped = true,
+                        b'"' => in_string = false,
+                        _ => {}
+                    }
+                    continue;
+                }
+                match byte {
+                    b'"' => in_string = true,
+                    b'{' | b'[' => depth += 1,
+                    // An unmatched closer is left in the element, for its parse to refuse.
+                    b'}' | b']' if depth > 0 => depth -= 1,
+                    b',' | b']' if depth == 0 => {
+                        end = Some((at, byte));
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            let taken = end.map_or(buffer.len(), |(at, _)| at);
+            length += taken;
+            if length <= self.max_element_bytes {
+                element.extend_from_slice(&buffer[..taken]);
+            }
+            // The `,` or `]` is consumed with the element.
+            self.reader.consume(end.map_or(taken, |(at, _)| at + 1));
+            if let Some((_, byte)) = end {
+                break byte;
+            }
+        };
+        self.closed = ended_by == b']';
+        let is_blank = |bytes: &[u8]| bytes.iter().all(u8::is_ascii_whitespace);
+        if length <= self.max_element_bytes && is_blank(&element) {
+            // `[]`, or `[ ]`: an empty array; anything else blank is a hole in the array.
+            if self.closed && self.number == 0 {
+                return self.expect_end().map(|()| None);
+            }
+            return Err(invalid_data(format!(
+                "the JSON array has an empty element after element {}",
+                self.number
+            )));
+        }
+        self.number += 1;
+        if length > self.max_element_bytes {
+            let too_long = LineTooLong {
+                length,
+                limit: self.max_element_bytes,
+            };
+            return Ok(Some((self.number, Err(too_long))));
+        }
+        let start = element
+            .iter()
+            .position(|b| !b.is_ascii_whitespace())
+            .unwrap_or(0);
+        let end = element
+            .iter()
+            .rposition(|b| !b.is_ascii_whitespace())
+            .map_or(0, |at| at + 1);
+        element.truncate(end);
+        element.drain(..start);
+        Ok(Some((self.number, Ok(element))))
+    }
+
+    /// Checks that nothing but white space follows the array.
+    fn expect_end(&mut self) -> io::Result<()> {
+        loop {
+            let buffer = self.reader.fill_buf()?;
+            if buffer.is_empty() {
+                return Ok(());
+            }
+            if let Some(&byte) = buffer.iter().find(|b| !b.is_ascii_whitespace()) {
+                return Err(invalid_data(format!(
+                    "text after the JSON array's closing `]`, starting with {:?}",
+                    char::from(byte)
+                )));
+            }
+            let consumed = buffer.len();
+            self.reader.consume(consumed);
+        }
+    }
+}
+
+fn invalid_data(message: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, message)
 }
 
 /// Why a body of documents held in memory (an HTTP request's, a JSON array file) was refused
@@ -498,6 +637,78 @@ impl<R: BufRead> Lines<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use proptest::prelude::*;
+    use serde_json::Value;
+
+    /// JSON values whose strings hold what could end an element if strings were not followed.
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            "[a-c,\\]\\[{}\"\\\\ 新闻\n]{0,8}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::vec(("[a-c,\\]\"]{0,3}", inner), 0..4)
+                    .prop_map(|pairs| Value::Object(pairs.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn array_elements_are_serde_json_s(
+            elements in prop::collection::vec(json_value(), 0..6),
+            pretty in any::<bool>(),
+            capacity in 1usize..16,
+        ) {
+            let array = Value::Array(elements.clone());
+            let text = if pretty {
+                serde_json::to_string_pretty(&array).unwrap()
+            } else {
+                serde_json::to_string(&array).unwrap()
+            };
+            let rest = text.strip_prefix('[').unwrap().as_bytes();
+            let mut read = ArrayElements::new(BufReader::with_capacity(capacity, rest), 1 << 20);
+            let mut got = Vec::new();
+            while let Some((number, element)) = read.next_element().unwrap() {
+                prop_assert_eq!(number, got.len() as u64 + 1);
+                got.push(serde_json::from_slice::<Value>(&element.unwrap()).unwrap());
+            }
+            prop_assert_eq!(got, elements);
+        }
+    }
+
+    #[test]
+    fn a_broken_array_is_an_error_after_the_elements_before_it() {
+        for (rest, good) in [
+            (&br#"{"id": "a"}, , {"id": "b"}]"#[..], 1),
+            (br#"{"id": "a"}, {"id": "b"}] x"#, 2),
+            (br#"{"id": "a"}, {"id": "b""#, 1),
+            (br#"{"id": "a"},]"#, 1),
+        ] {
+            let mut read = ArrayElements::new(rest, 1 << 20);
+            for _ in 0..good {
+                assert!(read.next_element().unwrap().is_some());
+            }
+            let error = read.next_element().unwrap_err();
+            assert_eq!(error.kind(), io::ErrorKind::InvalidData, "{error}");
+        }
+        assert_eq!(
+            ArrayElements::new(&b" ] \n"[..], 10)
+                .next_element()
+                .unwrap(),
+            None
+        );
+        let (number, too_long) = ArrayElements::new(&br#""0123456789", 1]"#[..], 5)
+            .next_element()
+            .unwrap()
+            .unwrap();
+        assert_eq!((number, too_long.unwrap_err().length), (1, 12));
+    }
     use std::io::Write;
 
     #[test]

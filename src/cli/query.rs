@@ -277,7 +277,11 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
                 "{found}; {}:",
                 match page.clusters.len() {
                     1 => format!("cluster {}", args.page.offset + 1),
-                    shown => format!("clusters {} to {}", args.page.offset + 1, args.page.offset + shown),
+                    shown => format!(
+                        "clusters {} to {}",
+                        args.page.offset + 1,
+                        args.page.offset + shown
+                    ),
                 }
             )?;
         }
