@@ -421,7 +421,7 @@ impl KeyTallies {
     }
 }
 
-/// One segment's tallies per dimension, as (value, tally) pairs in [`compare_values`] order
+/// One segment's tallies per dimension, as (value, tally) pairs in `compare_values` order
 /// with each value once (opaque outside this module).
 pub struct FacetFruit(Vec<Vec<(FacetValue, Tally)>>);
 

@@ -58,9 +58,9 @@ impl FromStr for StorySort {
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoryRequest {
-    /// Members to skip (at most [`MAX_OFFSET`]).
+    /// Members to skip (at most [`MAX_OFFSET`](crate::engine::MAX_OFFSET)).
     pub offset: usize,
-    /// Members to return (at most [`MAX_PAGE_SIZE`]).
+    /// Members to return (at most [`MAX_PAGE_SIZE`](crate::engine::MAX_PAGE_SIZE)).
     pub limit: usize,
     /// Their order.
     pub sort: StorySort,
