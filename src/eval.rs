@@ -264,8 +264,8 @@ pub fn evaluate(path: &Path, config: DedupConfig) -> Result<EvalReport> {
         truths.insert(number, (cluster, truth.kind, truth.content.chars().count()));
     }
 
-    // Second pass: the pipeline, exactly as `dedup` runs it.
-    let mut dedup = Deduplicator::new(config)?;
+    // Second pass: the pipeline, exactly as `dedup` runs it (sketches in mapped files).
+    let mut dedup = Deduplicator::with_sketches_in(config, &std::env::temp_dir())?;
     let mut documents = Vec::with_capacity(truths.len());
     let mut first_error = None;
     let start = Instant::now();

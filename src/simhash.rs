@@ -35,6 +35,37 @@ impl Fingerprint {
     }
 }
 
+/// A hasher for keys that are already hashes (fingerprints, roots): one multiplication to
+/// spread them, where the standard library's SipHash would cost more than the lookup.
+///
+/// ```
+/// use std::collections::HashMap;
+/// use std::hash::BuildHasherDefault;
+/// use tantivy_dedup::simhash::FingerprintHasher;
+///
+/// let mut sizes: HashMap<u64, u32, BuildHasherDefault<FingerprintHasher>> = HashMap::default();
+/// *sizes.entry(0xffff_0000_0000_0000).or_default() += 1;
+/// assert_eq!(sizes[&0xffff_0000_0000_0000], 1);
+/// ```
+#[derive(Default, Clone, Copy)]
+pub struct FingerprintHasher(u64);
+
+impl std::hash::Hasher for FingerprintHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(byte)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.0 = value.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
 impl fmt::Display for Fingerprint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:016x}", self.0)

@@ -21,6 +21,9 @@ enum Part {
     Lookup,
     /// `dedup` end to end on the labeled set.
     Dedup,
+    /// Default mode's memory per live document: a forest of --memory-documents generated
+    /// texts, all live (fresh process).
+    Memory,
     /// Ingest of the news corpus into a fresh index against plain Tantivy + tantivy-jieba.
     Ingest,
     /// Collapse on broad queries against Tantivy's terms aggregation on `root`.
@@ -67,6 +70,13 @@ pub struct BenchArgs {
     /// Linear scans timed at each size (each reads every stored fingerprint)
     #[arg(long, default_value_t = 20)]
     scans: usize,
+    /// Generated documents the memory part places
+    #[arg(long, default_value_t = 10_000_000, value_name = "N")]
+    memory_documents: usize,
+    /// Keep the memory part's sketches on the heap, as `Deduplicator::new` does, instead of in
+    /// mapped files of the temporary directory, as an index does
+    #[arg(long)]
+    sketches_on_heap: bool,
     /// Rounds of the ingest comparison (alternating plain and dedup)
     #[arg(long, default_value_t = 2)]
     rounds: usize,
@@ -214,6 +224,33 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         }
         report.insert("dedup".into(), Value::Object(modes));
     }
+    if wants(Part::Memory) {
+        let exe = std::env::current_exe().context("finding this program to re-run it")?;
+        eprintln!(
+            "bench: memory of {} generated documents in default mode (fresh process)",
+            args.memory_documents
+        );
+        let mut child = Command::new(&exe);
+        child.args([
+            "bench-memory",
+            "--documents",
+            &args.memory_documents.to_string(),
+        ]);
+        if args.sketches_on_heap {
+            child.arg("--sketches-on-heap");
+        }
+        if let Some(path) = &args.config.config {
+            child.arg("--config").arg(path);
+        }
+        let output = child
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .context("running the memory benchmark")?;
+        if !output.status.success() {
+            bail!("the memory benchmark failed");
+        }
+        report.insert("memory".into(), serde_json::from_slice(&output.stdout)?);
+    }
     let scratch = tempfile::Builder::new()
         .prefix("tantivy-dedup-bench")
         .tempdir()
@@ -324,6 +361,25 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         report.insert("http".into(), Value::Object(figures));
     }
     println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Args)]
+pub struct MemoryArgs {
+    #[arg(long)]
+    documents: usize,
+    #[arg(long)]
+    sketches_on_heap: bool,
+    #[command(flatten)]
+    config: ConfigArgs,
+}
+
+pub fn run_memory(args: MemoryArgs) -> anyhow::Result<ExitCode> {
+    let config = args.config.load()?;
+    let scratch = std::env::temp_dir();
+    let sketch_dir = (!args.sketches_on_heap).then_some(scratch.as_path());
+    let figures = bench::memory::memory(args.documents, config, sketch_dir)?;
+    println!("{}", serde_json::to_string(&figures)?);
     Ok(ExitCode::SUCCESS)
 }
 

@@ -131,6 +131,10 @@ enum Command {
     /// memory is measured from a clean start).
     #[command(hide = true)]
     BenchLookup(bench::LookupArgs),
+    /// The memory benchmark in a fresh process (used by `bench`, so that the process's
+    /// resident memory before the forest is a clean start).
+    #[command(hide = true)]
+    BenchMemory(bench::MemoryArgs),
 }
 
 /// Where the forest lives: in memory (the default), or on a Redis Cluster shared by several
@@ -248,6 +252,7 @@ pub fn run() -> ExitCode {
         Command::Eval(args) => eval::run(args),
         Command::Bench(args) => bench::run(args),
         Command::BenchLookup(args) => bench::run_lookup(args),
+        Command::BenchMemory(args) => bench::run_memory(args),
     };
     match result {
         Ok(code) => code,

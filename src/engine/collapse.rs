@@ -2,7 +2,7 @@
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasherDefault;
 
 use std::sync::{Arc, Mutex};
 use tantivy::collector::{Collector, SegmentCollector};
@@ -14,29 +14,10 @@ use tantivy::{DocAddress, DocId, Score, Searcher, SegmentOrdinal, SegmentReader}
 use crate::Fingerprint;
 use crate::engine::schema::{EVENT_TIME, ROOT};
 use crate::forest::Timestamp;
-
-/// A hasher for keys that are already hashes (roots): one multiplication to spread them.
-#[derive(Default, Clone, Copy)]
-pub struct RootHasher(u64);
-
-impl Hasher for RootHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &byte in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(byte)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-
-    fn write_u64(&mut self, value: u64) {
-        self.0 = value.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
+use crate::simhash::FingerprintHasher;
 
 /// A map keyed by root hash.
-pub type RootMap<V> = HashMap<u64, V, BuildHasherDefault<RootHasher>>;
+pub type RootMap<V> = HashMap<u64, V, BuildHasherDefault<FingerprintHasher>>;
 
 /// Dense numbers for the clusters of one searcher's documents, with each cluster's size.
 ///

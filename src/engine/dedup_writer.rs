@@ -244,6 +244,8 @@ pub struct DedupWriterBuilder {
     text_fields: Vec<Field>,
     location: PathBuf,
     store: Option<Arc<dyn SharedForest>>,
+    /// Where the forest keeps default mode's sketches; `None`: on the heap.
+    sketch_dir: Option<PathBuf>,
 }
 
 impl DedupWriterBuilder {
@@ -275,6 +277,15 @@ impl DedupWriterBuilder {
         self
     }
 
+    /// Keeps default mode's sketches in files of `dir` (mapped into memory, unlinked at once:
+    /// see [`SketchStore::in_directory`](crate::verify::SketchStore::in_directory)) instead of
+    /// on the heap, which saves about 800 bytes a node. The index's own directory is a good
+    /// choice.
+    pub fn sketches_in(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.sketch_dir = Some(dir.into());
+        self
+    }
+
     /// Keeps the forest in a store several processes share (each with its own index) instead
     /// of in memory; it is then not replayed from the index on open.
     pub fn shared_forest(mut self, store: Arc<dyn SharedForest>) -> Self {
@@ -300,6 +311,7 @@ impl DedupWriterBuilder {
             signer: Signer::new(&self.config),
             dedup: Deduplicator::new(self.config.clone())?,
             config: self.config,
+            sketch_dir: self.sketch_dir,
             fields,
             schema,
             id_field: self.id_field,
@@ -417,6 +429,8 @@ pub struct DedupWriter {
     text_fields: Vec<Field>,
     location: PathBuf,
     store: Option<Arc<dyn SharedForest>>,
+    /// Where the forest keeps default mode's sketches; `None`: on the heap.
+    sketch_dir: Option<PathBuf>,
     reader: IndexReader,
     signer: Signer,
     dedup: Deduplicator,
@@ -439,6 +453,7 @@ impl DedupWriter {
             text_fields: Vec::new(),
             location: PathBuf::from("(tantivy index)"),
             store: None,
+            sketch_dir: None,
         }
     }
 
@@ -449,7 +464,10 @@ impl DedupWriter {
             Some(shared) => {
                 Deduplicator::with_store(self.config.clone(), shared.connect(&self.config)?)?
             }
-            None => Deduplicator::new(self.config.clone())?,
+            None => match &self.sketch_dir {
+                Some(dir) => Deduplicator::with_sketches_in(self.config.clone(), dir)?,
+                None => Deduplicator::new(self.config.clone())?,
+            },
         };
         let replay_into = (!dedup.is_shared()).then(|| dedup.forest_mut());
         let (recovery, next_sequence) = recovery::replay(&self.reader.searcher(), replay_into)

@@ -20,9 +20,10 @@ use tantivy::fastfield::FacetReader;
 use tantivy::schema::{Facet, Schema};
 use tantivy::{DateTime, DocId, Score, SegmentOrdinal, SegmentReader};
 
-use crate::engine::collapse::{ClusterOrdinals, NO_CLUSTER, RootHasher};
+use crate::engine::collapse::{ClusterOrdinals, NO_CLUSTER};
 use crate::engine::filter::{ValueField, ValueKind};
 use crate::engine::histogram::Interval;
+use crate::simhash::FingerprintHasher;
 use crate::{Error, Result};
 
 /// The facet values a list page returns per field unless told otherwise.
@@ -382,7 +383,7 @@ const MAX_DENSE_KEYS: usize = 1 << 16;
 /// key seen; else in a map (keys are numbers, so one multiplication spreads them well).
 enum KeyTallies {
     Dense(Vec<Tally>),
-    Sparse(HashMap<u64, Tally, BuildHasherDefault<RootHasher>>),
+    Sparse(HashMap<u64, Tally, BuildHasherDefault<FingerprintHasher>>),
 }
 
 impl KeyTallies {

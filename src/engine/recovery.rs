@@ -123,7 +123,12 @@ pub fn replay(
             fingerprint: event.simhash,
             sketch: event.sketch.take(),
         };
-        let placement = forest.place(signature, event.time);
+        let placement = forest.try_place(signature, event.time).map_err(|error| {
+            tantivy::TantivyError::SystemError(format!(
+                "replaying insert {}: {error}",
+                event.sequence
+            ))
+        })?;
         report.replayed += 1;
         match event.root {
             Some(root) if root != placement.root => report.mismatched_roots += 1,

@@ -312,7 +312,8 @@ impl DedupIndex {
             .id_field(fields.id)
             .time_field(fields.published_at)
             .text_fields(text_fields)
-            .location(dir);
+            .location(dir)
+            .sketches_in(dir);
         if let Some(store) = store {
             builder = builder.shared_forest(store);
         }

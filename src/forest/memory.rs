@@ -8,7 +8,7 @@ use super::store::{
     Claim, Edge, EdgeState, ForestStore, RootRank, Settlement, StoreError, clamp_time,
 };
 use crate::index::{BlockLayout, PigeonholeIndex, push_compact};
-use crate::verify::{Sketch, SketchStore, Verifier};
+use crate::verify::{Sketch, SketchStore, SketchView, Verifier};
 use crate::{Error, Fingerprint};
 
 /// One node of the forest, packed into 16 bytes beside its fingerprint in the index.
@@ -198,11 +198,25 @@ impl Forest {
         window_seconds: u64,
         verifier: Verifier,
     ) -> Result<Self, Error> {
+        Self::with_sketches(layout, window_seconds, verifier, SketchStore::default())
+    }
+
+    /// [`with_layout_and_verifier`](Self::with_layout_and_verifier), keeping the sketches in
+    /// `sketches` (an empty store; [`SketchStore::in_directory`] keeps them off the heap). Where
+    /// sketches are kept changes no decision.
+    pub fn with_sketches(
+        layout: BlockLayout,
+        window_seconds: u64,
+        verifier: Verifier,
+        sketches: SketchStore,
+    ) -> Result<Self, Error> {
+        if !sketches.is_empty() {
+            return Err(Error::Config(
+                "a new forest needs an empty sketch store".to_owned(),
+            ));
+        }
         let mut forest = Forest::with_layout(layout, window_seconds)?;
-        forest.verification = Some(Verification {
-            verifier,
-            sketches: SketchStore::default(),
-        });
+        forest.verification = Some(Verification { verifier, sketches });
         Ok(forest)
     }
 
@@ -291,13 +305,28 @@ impl Forest {
     /// Places a document with event time `time` by its signature (a bare [`Fingerprint`] in seed
     /// mode), by the rules of docs/algorithm.md, "Insertion rules"
     /// ([`place`](crate::forest::place), the protocol every store shares).
+    ///
+    /// # Panics
+    /// When [`try_place`](Self::try_place) fails: only a forest whose sketches are kept in a
+    /// directory ([`with_sketches`](Self::with_sketches)) can, when the directory cannot take
+    /// another file.
     pub fn place(&mut self, signature: impl Into<Signature>, time: Timestamp) -> Placement {
-        match crate::forest::place(self, &signature.into(), time, MEMORY_TOKEN) {
+        match self.try_place(signature, time) {
             Ok(placement) => placement,
-            // The in-memory store has no failure of its own; an error here is a broken
-            // attachment chain, which `check_invariants` rules out.
-            Err(error) => panic!("in-memory forest corrupted: {error}"),
+            Err(error) => panic!("placing in the in-memory forest failed: {error}"),
         }
+    }
+
+    /// [`place`](Self::place), failing when a sketch cannot be stored (sketches kept in a
+    /// directory that cannot take another file); the forest is then as it was. (Otherwise an
+    /// error is a broken attachment chain, which [`check_invariants`](Self::check_invariants)
+    /// rules out.)
+    pub fn try_place(
+        &mut self,
+        signature: impl Into<Signature>,
+        time: Timestamp,
+    ) -> Result<Placement, StoreError> {
+        crate::forest::place(self, &signature.into(), time, MEMORY_TOKEN)
     }
 
     fn add_root(&mut self, fingerprint: Fingerprint, seen: u32) {
@@ -324,7 +353,7 @@ impl Forest {
             return;
         };
         let empty = Sketch::default();
-        let sketch = sketch.unwrap_or(&empty);
+        let sketch = sketch.unwrap_or(&empty).view();
         let mut candidates = Vec::new();
         self.index
             .for_each_within(fingerprint, |node, _| candidates.push(node));
@@ -335,7 +364,7 @@ impl Forest {
         candidates.dedup();
         // Stored sketches are scattered in memory: look them all up and touch each one's first
         // hashes before comparing any, so that their cache misses overlap instead of queueing.
-        let stored: Vec<(Fingerprint, &Sketch)> = candidates
+        let stored: Vec<(Fingerprint, SketchView)> = candidates
             .into_iter()
             .filter(|&node| node != fingerprint)
             .filter_map(|node| Some((node, verification.sketches.get(node)?)))
@@ -444,6 +473,10 @@ impl Forest {
                     .as_ref()
                     .map_or(0, |verification| verification.sketches.heap_bytes())
                 + std::mem::size_of::<Self>(),
+            mapped_bytes: self
+                .verification
+                .as_ref()
+                .map_or(0, |verification| verification.sketches.mapped_bytes()),
             expired: self.expired,
         }
     }
@@ -688,9 +721,11 @@ impl ForestStore for Forest {
         seen: u32,
     ) -> Result<bool, StoreError> {
         if let Some(verification) = &mut self.verification {
+            let empty = Sketch::default();
             verification
                 .sketches
-                .insert(fingerprint, sketch.cloned().unwrap_or_default());
+                .insert(fingerprint, sketch.unwrap_or(&empty))
+                .map_err(|error| StoreError::Backend(Box::new(error)))?;
         }
         match settlement {
             Settlement::Root { .. } => self.add_root(fingerprint, seen),

@@ -92,6 +92,9 @@ pub struct ForestStats {
     pub roots: usize,
     /// Bytes the index holds for the nodes (capacity, not only use).
     pub heap_bytes: usize,
+    /// Bytes of files mapped into memory for the nodes (default mode's sketches, when kept in
+    /// a directory): disk space, of which the page cache keeps what was read lately.
+    pub mapped_bytes: usize,
     /// Nodes removed by expiry so far.
     pub expired: u64,
 }

@@ -1,209 +1,287 @@
 //! The sketches of the forest's nodes and the key postings that find candidates by them.
 
 use std::collections::HashMap;
+use std::io;
+use std::path::Path;
 
-use super::Sketch;
+use super::arena::{Address, Backing, SketchArena};
+use super::postings::KeyPostings;
+use super::{Sketch, SketchView};
 use crate::Fingerprint;
-
-/// Nodes a key's posting list holds at most; the oldest leaves first. A key that many texts
-/// share is boilerplate (a site's footer, an agency's byline), and the most recent texts that
-/// carry it are the likeliest copies of a new one, so lookups stay bounded without a list of
-/// stop shingles.
-pub const POSTING_CAPACITY: usize = 16;
+use crate::simhash::FingerprintHasher;
 
 /// Each node's sketch, and for each candidate key the nodes whose sketches hold it.
 ///
+/// Sketches are records of an arena, on the heap ([`SketchStore::default`]) or in memory-mapped
+/// files ([`SketchStore::in_directory`]); the heap keeps, per node, where its record is (about
+/// 20 bytes) and its keys' postings (8 bytes a key).
+///
 /// Invariants: every node in a posting list has a sketch here whose [`Sketch::keys`] contain
-/// that key; a posting list holds a node at most once and at most [`POSTING_CAPACITY`] nodes,
-/// in the order they were added.
+/// that key; a posting list holds a node at most once and at most
+/// [`POSTING_CAPACITY`](super::POSTING_CAPACITY) nodes, in the order they were added (a record
+/// moved to another chunk keeps its place).
 ///
 /// ```
 /// use tantivy_dedup::Fingerprint;
 /// use tantivy_dedup::verify::{Sketch, SketchStore};
 ///
-/// let mut store = SketchStore::default();
+/// let dir = tempfile::tempdir()?;
+/// let mut store = SketchStore::in_directory(dir.path())?;
 /// let story = "国务院常务会议今天召开。会议部署推进新型城镇化建设工作。";
-/// store.insert(Fingerprint(1), Sketch::of(&[story], 200));
+/// store.insert(Fingerprint(1), &Sketch::of(&[story], 200))?;
 /// let mut found = Vec::new();
-/// store.for_each_candidate(&Sketch::of(&[story], 200), |node| found.push(node));
+/// store.for_each_candidate(Sketch::of(&[story], 200).view(), |node| found.push(node));
 /// assert!(found.iter().all(|&node| node == Fingerprint(1)) && !found.is_empty());
+/// assert_eq!(store.get(Fingerprint(1)).map(|view| view.to_sketch()), Some(Sketch::of(&[story], 200)));
 /// store.remove(Fingerprint(1));
 /// assert!(store.is_empty());
+/// # Ok::<(), std::io::Error>(())
 /// ```
-#[derive(Debug, Default)]
 pub struct SketchStore {
-    sketches: HashMap<Fingerprint, Sketch>,
-    postings: HashMap<u32, Posting>,
+    arena: SketchArena,
+    /// Each node's record.
+    records: HashMap<u64, Address, std::hash::BuildHasherDefault<FingerprintHasher>>,
+    postings: KeyPostings,
 }
 
-/// The nodes posted under one key. Most keys belong to one text alone, so a single node is
-/// kept inline, without a heap allocation.
-#[derive(Debug)]
-enum Posting {
-    One(Fingerprint),
-    Many(Vec<Fingerprint>),
+impl Default for SketchStore {
+    /// A store that keeps its sketches on the heap.
+    fn default() -> Self {
+        SketchStore::with_backing(Backing::Memory)
+    }
 }
 
-impl Posting {
-    fn as_slice(&self) -> &[Fingerprint] {
-        match self {
-            Posting::One(node) => std::slice::from_ref(node),
-            Posting::Many(nodes) => nodes,
-        }
-    }
-
-    /// Adds a node, letting the oldest go beyond [`POSTING_CAPACITY`].
-    fn push(&mut self, node: Fingerprint) {
-        match self {
-            Posting::One(first) => *self = Posting::Many(vec![*first, node]),
-            Posting::Many(nodes) => {
-                if nodes.len() == POSTING_CAPACITY {
-                    nodes.remove(0);
-                }
-                nodes.push(node);
-            }
-        }
-    }
-
-    /// Removes a node; whether the posting is empty afterwards.
-    fn remove(&mut self, node: Fingerprint) -> bool {
-        match self {
-            Posting::One(only) => *only == node,
-            Posting::Many(nodes) => {
-                nodes.retain(|&posted| posted != node);
-                match nodes[..] {
-                    [] => true,
-                    [last] => {
-                        *self = Posting::One(last);
-                        false
-                    }
-                    _ => false,
-                }
-            }
-        }
-    }
-
-    fn heap_bytes(&self) -> usize {
-        match self {
-            Posting::One(_) => 0,
-            Posting::Many(nodes) => nodes.capacity() * std::mem::size_of::<Fingerprint>(),
-        }
+impl std::fmt::Debug for SketchStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SketchStore")
+            .field("nodes", &self.records.len())
+            .field("postings", &self.postings.len())
+            .finish_non_exhaustive()
     }
 }
 
 impl SketchStore {
+    /// A store that keeps its sketches in files of `dir`, mapped into memory: they cost the
+    /// heap nothing, and the files are unlinked as soon as they are made (nothing is left in
+    /// `dir`, whatever way the process ends). Fails when `dir` cannot hold a new file.
+    pub fn in_directory(dir: &Path) -> io::Result<Self> {
+        // Try once now, so that a directory that cannot be written fails here, not at the
+        // first insert.
+        tempfile::tempfile_in(dir)?;
+        Ok(SketchStore::with_backing(Backing::Directory(
+            dir.to_path_buf(),
+        )))
+    }
+
+    fn with_backing(backing: Backing) -> Self {
+        SketchStore {
+            arena: SketchArena::new(backing),
+            records: HashMap::default(),
+            postings: KeyPostings::default(),
+        }
+    }
+
     /// Nodes with a sketch.
     pub fn len(&self) -> usize {
-        self.sketches.len()
+        self.records.len()
     }
 
     /// Whether no node has a sketch.
     pub fn is_empty(&self) -> bool {
-        self.sketches.is_empty()
+        self.records.is_empty()
     }
 
     /// The sketch of a node.
-    pub fn get(&self, node: Fingerprint) -> Option<&Sketch> {
-        self.sketches.get(&node)
+    pub fn get(&self, node: Fingerprint) -> Option<SketchView<'_>> {
+        let &address = self.records.get(&node.0)?;
+        Some(self.arena.get(address).1)
     }
 
     /// Records a new node's sketch and posts it under its keys (replacing any earlier sketch of
-    /// the same node).
-    pub fn insert(&mut self, node: Fingerprint, sketch: Sketch) {
+    /// the same node). Fails only when a store in a directory cannot grow its files; the store
+    /// is then as it was, without the node.
+    pub fn insert(&mut self, node: Fingerprint, sketch: &Sketch) -> io::Result<()> {
         self.remove(node);
+        let address = self.arena.append(node, sketch.view())?;
         for &key in sketch.keys() {
-            self.postings
-                .entry(key)
-                .and_modify(|posting| posting.push(node))
-                .or_insert(Posting::One(node));
+            self.postings.insert(key, address);
         }
-        self.sketches.insert(node, sketch);
+        self.records.insert(node.0, address);
+        if let Some(chunk) = self.arena.take_sealed() {
+            self.evacuate(chunk);
+        }
+        Ok(())
     }
 
     /// Forgets a node (when it expires).
     pub fn remove(&mut self, node: Fingerprint) {
-        let Some(sketch) = self.sketches.remove(&node) else {
+        let Some(address) = self.records.remove(&node.0) else {
             return;
         };
-        for key in sketch.keys() {
-            if let Some(posting) = self.postings.get_mut(key)
-                && posting.remove(node)
-            {
-                self.postings.remove(key);
+        for &key in self.arena.get(address).1.keys() {
+            self.postings.remove(key, address);
+        }
+        self.arena.release(address);
+        if let Some(chunk) = self.arena.evacuation_due(address) {
+            self.evacuate(chunk);
+        }
+    }
+
+    /// Moves the live records of an arena chunk to its head, which frees the chunk. A record
+    /// that cannot be moved (no room for a new chunk) stays, and so does the chunk.
+    fn evacuate(&mut self, chunk: usize) {
+        for (from, node) in self.arena.records(chunk) {
+            if self.records.get(&node.0) != Some(&from) {
+                continue;
             }
+            let (_, sketch) = self.arena.get(from);
+            let sketch = sketch.to_sketch();
+            let Ok(to) = self.arena.append(node, sketch.view()) else {
+                return;
+            };
+            for &key in sketch.keys() {
+                self.postings.replace(key, from, to);
+            }
+            self.records.insert(node.0, to);
+            self.arena.release(from);
         }
     }
 
     /// Calls `visit` with every node posted under one of `sketch`'s keys (a node that shares
     /// several keys is visited once for each).
-    pub fn for_each_candidate(&self, sketch: &Sketch, mut visit: impl FnMut(Fingerprint)) {
-        for key in sketch.keys() {
-            if let Some(posting) = self.postings.get(key) {
-                posting.as_slice().iter().copied().for_each(&mut visit);
-            }
+    pub fn for_each_candidate(&self, sketch: SketchView<'_>, mut visit: impl FnMut(Fingerprint)) {
+        for &key in sketch.keys() {
+            self.postings
+                .for_each(key, |address| visit(self.arena.get(address).0));
         }
     }
 
     /// Calls `visit` with every other node that shares a posting list with `node` (the nodes a
     /// lookup by `node`'s keys finds, as long as `node` itself is still posted there).
     pub fn for_each_co_posted(&self, node: Fingerprint, mut visit: impl FnMut(Fingerprint)) {
-        let Some(sketch) = self.sketches.get(&node) else {
+        let Some(&address) = self.records.get(&node.0) else {
             return;
         };
-        for key in sketch.keys() {
-            let Some(posting) = self.postings.get(key).map(Posting::as_slice) else {
-                continue;
-            };
-            if posting.contains(&node) {
-                posting
-                    .iter()
-                    .copied()
-                    .filter(|&other| other != node)
-                    .for_each(&mut visit);
+        for &key in self.arena.get(address).1.keys() {
+            let mut posted = Vec::new();
+            self.postings.for_each(key, |other| posted.push(other));
+            if posted.contains(&address) {
+                posted
+                    .into_iter()
+                    .filter(|&other| other != address)
+                    .for_each(|other| visit(self.arena.get(other).0));
             }
         }
     }
 
     /// Checks the store's invariants; the first violation found is the error.
     pub fn check_invariants(&self) -> Result<(), String> {
-        for (key, posting) in &self.postings {
-            let posting = posting.as_slice();
-            if posting.len() > POSTING_CAPACITY || posting.is_empty() {
-                return Err(format!("posting {key:#x} holds {} nodes", posting.len()));
-            }
-            for (i, node) in posting.iter().enumerate() {
-                if posting[..i].contains(node) {
+        self.postings.check_invariants()?;
+        for (key, posted) in self.postings.lists() {
+            for (i, address) in posted.iter().enumerate() {
+                let (node, sketch) = self.arena.get(*address);
+                if posted[..i].contains(address) {
                     return Err(format!("{node} is posted twice under {key:#x}"));
                 }
-                if !self
-                    .sketches
-                    .get(node)
-                    .is_some_and(|sketch| sketch.keys().contains(key))
-                {
+                if self.records.get(&node.0) != Some(address) {
+                    return Err(format!(
+                        "{node} is posted under {key:#x} from a stale record"
+                    ));
+                }
+                if !sketch.keys().contains(&key) {
                     return Err(format!("{node} is posted under {key:#x}, not its key"));
                 }
             }
         }
+        for (&node, &address) in &self.records {
+            if self.arena.get(address).0 != Fingerprint(node) {
+                return Err(format!(
+                    "the record of {} is another node's",
+                    Fingerprint(node)
+                ));
+            }
+        }
+        let (live, _) = self.arena.usage();
+        let expected: usize = self
+            .records
+            .values()
+            .map(|&address| super::arena::record_words(self.arena.get(address).1.hashes().len()))
+            .sum();
+        if live != expected {
+            return Err(format!(
+                "{live} words live in the arena, {expected} in records"
+            ));
+        }
         Ok(())
     }
 
-    /// Heap bytes of the sketches and postings (capacity, with an estimate of the hash maps'
-    /// own slots).
+    /// Heap bytes of the records' locations, the postings and any sketches kept on the heap
+    /// (capacity, with an estimate of the hash map's own slots).
     pub fn heap_bytes(&self) -> usize {
-        const SLOT: usize = 8; // a hash map's control byte and padding, per slot, roughly
-        let sketches = self.sketches.capacity()
-            * (std::mem::size_of::<(Fingerprint, Sketch)>() + SLOT)
-            + self
-                .sketches
-                .values()
-                .map(Sketch::heap_bytes)
-                .sum::<usize>();
-        let postings = self.postings.capacity() * (std::mem::size_of::<(u32, Posting)>() + SLOT)
-            + self
-                .postings
-                .values()
-                .map(Posting::heap_bytes)
-                .sum::<usize>();
-        sketches + postings
+        const SLOT: usize = 1; // a hash map's control byte per slot
+        self.records.capacity() * (std::mem::size_of::<(u64, Address)>() + SLOT)
+            + self.postings.heap_bytes()
+            + self.arena.heap_bytes()
+    }
+
+    /// Bytes of sketch files mapped into memory (none for a store on the heap): disk space,
+    /// and what the operating system's page cache may keep of them.
+    pub fn mapped_bytes(&self) -> usize {
+        self.arena.mapped_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A sketch of exactly these hashes (shift 0).
+    fn sketch(hashes: &std::collections::BTreeSet<u32>) -> Sketch {
+        let values = hashes.iter().map(|&hash| u64::from(hash));
+        Sketch::from_values(std::iter::once(0).chain(values)).unwrap_or_default()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+
+        /// Random inserts and removals of sketches of many sizes, in small chunks (unit tests'
+        /// chunks are 16 KiB), so that chunks fill, empty and are evacuated: every node reads
+        /// back its sketch, the invariants hold, and the arena never holds more than four times
+        /// its live records plus the head.
+        #[test]
+        fn reads_back_what_it_keeps_while_chunks_come_and_go(
+            mapped in any::<bool>(),
+            operations in proptest::collection::vec(
+                (0u64..48, proptest::collection::btree_set(0u32..5_000, 0..400)),
+                1..300,
+            ),
+        ) {
+            let dir = std::env::temp_dir();
+            let mut store = match mapped {
+                true => SketchStore::in_directory(&dir).unwrap(),
+                false => SketchStore::default(),
+            };
+            let mut model = HashMap::new();
+            for (node, hashes) in operations {
+                let node = Fingerprint(node);
+                // Nodes with an even number remove when they are there, so that sizes churn.
+                if node.0.is_multiple_of(2) && model.remove(&node).is_some() {
+                    store.remove(node);
+                } else {
+                    let sketch = sketch(&hashes);
+                    store.insert(node, &sketch).unwrap();
+                    model.insert(node, sketch);
+                }
+                store.check_invariants().map_err(TestCaseError::fail)?;
+                prop_assert_eq!(store.len(), model.len());
+                for (&node, sketch) in &model {
+                    let stored = store.get(node).map(SketchView::to_sketch);
+                    prop_assert_eq!(stored.as_ref(), Some(sketch));
+                }
+                let (live, used) = store.arena.usage();
+                prop_assert!(used <= 4 * live + super::super::arena::CHUNK_WORDS, "{used} words for {live} live");
+            }
+        }
     }
 }

@@ -8,11 +8,14 @@
 //! candidates, adds candidates that share one of a sketch's smallest shingle hashes, and
 //! accepts an edge only when the texts' shingles verify ([`Verifier`]).
 
+mod arena;
 mod candidates;
+mod postings;
 mod sketch;
 
-pub use candidates::{POSTING_CAPACITY, SketchStore};
-pub use sketch::{KEYS, SHINGLE_UNITS, Similarity, Sketch};
+pub use candidates::SketchStore;
+pub use postings::POSTING_CAPACITY;
+pub use sketch::{KEYS, SHINGLE_UNITS, Similarity, Sketch, SketchView};
 
 /// The share of the shorter text's shingles that must appear in the longer one, by default.
 ///
@@ -116,9 +119,14 @@ impl Verifier {
         }
     }
 
-    /// Whether two sketched texts are near-duplicates. Symmetric.
-    pub fn matches(&self, a: &Sketch, b: &Sketch) -> bool {
-        let (a, b) = a.comparable(b);
+    /// Whether two sketched texts are near-duplicates. Symmetric. Takes [`Sketch`]es or
+    /// [`SketchView`]s.
+    pub fn matches<'a, 'b>(
+        &self,
+        a: impl Into<SketchView<'a>>,
+        b: impl Into<SketchView<'b>>,
+    ) -> bool {
+        let (a, b) = a.into().comparable(b.into());
         let (fewer, more) = (a.len().min(b.len()), a.len().max(b.len()));
         let min_jaccard = self.min_jaccard_for(fewer);
         // Shared hashes are at most the smaller sample, so the Jaccard index is at most
@@ -229,7 +237,7 @@ mod tests {
                 min_figure_containment,
             };
             let similarity = x.similarity(&y);
-            let (p, q) = x.comparable(&y);
+            let (p, q) = x.view().comparable(y.view());
             let floor = if p.len().min(q.len()) < post_shingles {
                 min_jaccard.max(min_jaccard_post)
             } else {

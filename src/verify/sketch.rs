@@ -46,6 +46,98 @@ pub struct Sketch {
     hashes: Box<[u32]>,
 }
 
+/// A sketch borrowed from wherever it is kept: a [`Sketch`] ([`Sketch::view`]), or a record
+/// of a [`SketchStore`](super::SketchStore), which may live in a memory-mapped file. It holds
+/// the same invariants as [`Sketch`].
+///
+/// ```
+/// use tantivy_dedup::verify::{Sketch, SketchView};
+///
+/// let sketch = Sketch::of(&["国务院常务会议今天召开。会议部署推进新型城镇化建设工作。"], 200);
+/// let view: SketchView = sketch.view();
+/// assert_eq!(view.hashes(), sketch.hashes());
+/// assert_eq!(view.to_sketch(), sketch);
+/// assert_eq!(view.similarity(sketch.view()).containment, 1.0);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SketchView<'a> {
+    shift: u8,
+    hashes: &'a [u32],
+}
+
+impl<'a> From<&'a Sketch> for SketchView<'a> {
+    fn from(sketch: &'a Sketch) -> Self {
+        sketch.view()
+    }
+}
+
+impl<'a> SketchView<'a> {
+    /// A view of hashes kept with [`parts`](Self::parts); the caller keeps the invariants
+    /// (a store reading back what it wrote from a checked sketch).
+    pub(crate) fn from_parts(shift: u8, hashes: &'a [u32]) -> Self {
+        debug_assert!(hashes.windows(2).all(|pair| pair[0] < pair[1]));
+        SketchView { shift, hashes }
+    }
+
+    /// The sample's shift and its hashes, for storing.
+    pub(crate) fn parts(self) -> (u8, &'a [u32]) {
+        (self.shift, self.hashes)
+    }
+
+    /// The kept hashes, smallest first.
+    pub fn hashes(self) -> &'a [u32] {
+        self.hashes
+    }
+
+    /// An owned copy.
+    pub fn to_sketch(self) -> Sketch {
+        Sketch {
+            shift: self.shift,
+            hashes: self.hashes.into(),
+        }
+    }
+
+    /// The sketch's candidate keys: its [`KEYS`] smallest hashes (all of them if it has fewer).
+    /// They are the smallest shingle hashes of the whole text, so a text and a copy that keeps
+    /// most of it share some of them (a min-hash argument: each of the copy's smallest hashes is
+    /// also among the original's smallest with a probability that grows with their overlap).
+    pub fn keys(self) -> &'a [u32] {
+        &self.hashes[..self.hashes.len().min(KEYS)]
+    }
+
+    /// How much the texts of two sketches have in common, estimated on the hash range both
+    /// sketches keep whole. Two empty sketches have nothing in common.
+    pub fn similarity(self, other: SketchView<'_>) -> Similarity {
+        let (a, b) = self.comparable(other);
+        if a.is_empty() || b.is_empty() {
+            return Similarity {
+                containment: 0.0,
+                jaccard: 0.0,
+            };
+        }
+        Similarity::of(count_shared(a, b), a.len(), b.len())
+    }
+
+    /// The parts of two sketches that sample the same hash range: each one's hashes below the
+    /// threshold of the sparser sample.
+    pub(crate) fn comparable<'b>(self, other: SketchView<'b>) -> (&'a [u32], &'b [u32]) {
+        let shift = self.shift.max(other.shift);
+        (self.below(shift), other.below(shift))
+    }
+
+    /// The hashes below the threshold of `shift` (no smaller than the sketch's own).
+    fn below(self, shift: u8) -> &'a [u32] {
+        // The sparser sample is whole below the common threshold: no search, and no read of
+        // its hashes (a stored candidate's are usually not in the cache).
+        if self.shift == shift {
+            return self.hashes;
+        }
+        let limit = threshold(shift);
+        let kept = self.hashes.partition_point(|&hash| u64::from(hash) < limit);
+        &self.hashes[..kept]
+    }
+}
+
 /// How much two sketched texts have in common.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Similarity {
@@ -87,6 +179,14 @@ impl Sketch {
         }
     }
 
+    /// The sketch borrowed: what comparisons and lookups take, wherever the sketch is kept.
+    pub fn view(&self) -> SketchView<'_> {
+        SketchView {
+            shift: self.shift,
+            hashes: &self.hashes,
+        }
+    }
+
     /// The kept hashes, smallest first.
     pub fn hashes(&self) -> &[u32] {
         &self.hashes
@@ -97,44 +197,14 @@ impl Sketch {
         self.hashes.is_empty()
     }
 
-    /// The sketch's candidate keys: its [`KEYS`] smallest hashes (all of them if it has fewer).
-    /// They are the smallest shingle hashes of the whole text, so a text and a copy that keeps
-    /// most of it share some of them (a min-hash argument: each of the copy's smallest hashes is
-    /// also among the original's smallest with a probability that grows with their overlap).
+    /// See [`SketchView::keys`].
     pub fn keys(&self) -> &[u32] {
-        &self.hashes[..self.hashes.len().min(KEYS)]
+        self.view().keys()
     }
 
-    /// How much the texts of two sketches have in common, estimated on the hash range both
-    /// sketches keep whole. Two empty sketches have nothing in common.
+    /// See [`SketchView::similarity`].
     pub fn similarity(&self, other: &Sketch) -> Similarity {
-        let (a, b) = self.comparable(other);
-        if a.is_empty() || b.is_empty() {
-            return Similarity {
-                containment: 0.0,
-                jaccard: 0.0,
-            };
-        }
-        Similarity::of(count_shared(a, b), a.len(), b.len())
-    }
-
-    /// The parts of two sketches that sample the same hash range: each one's hashes below the
-    /// threshold of the sparser sample.
-    pub(crate) fn comparable<'a>(&'a self, other: &'a Sketch) -> (&'a [u32], &'a [u32]) {
-        let shift = self.shift.max(other.shift);
-        // The sparser sample is whole below the common threshold: no search, and no read of
-        // its hashes (a stored candidate's are usually not in the cache).
-        let below = |sketch: &'a Sketch| match sketch.shift == shift {
-            true => &sketch.hashes[..],
-            false => {
-                let limit = threshold(shift);
-                let kept = sketch
-                    .hashes
-                    .partition_point(|&hash| u64::from(hash) < limit);
-                &sketch.hashes[..kept]
-            }
-        };
-        (below(self), below(other))
+        self.view().similarity(other.view())
     }
 
     /// Heap bytes the sketch holds.

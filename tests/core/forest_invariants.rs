@@ -26,7 +26,8 @@ use std::sync::OnceLock;
 
 use tantivy_dedup::Fingerprint;
 use tantivy_dedup::forest::{Forest, PlacementKind, Signature, Timestamp};
-use tantivy_dedup::verify::{POSTING_CAPACITY, Sketch, Verifier};
+use tantivy_dedup::index::BlockLayout;
+use tantivy_dedup::verify::{POSTING_CAPACITY, Sketch, SketchStore, Verifier};
 
 const DAY: Timestamp = 86_400;
 const WINDOW: Timestamp = 7 * DAY;
@@ -325,6 +326,8 @@ enum Mode {
     Seed,
     /// Edges: candidates (within k, or sharing a sketch key) whose sketches verify.
     Verified,
+    /// As `Verified`, with the sketches in mapped files: the same decisions.
+    VerifiedMapped,
 }
 
 impl Mode {
@@ -332,20 +335,34 @@ impl Mode {
         match self {
             Mode::Seed => Forest::new(k, window as u64),
             Mode::Verified => Forest::with_verifier(k, window as u64, Verifier::default()),
+            Mode::VerifiedMapped => {
+                let sketches =
+                    SketchStore::in_directory(&std::env::temp_dir()).map_err(|e| e.to_string())?;
+                let layout = BlockLayout::new(k).map_err(|e| e.to_string())?;
+                Forest::with_sketches(layout, window as u64, Verifier::default(), sketches)
+            }
         }
         .map_err(|e| e.to_string())
+    }
+
+    fn verifies(self) -> bool {
+        self != Mode::Seed
     }
 
     fn signature(self, fingerprint: u64, text: u32) -> Signature {
         Signature {
             fingerprint: Fingerprint(fingerprint),
-            sketch: (self == Mode::Verified).then(|| pooled(text).clone()),
+            sketch: self.verifies().then(|| pooled(text).clone()),
         }
     }
 }
 
 fn modes() -> impl Strategy<Value = Mode> {
-    prop_oneof![Just(Mode::Seed), Just(Mode::Verified)]
+    prop_oneof![
+        Just(Mode::Seed),
+        Just(Mode::Verified),
+        Just(Mode::VerifiedMapped)
+    ]
 }
 
 /// Sketches of invented news texts: stories, and for each its copies as reposts make them
@@ -754,7 +771,7 @@ fn run_forest(
             // after the fact (the forest's own check covers the pairs still posted together).
             let (edge, conflict): (&NodeRelation<'_>, &NodeRelation<'_>) = match mode {
                 Mode::Seed => (&within, &within),
-                Mode::Verified => (&verified, &within_and_verified),
+                Mode::Verified | Mode::VerifiedMapped => (&verified, &within_and_verified),
             };
             check_spec_invariants(&forest, edge, conflict, *event == Event::Expire)
                 .map_err(&context)?;
@@ -774,7 +791,7 @@ fn compare_with_model(
     full_every: usize,
 ) -> Result<ModelStats, String> {
     let mut forest = mode.forest(k, window)?;
-    let mut model = Model::new(k, window, mode == Mode::Verified);
+    let mut model = Model::new(k, window, mode.verifies());
     for (step, event) in events.iter().enumerate() {
         match *event {
             Event::Insert(fingerprint, time, text) => {
@@ -982,6 +999,8 @@ fn long_verified_sequence_matches_model_and_keeps_invariants() {
         "{stats:?}"
     );
     let roots = run_forest(Mode::Verified, 3, WINDOW, &events, 50).unwrap();
+    let mapped = run_forest(Mode::VerifiedMapped, 3, WINDOW, &events, 50).unwrap();
+    assert_eq!(mapped, roots, "sketches in mapped files changed a decision");
     // Six stories, each living on for the whole run: a few trees each.
     let distinct: HashSet<u64> = roots.iter().copied().collect();
     assert!(
