@@ -92,6 +92,8 @@ pub struct Metrics {
     forest_nodes: Gauge,
     forest_roots: Gauge,
     forest_expired: Gauge,
+    forest_heap_bytes: Gauge,
+    forest_mapped_bytes: Gauge,
     index_documents: Gauge,
     index_clusters: Gauge,
     index_segments: Gauge,
@@ -166,6 +168,16 @@ impl Metrics {
                 &mut registry,
                 "forest_expired",
                 "Fingerprints that left the forest as the window passed them by, since the forest was last rebuilt from the index (at start, or after a failed write), its replay included; their documents stay in the index",
+            ),
+            forest_heap_bytes: gauge(
+                &mut registry,
+                "forest_heap_bytes",
+                "Heap the in-memory forest holds (tables, nodes, expiry queue and default mode's key postings, by capacity), after the last commit",
+            ),
+            forest_mapped_bytes: gauge(
+                &mut registry,
+                "forest_mapped_bytes",
+                "Bytes of default mode's sketch files mapped into memory (disk, of which the page cache keeps what was read lately), after the last commit",
             ),
             index_documents: gauge(
                 &mut registry,
@@ -257,6 +269,8 @@ impl Metrics {
         self.forest_roots.set(forest.roots as i64);
         self.forest_expired
             .set(i64::try_from(forest.expired).unwrap_or(i64::MAX));
+        self.forest_heap_bytes.set(forest.heap_bytes as i64);
+        self.forest_mapped_bytes.set(forest.mapped_bytes as i64);
     }
 
     /// Sets the queue's size.
