@@ -124,7 +124,8 @@ pub fn check_index(dir: &Path) -> Result<CheckReport> {
             .reload_policy(ReloadPolicy::Manual)
             .try_into()
             .map_err(|source| index_error(dir, source))?;
-        let mut dedup = Deduplicator::new(config.dedup)?;
+        // Sketches in the temporary directory: the index's own may be read-only here.
+        let mut dedup = Deduplicator::with_sketches_in(config.dedup, &std::env::temp_dir())?;
         let replayed = recovery::replay(&reader.searcher(), Some(dedup.forest_mut()))
             .map_err(|error| error.to_string())
             .and_then(|(replay, _)| {
