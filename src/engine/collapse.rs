@@ -199,14 +199,15 @@ impl ClusterOrdinals {
 ///   numbers rewritten, a pass over the documents, paid once per at least as many cluster
 ///   deaths as there are live clusters) and the dead roots forgotten;
 /// - each segment of the last generation is known with its deletes, its alive documents
-///   (their words, see [`alive_words`]) and its numbers; deletes only grow, so a segment seen
+///   (as 64-bit words, read from its delete file) and its numbers; deletes only grow, so a segment seen
 ///   again with more deletes loses exactly the documents alive then and not now (a word-wise
 ///   comparison, a 64th of a pass over its documents), and one seen with fewer (an older
 ///   searcher asked for after a newer one) is read again;
 /// - the sizes and roots of every generation handed out stay as they were: they are kept in
-///   chunks of [`CHUNK`] numbers, and a chunk is copied when first changed after it was
-///   handed out; a new generation copies the chunks changed since the last (and a pointer
-///   per chunk).
+///   chunks of 1,024 numbers, and a chunk is copied when first changed after it was handed
+///   out; a new generation copies the chunks changed since the last (and a pointer per
+///   chunk). The last two generations are kept at hand, for the queries that took their
+///   searcher just before a commit.
 ///
 /// [`DedupSearcher`](super::DedupSearcher) keeps one for its index; an application collapsing
 /// its own schema keeps one beside its reader.
@@ -247,26 +248,26 @@ pub struct ClusterNumbering {
     clusters: Clusters,
     /// The segments of the last generation, in its order.
     segments: Vec<NumberedSegment>,
-    /// The last generation's numbers, handed out again while the searcher is the same.
-    latest: Option<Arc<ClusterOrdinals>>,
+    /// The last [`RECENT_GENERATIONS`] generations' numbers, newest first, handed out again
+    /// for their searchers.
+    recent: Vec<Arc<ClusterOrdinals>>,
     /// The buffers of the generations' queries.
     spare: Arc<Mutex<Vec<ClusterHits>>>,
 }
 
+/// Generations whose numbers a [`ClusterNumbering`] keeps at hand: the last, and the one
+/// before for the queries that took their searcher just before a commit (going back to it
+/// would read again every segment that has more deletes now).
+const RECENT_GENERATIONS: usize = 2;
+
 impl ClusterNumbering {
-    /// The cluster numbers of `searcher`'s generation: the last ones if they are for it, else
-    /// the last ones brought up to it. After an error the numbering starts again from scratch
-    /// at the next call.
+    /// The cluster numbers of `searcher`'s generation: those handed out last or just before
+    /// if they are for it, else the last ones brought up to it. After an error the numbering
+    /// starts again from scratch at the next call.
     pub fn ordinals(&mut self, searcher: &Searcher) -> tantivy::Result<Arc<ClusterOrdinals>> {
-        if let Some(latest) = self
-            .latest
-            .as_ref()
-            .filter(|latest| latest.is_for(searcher))
-        {
-            return Ok(Arc::clone(latest));
+        if let Some(recent) = self.recent.iter().find(|recent| recent.is_for(searcher)) {
+            return Ok(Arc::clone(recent));
         }
-        // The last generation's chunks are copied only if someone still holds it.
-        self.latest = None;
         if let Err(error) = self.update(searcher) {
             *self = ClusterNumbering {
                 spare: Arc::clone(&self.spare),
@@ -275,7 +276,8 @@ impl ClusterNumbering {
             return Err(error);
         }
         let ordinals = Arc::new(self.publish());
-        self.latest = Some(Arc::clone(&ordinals));
+        self.recent.insert(0, Arc::clone(&ordinals));
+        self.recent.truncate(RECENT_GENERATIONS);
         Ok(ordinals)
     }
 
