@@ -826,7 +826,7 @@ impl Collector for CollapseCollector {
 
     fn merge_fruits(&self, segments: Vec<ClusterHitsFruit>) -> tantivy::Result<Collapsed> {
         let ordinals = &self.ordinals;
-        let single = |hit: &Hit| ordinals.size(hit.number) == 1;
+        let mut top = Top::new(self.sort, self.offset, self.limit);
         // A hit of a one-document cluster is that cluster, whole: it goes straight to the
         // ranking. The others gather in one buffer of slots per query, whatever the number
         // of segments (segments only list their hits, so a small segment costs in proportion
@@ -838,24 +838,33 @@ impl Collector for CollapseCollector {
             total_hits += segment.hits.len() as u64;
             let address = u64::from(segment.segment_ord) << 32;
             for (index, hit) in segment.hits.iter().enumerate() {
-                if single(hit) {
+                let newest = segment.times.get(index).copied().unwrap_or(0);
+                if ordinals.size(hit.number) == 1 {
                     singles += 1;
-                    continue;
-                }
-                merged.add(
-                    hit.number as usize,
-                    Slot {
-                        hits: 1,
+                    top.push(CollapsedCluster {
+                        root: ordinals.root(hit.number),
                         score: hit.score,
-                        best: address | u64::from(hit.doc),
-                        newest: segment.times.get(index).copied().unwrap_or(0),
-                    },
-                );
+                        representative: DocAddress::new(segment.segment_ord, hit.doc),
+                        hits: 1,
+                        size: 1,
+                        newest,
+                    });
+                } else {
+                    merged.add(
+                        hit.number as usize,
+                        Slot {
+                            hits: 1,
+                            score: hit.score,
+                            best: address | u64::from(hit.doc),
+                            newest,
+                        },
+                    );
+                }
             }
         }
-        let gathered = merged.touched.iter().map(|&number| {
+        for &number in &merged.touched {
             let slot = merged.slots[number as usize];
-            CollapsedCluster {
+            top.push(CollapsedCluster {
                 root: ordinals.root(number),
                 score: slot.score,
                 representative: DocAddress::new(
@@ -865,81 +874,80 @@ impl Collector for CollapseCollector {
                 hits: u64::from(slot.hits),
                 size: ordinals.size(number),
                 newest: slot.newest,
-            }
-        });
-        let alone = segments.iter().flat_map(|ClusterHitsFruit(segment)| {
-            segment
-                .hits
-                .iter()
-                .enumerate()
-                .filter(|(_, hit)| single(hit))
-                .map(|(index, hit)| CollapsedCluster {
-                    root: ordinals.root(hit.number),
-                    score: hit.score,
-                    representative: DocAddress::new(segment.segment_ord, hit.doc),
-                    hits: 1,
-                    size: 1,
-                    newest: segment.times.get(index).copied().unwrap_or(0),
-                })
-        });
+            });
+        }
         let total_clusters = merged.touched.len() as u64 + singles;
-        let clusters = top(gathered.chain(alone), self.sort, self.offset, self.limit);
         ordinals.recycle(merged);
         Ok(Collapsed {
-            clusters,
+            clusters: top.page(),
             total_hits,
             total_clusters,
         })
     }
 }
 
-/// The clusters `offset..offset + limit` of `clusters` in `sort` order, keeping only the best
-/// `offset + limit` at any time (a heap whose top is the worst kept, so most clusters cost one
-/// comparison).
-fn top(
-    clusters: impl Iterator<Item = CollapsedCluster>,
+/// The best `offset + limit` clusters of those pushed, in a [`Sort`]'s order: a heap whose
+/// top is the worst kept, so most clusters cost one comparison.
+struct Top {
+    heap: std::collections::BinaryHeap<Ranked>,
     sort: Sort,
     offset: usize,
-    limit: usize,
-) -> Vec<CollapsedCluster> {
-    /// A cluster ordered so that the heap's top is the one to drop first.
-    struct Ranked(CollapsedCluster, Sort);
-    impl PartialEq for Ranked {
-        fn eq(&self, other: &Self) -> bool {
-            self.cmp(other) == Ordering::Equal
-        }
+    keep: usize,
+}
+
+/// A cluster ordered so that the heap's top is the one to drop first.
+struct Ranked(CollapsedCluster, Sort);
+
+impl PartialEq for Ranked {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
     }
-    impl Eq for Ranked {}
-    impl PartialOrd for Ranked {
-        fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-            Some(self.cmp(other))
-        }
+}
+
+impl Eq for Ranked {}
+
+impl PartialOrd for Ranked {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
     }
-    impl Ord for Ranked {
-        fn cmp(&self, other: &Self) -> Ordering {
-            self.1.compare(&self.0, &other.0)
+}
+
+impl Ord for Ranked {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.1.compare(&self.0, &other.0)
+    }
+}
+
+impl Top {
+    fn new(sort: Sort, offset: usize, limit: usize) -> Top {
+        let keep = offset.saturating_add(limit);
+        Top {
+            heap: std::collections::BinaryHeap::with_capacity(keep.min(1 << 16)),
+            sort,
+            offset,
+            keep,
         }
     }
 
-    let keep = offset.saturating_add(limit);
-    if keep == 0 {
-        return Vec::new();
-    }
-    let mut heap = std::collections::BinaryHeap::with_capacity(keep.min(1 << 16));
-    for cluster in clusters {
-        if heap.len() < keep {
-            heap.push(Ranked(cluster, sort));
-        } else if let Some(mut worst) = heap.peek_mut()
-            && sort.compare(&cluster, &worst.0) == Ordering::Less
+    fn push(&mut self, cluster: CollapsedCluster) {
+        if self.heap.len() < self.keep {
+            self.heap.push(Ranked(cluster, self.sort));
+        } else if let Some(mut worst) = self.heap.peek_mut()
+            && self.sort.compare(&cluster, &worst.0) == Ordering::Less
         {
             worst.0 = cluster;
         }
     }
-    heap.into_sorted_vec()
-        .into_iter()
-        .skip(offset)
-        .map(|ranked| ranked.0)
-        .collect()
+
+    /// The clusters `offset..offset + limit` in order.
+    fn page(self) -> Vec<CollapsedCluster> {
+        self.heap
+            .into_sorted_vec()
+            .into_iter()
+            .skip(self.offset)
+            .map(|ranked| ranked.0)
+            .collect()
+    }
 }
 
 /// One segment's hits (opaque outside this module).
