@@ -3,6 +3,7 @@
 
 pub mod engine;
 pub mod http;
+pub mod ordinals;
 
 use std::ops::ControlFlow;
 use std::path::Path;
