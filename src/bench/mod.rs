@@ -4,6 +4,7 @@
 pub mod engine;
 pub mod http;
 pub mod memory;
+pub mod ordinals;
 
 use std::ops::ControlFlow;
 use std::path::Path;

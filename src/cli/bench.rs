@@ -6,7 +6,7 @@ use std::process::{Command, ExitCode};
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use serde_json::{Value, json};
-use tantivy_dedup::bench::{self, engine, http};
+use tantivy_dedup::bench::{self, engine, http, ordinals};
 use tantivy_dedup::engine::DedupSearcher;
 use tantivy_dedup::index::BlockLayout;
 use tantivy_dedup::{DedupConfig, Mode, input};
@@ -33,6 +33,8 @@ enum Part {
     /// The HTTP service on loopback: ingest of --corpus with durable answers, then list pages
     /// under concurrent clients.
     Http,
+    /// A commit's cluster numbers, from scratch and kept, at each --ordinals-documents.
+    Ordinals,
 }
 
 #[derive(Args)]
@@ -123,6 +125,12 @@ pub struct BenchArgs {
     /// (`facets=source&histogram=1d`), reported as "search_faceted"
     #[arg(long)]
     faceted_search: bool,
+    /// Generated documents the ordinals part indexes before its commits, comma-separated
+    #[arg(long, value_delimiter = ',', default_value = "1000000,10000000")]
+    ordinals_documents: Vec<u64>,
+    /// Commits the ordinals part times, each of 1,000 new documents and 10 deletes
+    #[arg(long, default_value_t = 50)]
+    ordinals_commits: usize,
     #[command(flatten)]
     config: ConfigArgs,
 }
@@ -292,6 +300,23 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             let figures = engine::detail_latency(&searcher, args.detail_queries)?;
             report.insert("detail".into(), serde_json::to_value(figures)?);
         }
+    }
+    if wants(Part::Ordinals) {
+        let mut sizes = Vec::new();
+        for &documents in &args.ordinals_documents {
+            eprintln!("bench: cluster numbers per commit at {documents} generated documents");
+            let dir = scratch.path().join("ordinals");
+            let figures = ordinals::ordinals_per_commit(
+                &dir,
+                &settings,
+                documents,
+                args.ordinals_commits,
+                1000,
+                10,
+            )?;
+            sizes.push(serde_json::to_value(figures)?);
+        }
+        report.insert("ordinals".into(), Value::Array(sizes));
     }
     if wants(Part::Http) {
         let local = match &args.http_url {

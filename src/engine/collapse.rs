@@ -1,4 +1,5 @@
-//! The collapse collector: keyword hits grouped by cluster root, one representative each.
+//! The collapse collector: keyword hits grouped by cluster root, one representative each; and
+//! the cluster numbers it groups by, kept from one searcher generation to the next.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -8,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use tantivy::collector::{Collector, SegmentCollector};
 use tantivy::columnar::Column;
 
-use tantivy::index::SegmentId;
+use tantivy::index::{SegmentComponent, SegmentId};
 use tantivy::{DocAddress, DocId, Score, Searcher, SegmentOrdinal, SegmentReader};
 
 use crate::Fingerprint;
@@ -19,72 +20,73 @@ use crate::simhash::FingerprintHasher;
 /// A map keyed by root hash.
 pub type RootMap<V> = HashMap<u64, V, BuildHasherDefault<FingerprintHasher>>;
 
-/// Dense numbers for the clusters of one searcher's documents, with each cluster's size.
+/// Dense numbers for the clusters of one searcher generation's live documents, with each
+/// cluster's size.
 ///
-/// Built once per searcher generation (the set of segments and their deletes) by scanning the
-/// `root` fast field of every live document; collapsing then needs no hashing per hit, only
-/// array accesses, and cluster sizes are a lookup. Tombstones have no root and no number.
+/// A generation is a searcher's set of segments with their deletes. Collapsing needs no
+/// hashing per hit, only array accesses, and a cluster's size is a lookup. Tombstones have no
+/// root and no number.
+///
+/// Made by a [`ClusterNumbering`], which carries its work over from one generation to the next
+/// (or from scratch, by [`build`](Self::build)). For the generation it was made for:
+/// - every live document with a root has its root's number, the same in every segment, and
+///   no two roots share a number; a deleted document has its former cluster's number or
+///   [`NO_CLUSTER`] (collectors never see deleted documents);
+/// - [`size`](Self::size) is exact: a cluster's live documents. A number of size 0 is *dead*
+///   (every document of its cluster was deleted; the number stays its root's in case the root
+///   comes back); at most half the numbers are dead, so every number is below
+///   [`number_bound`](Self::number_bound), at most twice [`clusters`](Self::clusters);
+/// - nothing changes once made: a later generation shares what stayed the same (each
+///   segment's numbers, the chunks of sizes and roots that kept their values), so a searcher
+///   still in use keeps its own sizes.
 #[derive(Debug)]
 pub struct ClusterOrdinals {
     /// The generation: each segment's id and number of deleted documents.
     generation: Vec<(SegmentId, u32)>,
     /// Per segment, per document: its cluster's number, or [`NO_CLUSTER`].
-    documents: Vec<Vec<u32>>,
+    documents: Vec<Arc<[u32]>>,
     /// Per cluster number: its root hash.
-    roots: Vec<u64>,
+    roots: Chunks<u64>,
     /// Per cluster number: its live documents.
-    sizes: Vec<u32>,
-    /// Emptied buffers for the next queries (at most [`MAX_SPARE_BUFFERS`]).
-    spare: Mutex<Vec<ClusterHits>>,
+    sizes: Chunks<u32>,
+    /// Live documents with a root.
+    live_documents: u64,
+    /// Cluster numbers with live documents.
+    live_clusters: usize,
+    /// Emptied buffers for the next queries (at most [`MAX_SPARE_BUFFERS`]), shared by the
+    /// generations of one numbering.
+    spare: Arc<Mutex<Vec<ClusterHits>>>,
 }
 
 /// How many emptied buffers of cluster slots are kept between queries (one per query running
-/// at once), while bounding memory (a buffer takes 24 bytes per cluster).
+/// at once), while bounding memory (a buffer takes 24 bytes per cluster number).
 const MAX_SPARE_BUFFERS: usize = 4;
 
 /// The number of a document without a cluster (a tombstone, or a deleted document).
 pub const NO_CLUSTER: u32 = u32::MAX;
 
 impl ClusterOrdinals {
-    /// Numbers the clusters of `searcher`'s live documents.
+    /// Numbers the clusters of `searcher`'s live documents from scratch, reading the `root`
+    /// fast field of every live document ([`ClusterNumbering`] reuses the work of earlier
+    /// generations).
     pub fn build(searcher: &Searcher) -> tantivy::Result<Self> {
-        let mut numbers: RootMap<u32> = RootMap::default();
-        let mut roots = Vec::new();
-        let mut sizes: Vec<u32> = Vec::new();
-        let mut documents = Vec::with_capacity(searcher.segment_readers().len());
-        for segment in searcher.segment_readers() {
-            let column = segment.fast_fields().u64(ROOT)?;
-            let mut segment_numbers = vec![NO_CLUSTER; segment.max_doc() as usize];
-            for doc in segment.doc_ids_alive() {
-                let Some(root) = column.first(doc) else {
-                    continue;
-                };
-                let number = *numbers.entry(root).or_insert_with(|| {
-                    roots.push(root);
-                    sizes.push(0);
-                    (roots.len() - 1) as u32
-                });
-                sizes[number as usize] += 1;
-                segment_numbers[doc as usize] = number;
-            }
-            documents.push(segment_numbers);
-        }
-        Ok(ClusterOrdinals {
-            generation: generation(searcher),
-            documents,
-            roots,
-            sizes,
-            spare: Mutex::default(),
-        })
+        let mut numbering = ClusterNumbering::default();
+        numbering.update(searcher)?;
+        Ok(numbering.publish())
     }
 
-    /// An empty buffer with a slot per cluster: a spare one if there is one.
+    /// An empty buffer with a slot per cluster number: a spare one if there is one.
     fn buffer(&self) -> ClusterHits {
-        self.spare
+        let mut buffer = self
+            .spare
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .pop()
-            .unwrap_or_else(|| ClusterHits::new(self.roots.len()))
+            .unwrap_or_default();
+        // A spare buffer may come from another generation, with other numbers: its slots are
+        // all empty, so only their count changes.
+        buffer.slots.resize(self.number_bound(), Slot::default());
+        buffer
     }
 
     /// Empties a buffer and keeps it for a later query, if fewer than the most are kept.
@@ -99,23 +101,34 @@ impl ClusterOrdinals {
         }
     }
 
-    /// Whether these numbers were built for `searcher`'s segments as they are.
+    /// Whether these numbers were made for `searcher`'s segments as they are.
     pub fn is_for(&self, searcher: &Searcher) -> bool {
-        self.generation == generation(searcher)
+        self.generation.len() == searcher.segment_readers().len()
+            && self.generation.iter().zip(searcher.segment_readers()).all(
+                |(&(id, deleted), segment)| {
+                    id == segment.segment_id() && deleted == segment.num_deleted_docs()
+                },
+            )
     }
 
-    /// Live documents in the index.
+    /// Live documents in the index (tombstones excluded).
     pub fn documents(&self) -> u64 {
-        self.sizes.iter().map(|&size| u64::from(size)).sum()
+        self.live_documents
     }
 
     /// Distinct clusters among them.
     pub fn clusters(&self) -> usize {
-        self.roots.len()
+        self.live_clusters
     }
 
-    /// The cluster number of document `doc` of segment `segment` ([`NO_CLUSTER`] for a
-    /// tombstone or a deleted document).
+    /// Every cluster number is below this: the slots a buffer indexed by cluster number needs.
+    /// Dead numbers included, so at most twice [`clusters`](Self::clusters).
+    pub fn number_bound(&self) -> usize {
+        self.sizes.len
+    }
+
+    /// The cluster number of live document `doc` of segment `segment` ([`NO_CLUSTER`] for a
+    /// tombstone; for a deleted document, its former cluster's or [`NO_CLUSTER`]).
     #[inline]
     pub fn number(&self, segment: SegmentOrdinal, doc: DocId) -> u32 {
         self.documents[segment as usize][doc as usize]
@@ -124,7 +137,13 @@ impl ClusterOrdinals {
     /// The live documents of cluster `number`.
     #[inline]
     pub fn size(&self, number: u32) -> u64 {
-        u64::from(self.sizes[number as usize])
+        u64::from(self.sizes.get(number as usize))
+    }
+
+    /// The root of cluster `number` (a dead number's too).
+    #[inline]
+    pub fn root(&self, number: u32) -> Fingerprint {
+        Fingerprint(self.roots.get(number as usize))
     }
 
     /// Refuses a segment these numbers were not built for (a collector given the ordinals of
@@ -148,12 +167,443 @@ impl ClusterOrdinals {
     }
 }
 
-fn generation(searcher: &Searcher) -> Vec<(SegmentId, u32)> {
-    searcher
-        .segment_readers()
-        .iter()
-        .map(|segment| (segment.segment_id(), segment.num_deleted_docs()))
-        .collect()
+/// Cluster numbers kept from one searcher generation to the next, so that a new generation
+/// costs its changes: its new segments are read (their live documents' roots), a segment
+/// with new deletes has those documents taken off their clusters, a segment gone (merged
+/// away, or emptied) has its live documents taken off, and every other segment is reused as
+/// it was. A merge therefore costs its merged documents, and a commit its new ones.
+///
+/// Invariants, between calls:
+/// - a root keeps its number for as long as the numbering lives (the map from roots to
+///   numbers only grows), except when dead numbers (clusters with no live document left)
+///   outnumber live ones: the live ones are then renumbered in their order (every segment's
+///   numbers rewritten, a pass over the documents, paid once per at least as many cluster
+///   deaths as there are live clusters) and the dead roots forgotten;
+/// - each segment of the last generation is known with its deletes, its alive documents
+///   (as 64-bit words, read from its delete file) and its numbers; deletes only grow, so a segment seen
+///   again with more deletes loses exactly the documents alive then and not now (a word-wise
+///   comparison, a 64th of a pass over its documents), and one seen with fewer (an older
+///   searcher asked for after a newer one) is read again;
+/// - the sizes and roots of every generation handed out stay as they were: they are kept in
+///   chunks of 1,024 numbers, and a chunk is copied when first changed after it was handed
+///   out; a new generation copies the chunks changed since the last (and a pointer per
+///   chunk). The last two generations are kept at hand, for the queries that took their
+///   searcher just before a commit.
+///
+/// [`DedupSearcher`](super::DedupSearcher) keeps one for its index; an application collapsing
+/// its own schema keeps one beside its reader.
+///
+/// ```
+/// use tantivy_dedup::engine::{ClusterNumbering, ClusterOrdinals, DedupIndex};
+/// use tantivy_dedup::{Article, config::Config};
+///
+/// let dir = tempfile::tempdir()?;
+/// let mut index = DedupIndex::create(dir.path(), Config::default())?;
+/// let text = "今天北京天气晴朗，气温回升，适合出行。";
+/// let article = |id: &str, content: &str| Article { id: id.into(), content: content.into(), ..Default::default() };
+/// let story = index.add_article(article("1", text))?.root;
+/// index.add_article(article("2", "央行宣布下调存款准备金率零点五个百分点。"))?;
+/// index.commit()?;
+///
+/// let mut numbering = ClusterNumbering::default();
+/// let before = numbering.ordinals(&index.searcher().tantivy_searcher())?;
+/// assert_eq!((before.documents(), before.clusters()), (2, 2));
+///
+/// // The next commit: its new segment is read, the deleted document is taken off its cluster.
+/// index.add_article(article("3", text))?;
+/// index.delete("2")?;
+/// index.commit()?;
+/// let after = numbering.ordinals(&index.searcher().tantivy_searcher())?;
+/// assert_eq!((after.documents(), after.clusters()), (2, 1));
+/// // The story kept its number; the earlier generation still has its own sizes.
+/// let number = |ordinals: &ClusterOrdinals| {
+///     (0..ordinals.number_bound() as u32).find(|&number| ordinals.root(number) == story)
+/// };
+/// assert_eq!(number(&after), number(&before));
+/// assert_eq!(number(&after).map(|number| after.size(number)), Some(2));
+/// assert_eq!(number(&before).map(|number| before.size(number)), Some(1));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Default)]
+pub struct ClusterNumbering {
+    clusters: Clusters,
+    /// The segments of the last generation, in its order.
+    segments: Vec<NumberedSegment>,
+    /// The last [`RECENT_GENERATIONS`] generations' numbers, newest first, handed out again
+    /// for their searchers.
+    recent: Vec<Arc<ClusterOrdinals>>,
+    /// The buffers of the generations' queries.
+    spare: Arc<Mutex<Vec<ClusterHits>>>,
+}
+
+/// Generations whose numbers a [`ClusterNumbering`] keeps at hand: the last, and the one
+/// before for the queries that took their searcher just before a commit (going back to it
+/// would read again every segment that has more deletes now).
+const RECENT_GENERATIONS: usize = 2;
+
+impl ClusterNumbering {
+    /// The cluster numbers of `searcher`'s generation: those handed out last or just before
+    /// if they are for it, else the last ones brought up to it. After an error the numbering
+    /// starts again from scratch at the next call.
+    pub fn ordinals(&mut self, searcher: &Searcher) -> tantivy::Result<Arc<ClusterOrdinals>> {
+        if let Some(recent) = self.recent.iter().find(|recent| recent.is_for(searcher)) {
+            return Ok(Arc::clone(recent));
+        }
+        if let Err(error) = self.update(searcher) {
+            *self = ClusterNumbering {
+                spare: Arc::clone(&self.spare),
+                ..ClusterNumbering::default()
+            };
+            return Err(error);
+        }
+        let ordinals = Arc::new(self.publish());
+        self.recent.insert(0, Arc::clone(&ordinals));
+        self.recent.truncate(RECENT_GENERATIONS);
+        Ok(ordinals)
+    }
+
+    /// Brings the numbering from its last generation to `searcher`'s. An error leaves it
+    /// half done.
+    fn update(&mut self, searcher: &Searcher) -> tantivy::Result<()> {
+        let readers = searcher.segment_readers();
+        let mut before = std::mem::take(&mut self.segments);
+        let reused: Vec<Option<NumberedSegment>> = readers
+            .iter()
+            .map(|segment| {
+                let position = before.iter().position(|known| {
+                    known.id == segment.segment_id() && known.deleted <= segment.num_deleted_docs()
+                })?;
+                Some(before.swap_remove(position))
+            })
+            .collect();
+        // What is left is gone from the searcher (or is read again): its live documents leave.
+        for gone in &before {
+            let alive = words(gone.alive.as_deref(), gone.numbers.len() as DocId);
+            for number in numbers_of(&gone.numbers, documents_in(alive)) {
+                self.clusters.leave(number);
+            }
+        }
+        for (segment, known) in readers.iter().zip(reused) {
+            let numbered = match known {
+                Some(known) => self.clusters.take_off_deleted(known, segment),
+                None => self.clusters.read(segment)?,
+            };
+            self.segments.push(numbered);
+        }
+        if self.clusters.dead() > self.clusters.live {
+            self.renumber();
+        }
+        Ok(())
+    }
+
+    /// Numbers the live clusters again, densely and in their order, and forgets the dead ones.
+    fn renumber(&mut self) {
+        let clusters = &mut self.clusters;
+        let mut renumbered = vec![NO_CLUSTER; clusters.sizes.len];
+        let (mut roots, mut sizes) = (Chunked::default(), Chunked::default());
+        for (number, new) in renumbered.iter_mut().enumerate() {
+            let size = clusters.sizes.get(number);
+            if size > 0 {
+                *new = sizes.len as u32;
+                roots.push(clusters.roots.get(number));
+                sizes.push(size);
+            }
+        }
+        clusters.roots = roots;
+        clusters.sizes = sizes;
+        clusters.numbers.retain(|_, number| {
+            *number = renumbered[*number as usize];
+            *number != NO_CLUSTER
+        });
+        clusters.numbers.shrink_to_fit();
+        for segment in &mut self.segments {
+            segment.numbers = segment
+                .numbers
+                .iter()
+                .map(|&number| {
+                    renumbered
+                        .get(number as usize)
+                        .copied()
+                        .unwrap_or(NO_CLUSTER)
+                })
+                .collect();
+        }
+    }
+
+    /// The current generation's numbers, handed out: later changes copy what they change.
+    fn publish(&mut self) -> ClusterOrdinals {
+        ClusterOrdinals {
+            generation: self
+                .segments
+                .iter()
+                .map(|segment| (segment.id, segment.deleted))
+                .collect(),
+            documents: self
+                .segments
+                .iter()
+                .map(|segment| Arc::clone(&segment.numbers))
+                .collect(),
+            roots: self.clusters.roots.publish(),
+            sizes: self.clusters.sizes.publish(),
+            live_documents: self.clusters.documents,
+            live_clusters: self.clusters.live,
+            spare: Arc::clone(&self.spare),
+        }
+    }
+}
+
+/// The clusters of a [`ClusterNumbering`]: each root's number, and per number its root and
+/// live documents.
+#[derive(Debug, Default)]
+struct Clusters {
+    numbers: RootMap<u32>,
+    roots: Chunked<u64>,
+    sizes: Chunked<u32>,
+    /// Live documents with a root.
+    documents: u64,
+    /// Numbers of size > 0.
+    live: usize,
+}
+
+impl Clusters {
+    /// Numbers whose clusters have no live document left.
+    fn dead(&self) -> usize {
+        self.sizes.len - self.live
+    }
+
+    /// A live document of cluster `root` is counted, under the root's number (a new one if
+    /// the root has none), which is returned.
+    fn enter(&mut self, root: u64) -> u32 {
+        let number = *self.numbers.entry(root).or_insert_with(|| {
+            self.roots.push(root);
+            self.sizes.push(0);
+            (self.sizes.len - 1) as u32
+        });
+        let size = self.sizes.get_mut(number as usize);
+        if *size == 0 {
+            self.live += 1;
+        }
+        *size += 1;
+        self.documents += 1;
+        number
+    }
+
+    /// A live document of cluster `number` is deleted or gone.
+    fn leave(&mut self, number: u32) {
+        let size = self.sizes.get_mut(number as usize);
+        *size -= 1;
+        if *size == 0 {
+            self.live -= 1;
+        }
+        self.documents -= 1;
+    }
+
+    /// Reads a segment's live documents' roots: each is counted in its cluster.
+    fn read(&mut self, segment: &SegmentReader) -> tantivy::Result<NumberedSegment> {
+        let column = segment.fast_fields().u64(ROOT)?;
+        let alive = alive_words(segment);
+        let mut numbers = vec![NO_CLUSTER; segment.max_doc() as usize];
+        for doc in documents_in(words(alive.as_deref(), segment.max_doc())) {
+            if let Some(root) = column.first(doc) {
+                numbers[doc as usize] = self.enter(root);
+            }
+        }
+        Ok(NumberedSegment {
+            id: segment.segment_id(),
+            deleted: segment.num_deleted_docs(),
+            alive,
+            numbers: numbers.into(),
+        })
+    }
+
+    /// A known segment as it is now, with at least as many deletes: the documents deleted
+    /// since leave their clusters.
+    fn take_off_deleted(
+        &mut self,
+        known: NumberedSegment,
+        segment: &SegmentReader,
+    ) -> NumberedSegment {
+        if known.deleted == segment.num_deleted_docs() {
+            return known;
+        }
+        let alive = alive_words(segment);
+        let max_doc = segment.max_doc();
+        let deleted = words(known.alive.as_deref(), max_doc)
+            .zip(words(alive.as_deref(), max_doc))
+            .map(|(was, is)| was & !is);
+        for number in numbers_of(&known.numbers, documents_in(deleted)) {
+            self.leave(number);
+        }
+        NumberedSegment {
+            deleted: segment.num_deleted_docs(),
+            alive,
+            ..known
+        }
+    }
+}
+
+/// What a [`ClusterNumbering`] knows of a segment of its last generation.
+#[derive(Debug)]
+struct NumberedSegment {
+    id: SegmentId,
+    /// Its deleted documents then.
+    deleted: u32,
+    /// Its alive documents then, as [`alive_words`] gives them (`None`: all).
+    alive: Option<Arc<[u64]>>,
+    /// Per document: its cluster's number, or [`NO_CLUSTER`] (no root, or deleted when the
+    /// segment was read).
+    numbers: Arc<[u32]>,
+}
+
+/// The numbers of `docs` in `numbers`, those without one left out.
+fn numbers_of(numbers: &[u32], docs: impl Iterator<Item = DocId>) -> impl Iterator<Item = u32> {
+    docs.map(|doc| numbers[doc as usize])
+        .filter(|&number| number != NO_CLUSTER)
+}
+
+/// A segment's alive documents as 64-bit words, document `d` being bit `d % 64` of word
+/// `d / 64`; `None` when none is deleted. Read from the segment's delete file, the bytes
+/// Tantivy's `AliveBitSet` is opened from, so that comparing two generations costs a word per
+/// 64 documents; built from the alive documents if that file does not hold them as expected.
+fn alive_words(segment: &SegmentReader) -> Option<Arc<[u64]>> {
+    let alive = segment.alive_bitset()?;
+    Some(
+        delete_file_words(segment)
+            .unwrap_or_else(|| words_of(alive.iter_alive(), segment.max_doc())),
+    )
+}
+
+/// The words of a segment's delete file: a 4-byte little-endian document count, then the
+/// alive bits in little-endian 64-bit words. `None` if the file cannot be read or does not
+/// agree with the reader (its document count, word count and alive count).
+fn delete_file_words(segment: &SegmentReader) -> Option<Arc<[u64]>> {
+    let bytes = segment
+        .open_read(SegmentComponent::Delete)
+        .ok()?
+        .read_bytes()
+        .ok()?;
+    let (max_doc, words) = bytes.as_slice().split_first_chunk::<4>()?;
+    let (words, rest) = words.as_chunks::<8>();
+    let words: Arc<[u64]> = words.iter().map(|word| u64::from_le_bytes(*word)).collect();
+    let max_doc = u32::from_le_bytes(*max_doc);
+    let alive: u64 = words.iter().map(|word| u64::from(word.count_ones())).sum();
+    let beyond = match (words.last(), max_doc % 64) {
+        (Some(last), bits) if bits > 0 => last >> bits,
+        _ => 0,
+    };
+    let agrees = rest.is_empty()
+        && max_doc == segment.max_doc()
+        && words.len() == max_doc.div_ceil(64) as usize
+        && alive == u64::from(segment.num_docs())
+        && beyond == 0;
+    agrees.then_some(words)
+}
+
+/// Words (as [`alive_words`]) with the bits of `docs` set.
+fn words_of(docs: impl Iterator<Item = DocId>, max_doc: DocId) -> Arc<[u64]> {
+    let mut words = vec![0u64; max_doc.div_ceil(64) as usize];
+    for doc in docs {
+        words[doc as usize / 64] |= 1 << (doc % 64);
+    }
+    words.into()
+}
+
+/// The words of a segment's alive documents, from [`alive_words`] (`None`: all of them).
+fn words(alive: Option<&[u64]>, max_doc: DocId) -> impl Iterator<Item = u64> + '_ {
+    let all = (0..max_doc.div_ceil(64)).map(move |word| match max_doc - word * 64 {
+        left @ 0..64 => (1 << left) - 1,
+        _ => u64::MAX,
+    });
+    let (listed, all) = match alive {
+        Some(words) => (Some(words.iter().copied()), None),
+        None => (None, Some(all)),
+    };
+    listed
+        .into_iter()
+        .flatten()
+        .chain(all.into_iter().flatten())
+}
+
+/// The documents whose bits are set in `words`.
+fn documents_in(words: impl Iterator<Item = u64>) -> impl Iterator<Item = DocId> {
+    words.enumerate().flat_map(|(index, mut word)| {
+        let first = index as DocId * 64;
+        std::iter::from_fn(move || {
+            (word != 0).then(|| {
+                let bit = word.trailing_zeros();
+                word &= word - 1;
+                first + bit
+            })
+        })
+    })
+}
+
+/// Numbers per chunk of [`Chunked`] and [`Chunks`]: 4 KiB of sizes, 8 KiB of roots.
+const CHUNK: usize = 1024;
+
+/// An array that a [`ClusterNumbering`] changes in place and hands out as read-only
+/// [`Chunks`]: a chunk handed out is copied when next changed, so handing out again costs
+/// the chunks changed since the last time (and a pointer per chunk).
+#[derive(Debug, Default)]
+struct Chunked<T> {
+    /// Every chunk as last handed out (the last one padded with default values).
+    shared: Vec<Arc<[T; CHUNK]>>,
+    /// Per chunk: its copy, if it changed since.
+    changed: Vec<Option<Box<[T; CHUNK]>>>,
+    len: usize,
+}
+
+impl<T: Copy + Default> Chunked<T> {
+    fn get(&self, index: usize) -> T {
+        let (chunk, at) = (index / CHUNK, index % CHUNK);
+        match &self.changed[chunk] {
+            Some(values) => values[at],
+            None => self.shared[chunk][at],
+        }
+    }
+
+    fn get_mut(&mut self, index: usize) -> &mut T {
+        let (chunk, at) = (index / CHUNK, index % CHUNK);
+        let shared = &self.shared[chunk];
+        &mut self.changed[chunk].get_or_insert_with(|| Box::new(**shared))[at]
+    }
+
+    fn push(&mut self, value: T) {
+        if self.len.is_multiple_of(CHUNK) {
+            self.shared.push(Arc::new([T::default(); CHUNK]));
+            self.changed.push(None);
+        }
+        self.len += 1;
+        *self.get_mut(self.len - 1) = value;
+    }
+
+    /// The array as it is now, for readers.
+    fn publish(&mut self) -> Chunks<T> {
+        for (shared, changed) in self.shared.iter_mut().zip(&mut self.changed) {
+            if let Some(values) = changed.take() {
+                *shared = Arc::from(values);
+            }
+        }
+        Chunks {
+            chunks: self.shared.clone(),
+            len: self.len,
+        }
+    }
+}
+
+/// A version of a [`Chunked`] array, sharing its chunks with the versions that hold the
+/// same values.
+#[derive(Debug)]
+struct Chunks<T> {
+    chunks: Vec<Arc<[T; CHUNK]>>,
+    len: usize,
+}
+
+impl<T: Copy> Chunks<T> {
+    #[inline]
+    fn get(&self, index: usize) -> T {
+        self.chunks[index / CHUNK][index % CHUNK]
+    }
 }
 
 /// The matching documents of one cluster, as the collector saw them.
@@ -288,10 +738,10 @@ struct Slot {
     newest: Timestamp,
 }
 
-/// Per cluster number, what a query's hits say: a slot per cluster of the generation, and the
+/// Per cluster number, what a query's hits say: a slot per number of the generation, and the
 /// list of slots in use, so that a buffer is emptied in the time it took to fill and can
 /// serve the next query.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct ClusterHits {
     /// The numbers of the clusters hit, in the order first hit.
     touched: Vec<u32>,
@@ -299,13 +749,6 @@ pub struct ClusterHits {
 }
 
 impl ClusterHits {
-    fn new(clusters: usize) -> Self {
-        ClusterHits {
-            touched: Vec::new(),
-            slots: vec![Slot::default(); clusters],
-        }
-    }
-
     #[inline]
     fn add(&mut self, number: usize, other: Slot) {
         let slot = &mut self.slots[number];
@@ -364,7 +807,7 @@ impl Collector for CollapseCollector {
 
     fn merge_fruits(&self, segments: Vec<ClusterHitsFruit>) -> tantivy::Result<Collapsed> {
         let ordinals = &self.ordinals;
-        let single = |hit: &Hit| ordinals.sizes[hit.number as usize] == 1;
+        let mut top = Top::new(self.sort, self.offset, self.limit);
         // A hit of a one-document cluster is that cluster, whole: it goes straight to the
         // ranking. The others gather in one buffer of slots per query, whatever the number
         // of segments (segments only list their hits, so a small segment costs in proportion
@@ -376,108 +819,116 @@ impl Collector for CollapseCollector {
             total_hits += segment.hits.len() as u64;
             let address = u64::from(segment.segment_ord) << 32;
             for (index, hit) in segment.hits.iter().enumerate() {
-                if single(hit) {
+                let newest = segment.times.get(index).copied().unwrap_or(0);
+                if ordinals.size(hit.number) == 1 {
                     singles += 1;
-                    continue;
-                }
-                merged.add(
-                    hit.number as usize,
-                    Slot {
-                        hits: 1,
+                    top.push(CollapsedCluster {
+                        root: ordinals.root(hit.number),
                         score: hit.score,
-                        best: address | u64::from(hit.doc),
-                        newest: segment.times.get(index).copied().unwrap_or(0),
-                    },
-                );
+                        representative: DocAddress::new(segment.segment_ord, hit.doc),
+                        hits: 1,
+                        size: 1,
+                        newest,
+                    });
+                } else {
+                    merged.add(
+                        hit.number as usize,
+                        Slot {
+                            hits: 1,
+                            score: hit.score,
+                            best: address | u64::from(hit.doc),
+                            newest,
+                        },
+                    );
+                }
             }
         }
-        let gathered = merged.touched.iter().map(|&number| {
+        for &number in &merged.touched {
             let slot = merged.slots[number as usize];
-            CollapsedCluster {
-                root: Fingerprint(ordinals.roots[number as usize]),
+            top.push(CollapsedCluster {
+                root: ordinals.root(number),
                 score: slot.score,
                 representative: DocAddress::new(
                     (slot.best >> 32) as SegmentOrdinal,
                     slot.best as DocId,
                 ),
                 hits: u64::from(slot.hits),
-                size: u64::from(ordinals.sizes[number as usize]),
+                size: ordinals.size(number),
                 newest: slot.newest,
-            }
-        });
-        let alone = segments.iter().flat_map(|ClusterHitsFruit(segment)| {
-            segment
-                .hits
-                .iter()
-                .enumerate()
-                .filter(|(_, hit)| single(hit))
-                .map(|(index, hit)| CollapsedCluster {
-                    root: Fingerprint(ordinals.roots[hit.number as usize]),
-                    score: hit.score,
-                    representative: DocAddress::new(segment.segment_ord, hit.doc),
-                    hits: 1,
-                    size: 1,
-                    newest: segment.times.get(index).copied().unwrap_or(0),
-                })
-        });
+            });
+        }
         let total_clusters = merged.touched.len() as u64 + singles;
-        let clusters = top(gathered.chain(alone), self.sort, self.offset, self.limit);
         ordinals.recycle(merged);
         Ok(Collapsed {
-            clusters,
+            clusters: top.page(),
             total_hits,
             total_clusters,
         })
     }
 }
 
-/// The clusters `offset..offset + limit` of `clusters` in `sort` order, keeping only the best
-/// `offset + limit` at any time (a heap whose top is the worst kept, so most clusters cost one
-/// comparison).
-fn top(
-    clusters: impl Iterator<Item = CollapsedCluster>,
+/// The best `offset + limit` clusters of those pushed, in a [`Sort`]'s order: a heap whose
+/// top is the worst kept, so most clusters cost one comparison.
+struct Top {
+    heap: std::collections::BinaryHeap<Ranked>,
     sort: Sort,
     offset: usize,
-    limit: usize,
-) -> Vec<CollapsedCluster> {
-    /// A cluster ordered so that the heap's top is the one to drop first.
-    struct Ranked(CollapsedCluster, Sort);
-    impl PartialEq for Ranked {
-        fn eq(&self, other: &Self) -> bool {
-            self.cmp(other) == Ordering::Equal
-        }
+    keep: usize,
+}
+
+/// A cluster ordered so that the heap's top is the one to drop first.
+struct Ranked(CollapsedCluster, Sort);
+
+impl PartialEq for Ranked {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
     }
-    impl Eq for Ranked {}
-    impl PartialOrd for Ranked {
-        fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-            Some(self.cmp(other))
-        }
+}
+
+impl Eq for Ranked {}
+
+impl PartialOrd for Ranked {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
     }
-    impl Ord for Ranked {
-        fn cmp(&self, other: &Self) -> Ordering {
-            self.1.compare(&self.0, &other.0)
+}
+
+impl Ord for Ranked {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.1.compare(&self.0, &other.0)
+    }
+}
+
+impl Top {
+    fn new(sort: Sort, offset: usize, limit: usize) -> Top {
+        let keep = offset.saturating_add(limit);
+        Top {
+            heap: std::collections::BinaryHeap::with_capacity(keep.min(1 << 16)),
+            sort,
+            offset,
+            keep,
         }
     }
 
-    let keep = offset.saturating_add(limit);
-    if keep == 0 {
-        return Vec::new();
-    }
-    let mut heap = std::collections::BinaryHeap::with_capacity(keep.min(1 << 16));
-    for cluster in clusters {
-        if heap.len() < keep {
-            heap.push(Ranked(cluster, sort));
-        } else if let Some(mut worst) = heap.peek_mut()
-            && sort.compare(&cluster, &worst.0) == Ordering::Less
+    fn push(&mut self, cluster: CollapsedCluster) {
+        if self.heap.len() < self.keep {
+            self.heap.push(Ranked(cluster, self.sort));
+        } else if let Some(mut worst) = self.heap.peek_mut()
+            && self.sort.compare(&cluster, &worst.0) == Ordering::Less
         {
             worst.0 = cluster;
         }
     }
-    heap.into_sorted_vec()
-        .into_iter()
-        .skip(offset)
-        .map(|ranked| ranked.0)
-        .collect()
+
+    /// The clusters `offset..offset + limit` in order.
+    fn page(self) -> Vec<CollapsedCluster> {
+        self.heap
+            .into_sorted_vec()
+            .into_iter()
+            .skip(self.offset)
+            .map(|ranked| ranked.0)
+            .collect()
+    }
 }
 
 /// One segment's hits (opaque outside this module).
@@ -587,5 +1038,49 @@ impl std::str::FromStr for Sort {
                     "sort must be one of relevance, similar_desc, similar_asc, newest; got {text:?}"
                 ))
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tantivy::schema::{STRING, Schema};
+    use tantivy::{Index, IndexWriter, Term, doc};
+
+    use super::*;
+
+    #[test]
+    fn all_documents_as_words() {
+        for max_doc in [0, 1, 63, 64, 65, 130] {
+            let all: Vec<DocId> = documents_in(words(None, max_doc)).collect();
+            assert_eq!(all, (0..max_doc).collect::<Vec<_>>());
+        }
+    }
+
+    /// The delete file read as words holds the alive documents Tantivy's bitset holds (were
+    /// it read otherwise, every comparison would fall back to a pass over the documents).
+    #[test]
+    fn delete_file_words_are_the_alive_documents() -> tantivy::Result<()> {
+        let mut builder = Schema::builder();
+        let id = builder.add_text_field("id", STRING);
+        let index = Index::create_in_ram(builder.build());
+        let mut writer: IndexWriter = index.writer_with_num_threads(1, 15_000_000)?;
+        for number in 0..200 {
+            writer.add_document(doc!(id => number.to_string()))?;
+        }
+        writer.commit()?;
+        let deleted = (0..200).filter(|number| number % 7 == 3 || *number > 190);
+        for number in deleted.clone() {
+            writer.delete_term(Term::from_field_text(id, &number.to_string()));
+        }
+        writer.commit()?;
+        let searcher = index.reader()?.searcher();
+        let segment = &searcher.segment_readers()[0];
+        let alive = segment.alive_bitset().map(|alive| alive.iter_alive());
+        let expected = alive.map(|alive| words_of(alive, segment.max_doc()));
+        assert_eq!(segment.num_docs() as usize, 200 - deleted.count());
+        assert!(expected.is_some());
+        assert_eq!(delete_file_words(segment), expected);
+        assert_eq!(alive_words(segment), expected);
+        Ok(())
     }
 }

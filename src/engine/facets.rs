@@ -533,7 +533,7 @@ impl Collector for FacetCollector {
         }
         // Distinct clusters of a value: a bit per cluster number, set on first sight and
         // cleared again after the value (linear in the hits; a sort would be n log n).
-        let mut seen = vec![0u64; self.ordinals.clusters().div_ceil(64)];
+        let mut seen = vec![0u64; self.ordinals.number_bound().div_ceil(64)];
         Ok(by_dimension
             .into_iter()
             .map(|segments| {

@@ -31,8 +31,8 @@ mod writer;
 
 pub use check::{CheckReport, Damage, check_index};
 pub use collapse::{
-    ClusterHitsFruit, ClusterOrdinals, CollapseCollector, CollapseSegmentCollector, Collapsed,
-    CollapsedCluster, NO_CLUSTER, RootMap, Sort,
+    ClusterHitsFruit, ClusterNumbering, ClusterOrdinals, CollapseCollector,
+    CollapseSegmentCollector, Collapsed, CollapsedCluster, NO_CLUSTER, RootMap, Sort,
 };
 pub use dedup_writer::{
     DedupDocument, DedupWriter, DedupWriterBuilder, DocumentPreparer, PreparedDocument,

@@ -17,7 +17,9 @@ use tantivy::{DateTime, DocAddress, Index, IndexReader, ReloadPolicy, TantivyDoc
 use crate::article::Article;
 use crate::config::Config;
 use crate::dedup::Signer;
-use crate::engine::collapse::{ClusterOrdinals, CollapseCollector, CollapsedCluster, Sort};
+use crate::engine::collapse::{
+    ClusterNumbering, ClusterOrdinals, CollapseCollector, CollapsedCluster, Sort,
+};
 use crate::engine::directory::{self, index_error, open_tantivy, stored_settings};
 use crate::engine::facets::{
     DEFAULT_FACET_LIMIT, Dimension, FacetCollector, FacetCount, most_frequent,
@@ -474,8 +476,8 @@ struct Shared {
     /// Default mode's rule for the check before publishing; `None` in seed mode.
     verifier: Option<Verifier>,
     parser: QueryParser,
-    /// The cluster numbers of the latest searcher generation collapsed.
-    ordinals: Mutex<Option<Arc<ClusterOrdinals>>>,
+    /// The cluster numbers, brought up to each searcher generation collapsed.
+    ordinals: Mutex<ClusterNumbering>,
 }
 
 /// Searches a news index: collapsed list pages, detail pages, near-duplicate checks.
@@ -832,24 +834,23 @@ impl DedupSearcher {
         Ok(dimensions)
     }
 
-    /// The cluster numbers of `searcher`'s generation, for a [`CollapseCollector`]: built on
-    /// the first collapse of each generation, then shared.
+    /// The cluster numbers of `searcher`'s generation, for a [`CollapseCollector`]: brought
+    /// up to each generation on its first collapse (from the last one's, at the cost of the
+    /// segments and deletes that changed), then shared.
     pub fn cluster_ordinals(&self, searcher: &tantivy::Searcher) -> Result<Arc<ClusterOrdinals>> {
         self.ordinals(searcher)
     }
 
     fn ordinals(&self, searcher: &tantivy::Searcher) -> Result<Arc<ClusterOrdinals>> {
-        let mut cached = self
-            .shared
-            .ordinals
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(ordinals) = cached.as_ref().filter(|ordinals| ordinals.is_for(searcher)) {
-            return Ok(Arc::clone(ordinals));
-        }
-        let ordinals = Arc::new(ClusterOrdinals::build(searcher).map_err(self.error())?);
-        *cached = Some(Arc::clone(&ordinals));
-        Ok(ordinals)
+        let ordinals = &self.shared.ordinals;
+        let mut numbering = ordinals.lock().unwrap_or_else(|poisoned| {
+            // A panic while numbering may have left it half done: it starts again.
+            ordinals.clear_poison();
+            let mut numbering = poisoned.into_inner();
+            *numbering = ClusterNumbering::default();
+            numbering
+        });
+        numbering.ordinals(searcher).map_err(self.error())
     }
 
     /// All live documents of a cluster.
