@@ -30,7 +30,7 @@ use crate::{Error, Result};
 
 /// A Tantivy error while measuring an index that was opened already (its path is known to the
 /// caller).
-fn index_error(source: tantivy::TantivyError) -> Error {
+pub(crate) fn index_error(source: tantivy::TantivyError) -> Error {
     Error::Index {
         path: Default::default(),
         source,

@@ -14,11 +14,12 @@ use rayon::prelude::*;
 use serde::Serialize;
 use tantivy::index::SegmentId;
 
+use crate::bench::engine::index_error;
 use crate::bench::percentile;
 use crate::config::{Config, Mode};
 use crate::engine::{ClusterNumbering, ClusterOrdinals, DedupIndex, PreparedArticle, Preparer};
 use crate::forest::Timestamp;
-use crate::{Article, Error, Result};
+use crate::{Article, Result};
 
 /// Characters the generated texts are drawn from: common in news, so that jieba segments
 /// them into ordinary words and single characters.
@@ -62,6 +63,17 @@ impl Timing {
     }
 }
 
+/// One commit's figures.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct CommitFigures {
+    /// Documents of the segments its generation brought (new and merged).
+    pub documents_read: u64,
+    /// Milliseconds to bring the numbers up from the last generation's.
+    pub kept_ms: f64,
+    /// Milliseconds to make them from scratch.
+    pub scratch_ms: f64,
+}
+
 /// The cost of each commit's cluster numbers at one index size.
 #[derive(Debug, Clone, Serialize)]
 pub struct OrdinalsReport {
@@ -93,6 +105,8 @@ pub struct OrdinalsReport {
     pub kept_with_merge: Timing,
     /// Documents of the segments each generation brought (new and merged), on average.
     pub documents_read_per_commit: f64,
+    /// The commit whose kept numbers took longest.
+    pub slowest_kept: CommitFigures,
     /// Whether both numberings counted the same documents and clusters at every commit.
     pub agree: bool,
 }
@@ -141,6 +155,7 @@ pub fn ordinals_per_commit(
     let (mut scratch, mut kept, mut with_merge, mut without_merge) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut read = 0u64;
+    let mut slowest_kept = CommitFigures::default();
     let mut agree = true;
     let mut last = None;
     for commit in 1..=commits {
@@ -169,6 +184,13 @@ pub fn ordinals_per_commit(
         let scratch_ms = started.elapsed().as_secs_f64() * 1e3;
         agree &= (incremental.documents(), incremental.clusters())
             == (fresh.documents(), fresh.clusters());
+        if kept_ms > slowest_kept.kept_ms {
+            slowest_kept = CommitFigures {
+                documents_read: brought,
+                kept_ms,
+                scratch_ms,
+            };
+        }
         scratch.push(scratch_ms);
         kept.push(kept_ms);
         if brought > (added + deleted) as u64 {
@@ -205,16 +227,9 @@ pub fn ordinals_per_commit(
         kept_without_merge: Timing::of(without_merge),
         kept_with_merge: Timing::of(with_merge),
         documents_read_per_commit: read as f64 / commits.max(1) as f64,
+        slowest_kept,
         agree,
     })
-}
-
-/// A Tantivy error on the index being measured.
-fn index_error(source: tantivy::TantivyError) -> Error {
-    Error::Index {
-        path: Default::default(),
-        source,
-    }
 }
 
 fn segment_ids(searcher: &tantivy::Searcher) -> HashSet<SegmentId> {

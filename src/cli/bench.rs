@@ -128,9 +128,13 @@ pub struct BenchArgs {
     /// Generated documents the ordinals part indexes before its commits, comma-separated
     #[arg(long, value_delimiter = ',', default_value = "1000000,10000000")]
     ordinals_documents: Vec<u64>,
-    /// Commits the ordinals part times, each of 1,000 new documents and 10 deletes
+    /// Commits the ordinals part times, each of 1,000 new documents and --ordinals-deletes
+    /// deletes
     #[arg(long, default_value_t = 50)]
     ordinals_commits: usize,
+    /// Deletes of random earlier documents in each of the ordinals part's commits
+    #[arg(long, default_value_t = 10)]
+    ordinals_deletes: usize,
     #[command(flatten)]
     config: ConfigArgs,
 }
@@ -312,7 +316,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 documents,
                 args.ordinals_commits,
                 1000,
-                10,
+                args.ordinals_deletes,
             )?;
             sizes.push(serde_json::to_value(figures)?);
         }
