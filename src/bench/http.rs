@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::bench::percentile;
+use crate::bench::Latency;
 use crate::config::Config;
 use crate::engine::{DedupIndex, Sort};
 use crate::input::Lines;
@@ -84,31 +84,6 @@ impl LocalServer {
 impl Drop for LocalServer {
     fn drop(&mut self) {
         let _ = self.stop_inner();
-    }
-}
-
-/// Latency percentiles, milliseconds.
-#[derive(Debug, Clone, Serialize)]
-pub struct Latency {
-    /// Median.
-    pub p50_ms: f64,
-    /// 90th percentile.
-    pub p90_ms: f64,
-    /// 99th percentile.
-    pub p99_ms: f64,
-    /// Slowest.
-    pub max_ms: f64,
-}
-
-impl Latency {
-    fn of(mut millis: Vec<f64>) -> Self {
-        millis.sort_by(f64::total_cmp);
-        Latency {
-            p50_ms: percentile(&millis, 0.5),
-            p90_ms: percentile(&millis, 0.9),
-            p99_ms: percentile(&millis, 0.99),
-            max_ms: millis.last().copied().unwrap_or(0.0),
-        }
     }
 }
 

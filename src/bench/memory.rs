@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use crate::Result;
 use crate::article::Article;
+use crate::bench::process_status_bytes;
 use crate::config::{DedupConfig, Mode};
 use crate::dedup::Deduplicator;
 
@@ -137,7 +138,7 @@ pub fn memory(
     })
 }
 
-/// Resident memory of this process by kind (Linux `/proc/self/status`).
+/// Resident memory of this process by kind (Linux only).
 struct ProcessMemory {
     anonymous: u64,
     file: u64,
@@ -145,15 +146,9 @@ struct ProcessMemory {
 
 impl ProcessMemory {
     fn read() -> Option<ProcessMemory> {
-        let status = std::fs::read_to_string("/proc/self/status").ok()?;
-        let field = |name: &str| -> Option<u64> {
-            let line = status.lines().find(|line| line.starts_with(name))?;
-            let kilobytes: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-            Some(kilobytes * 1024)
-        };
         Some(ProcessMemory {
-            anonymous: field("RssAnon:")?,
-            file: field("RssFile:")? + field("RssShmem:").unwrap_or(0),
+            anonymous: process_status_bytes(&["RssAnon"])?,
+            file: process_status_bytes(&["RssFile", "RssShmem"])?,
         })
     }
 }

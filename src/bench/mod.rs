@@ -179,10 +179,21 @@ pub struct LookupReport {
 
 /// Resident set size of this process in bytes (Linux `/proc`; `None` elsewhere).
 pub fn resident_bytes() -> Option<u64> {
+    process_status_bytes(&["VmRSS"])
+}
+
+/// The sum of sizes that Linux's `/proc/self/status` gives in kB (such as `VmRSS` or
+/// `RssAnon`), in bytes; `None` elsewhere, or when one is missing.
+pub fn process_status_bytes(names: &[&str]) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
-    let kilobytes: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kilobytes * 1024)
+    names.iter().try_fold(0, |sum, name| {
+        let line = status.lines().find(|line| {
+            line.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with(':'))
+        })?;
+        let kilobytes: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(sum + kilobytes * 1024)
+    })
 }
 
 /// Builds a forest over `layout` with `stored` fingerprints (1% planted near-duplicates, seed
@@ -282,6 +293,35 @@ pub fn lookup(
 #[inline(never)]
 pub fn linear_scan(stored: &[u64], query: Fingerprint, max_distance: u32) -> usize {
     crate::index::scan::count_within(stored, query.0, max_distance)
+}
+
+/// Times in milliseconds (of requests, commits, ...), summarised: how many, and percentiles.
+#[derive(Debug, Clone, Serialize)]
+pub struct Latency {
+    /// Times measured.
+    pub samples: usize,
+    /// Median.
+    pub p50_ms: f64,
+    /// 90th percentile.
+    pub p90_ms: f64,
+    /// 99th percentile.
+    pub p99_ms: f64,
+    /// Slowest (like the percentiles, not a number, `null` in JSON, with no samples).
+    pub max_ms: f64,
+}
+
+impl Latency {
+    /// The summary of `millis`, in any order.
+    pub fn of(mut millis: Vec<f64>) -> Self {
+        millis.sort_by(f64::total_cmp);
+        Latency {
+            samples: millis.len(),
+            p50_ms: percentile(&millis, 0.5),
+            p90_ms: percentile(&millis, 0.9),
+            p99_ms: percentile(&millis, 0.99),
+            max_ms: millis.last().copied().unwrap_or(f64::NAN),
+        }
+    }
 }
 
 /// The value at quantile `q` of sorted `values` (nearest rank).

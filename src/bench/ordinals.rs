@@ -14,8 +14,8 @@ use rayon::prelude::*;
 use serde::Serialize;
 use tantivy::index::SegmentId;
 
+use crate::bench::Latency;
 use crate::bench::engine::index_error;
-use crate::bench::percentile;
 use crate::config::{Config, Mode};
 use crate::engine::{ClusterNumbering, ClusterOrdinals, DedupIndex, PreparedArticle, Preparer};
 use crate::forest::Timestamp;
@@ -37,31 +37,6 @@ const BUILD_COMMIT: u64 = 200_000;
 
 /// The first generated document's time; each next one is a second later.
 const FIRST_TIME: Timestamp = 1_700_000_000;
-
-/// Milliseconds over a run's commits.
-#[derive(Debug, Clone, Serialize)]
-pub struct Timing {
-    /// Commits timed.
-    pub commits: usize,
-    /// Median.
-    pub median_ms: f64,
-    /// 90th percentile.
-    pub p90_ms: f64,
-    /// Slowest.
-    pub max_ms: f64,
-}
-
-impl Timing {
-    fn of(mut samples: Vec<f64>) -> Timing {
-        samples.sort_by(f64::total_cmp);
-        Timing {
-            commits: samples.len(),
-            median_ms: percentile(&samples, 0.5),
-            p90_ms: percentile(&samples, 0.9),
-            max_ms: samples.last().copied().unwrap_or(f64::NAN),
-        }
-    }
-}
 
 /// One commit's figures.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
@@ -95,14 +70,14 @@ pub struct OrdinalsReport {
     /// Deletes per commit (of random earlier documents, so mostly in old, large segments).
     pub deleted_per_commit: usize,
     /// Numbers made from scratch, every commit.
-    pub scratch: Timing,
+    pub scratch: Latency,
     /// Numbers brought up from the last generation, every commit.
-    pub kept: Timing,
+    pub kept: Latency,
     /// The same, over the commits whose generation brought no segment merged in the
     /// background.
-    pub kept_without_merge: Timing,
+    pub kept_without_merge: Latency,
     /// The same, over the commits whose generation did (the merged documents are read).
-    pub kept_with_merge: Timing,
+    pub kept_with_merge: Latency,
     /// Documents of the segments each generation brought (new and merged), on average.
     pub documents_read_per_commit: f64,
     /// The commit whose kept numbers took longest.
@@ -222,10 +197,10 @@ pub fn ordinals_per_commit(
         first_numbering_ms,
         added_per_commit: added,
         deleted_per_commit: deleted,
-        scratch: Timing::of(scratch),
-        kept: Timing::of(kept),
-        kept_without_merge: Timing::of(without_merge),
-        kept_with_merge: Timing::of(with_merge),
+        scratch: Latency::of(scratch),
+        kept: Latency::of(kept),
+        kept_without_merge: Latency::of(without_merge),
+        kept_with_merge: Latency::of(with_merge),
         documents_read_per_commit: read as f64 / commits.max(1) as f64,
         slowest_kept,
         agree,
