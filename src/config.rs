@@ -556,6 +556,11 @@ pub struct IndexConfig {
     /// Indexing threads [default: the number of cores, at most 8].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub writer_threads: Option<usize>,
+    /// Inserts between two checkpoints of the forest, which a commit saves beside the index
+    /// (in its `forest/` directory) so that reopening replays only the inserts made since
+    /// instead of all of them. Fewer: faster reopening, more writing (at 10M live documents
+    /// a checkpoint is about 1.5 GB).
+    pub checkpoint_inserts: u64,
     /// The zone of the people who read the index: a date or time given without an offset
     /// (`search --from 2024-04-21`, `/v1/search?from=2024-04-21`) is read in it, and the
     /// command line prints times in it. Kept with the index, so that its readers need not
@@ -569,6 +574,7 @@ impl Default for IndexConfig {
             retention: None,
             writer_memory_mb: 256,
             writer_threads: None,
+            checkpoint_inserts: crate::engine::DEFAULT_CHECKPOINT_INSERTS,
             time_zone: TimeZone::default(),
         }
     }
@@ -595,6 +601,11 @@ impl IndexConfig {
         {
             return Err(Error::Config(
                 "index.retention must be at least one second, e.g. \"90d\"".to_owned(),
+            ));
+        }
+        if self.checkpoint_inserts == 0 {
+            return Err(Error::Config(
+                "index.checkpoint_inserts must be at least 1".to_owned(),
             ));
         }
         if self.writer_threads == Some(0) || self.writer_threads.is_some_and(|n| n > 64) {

@@ -128,7 +128,10 @@ impl Deduplicator {
         Self::with_sketches(config, sketches)
     }
 
-    fn with_sketches(config: DedupConfig, sketches: SketchStore) -> Result<Self> {
+    /// A deduplicator whose forest keeps default mode's sketches in `sketches` (an empty
+    /// store, such as [`SketchStore::in_checkpoint_directory`]'s, which a forest checkpoint can
+    /// name). Decisions are the same as [`new`](Self::new)'s.
+    pub fn with_sketches(config: DedupConfig, sketches: SketchStore) -> Result<Self> {
         config.validate()?;
         let layout = config.layout()?;
         let forest = match config.verifier() {

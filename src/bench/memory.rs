@@ -14,6 +14,7 @@ use crate::article::Article;
 use crate::bench::process_status_bytes;
 use crate::config::{DedupConfig, Mode};
 use crate::dedup::Deduplicator;
+use crate::forest::{Signature, Timestamp};
 
 /// What [`memory`] measured.
 #[derive(Debug, Clone, Serialize)]
@@ -66,12 +67,7 @@ pub fn memory(
     config: DedupConfig,
     sketch_dir: Option<&Path>,
 ) -> Result<MemoryReport> {
-    let config = DedupConfig {
-        mode: Mode::Default,
-        // Every document stays live: the window covers the whole run.
-        window: std::time::Duration::from_secs(100 * 365 * 86_400),
-        ..config
-    };
+    let config = all_live(config);
     let mut dedup = match sketch_dir {
         Some(dir) => Deduplicator::with_sketches_in(config, dir)?,
         None => Deduplicator::new(config)?,
@@ -79,38 +75,11 @@ pub fn memory(
     let mut texts = NewsLikeTexts::new(0x6d65_6d6f);
     let before = ProcessMemory::read();
     let start = Instant::now();
-    let (mut placed, mut duplicates, mut hashes) = (0usize, 0usize, 0usize);
-    while placed < documents {
-        let batch: Vec<String> = (0..BATCH.min(documents - placed))
-            .map(|_| texts.next_text())
-            .collect();
-        let signer = dedup.signer();
-        let signatures: Vec<_> = batch
-            .par_iter()
-            .map(|content| {
-                signer.sign(&Article {
-                    content: content.clone(),
-                    ..Article::default()
-                })
-            })
-            .collect();
-        drop(batch);
-        for signature in signatures {
-            hashes += signature
-                .sketch
-                .as_ref()
-                .map_or(0, |sketch| sketch.hashes().len());
-            let time = 1_700_000_000 + (placed / DOCUMENTS_PER_SECOND) as i64;
-            duplicates += usize::from(dedup.place(signature, time)?.is_duplicate());
-            placed += 1;
-        }
-        if placed % 1_000_000 < BATCH || placed == documents {
-            eprintln!(
-                "bench: memory: {placed} documents, {:.0} s",
-                start.elapsed().as_secs_f64()
-            );
-        }
-    }
+    let Grown {
+        placed,
+        duplicates,
+        hashes,
+    } = grow(&mut dedup, &mut texts, documents, "memory")?;
     let seconds = start.elapsed().as_secs_f64();
     let after = ProcessMemory::read();
     let stats = dedup.stats();
@@ -138,6 +107,85 @@ pub fn memory(
     })
 }
 
+/// Default mode with `config`'s other settings and a window that keeps every generated
+/// document live.
+pub(super) fn all_live(config: DedupConfig) -> DedupConfig {
+    DedupConfig {
+        mode: Mode::Default,
+        window: std::time::Duration::from_secs(100 * 365 * 86_400),
+        ..config
+    }
+}
+
+/// What [`grow`] placed.
+pub(super) struct Grown {
+    pub(super) placed: usize,
+    pub(super) duplicates: usize,
+    /// Sketch hashes over all documents.
+    pub(super) hashes: usize,
+}
+
+/// The event time of the `placed`-th generated document.
+pub(super) fn generated_time(placed: usize) -> Timestamp {
+    1_700_000_000 + (placed / DOCUMENTS_PER_SECOND) as Timestamp
+}
+
+/// Signs `count` of `texts`' next texts, in parallel.
+pub(super) fn sign_next(
+    dedup: &Deduplicator,
+    texts: &mut NewsLikeTexts,
+    count: usize,
+) -> Vec<Signature> {
+    let batch: Vec<String> = (0..count).map(|_| texts.next_text()).collect();
+    let signer = dedup.signer();
+    batch
+        .into_par_iter()
+        .map(|content| {
+            signer.sign(&Article {
+                content,
+                ..Article::default()
+            })
+        })
+        .collect()
+}
+
+/// Places `documents` generated documents in `dedup`, signed in parallel batches, reporting
+/// progress as `part` on stderr every million.
+pub(super) fn grow(
+    dedup: &mut Deduplicator,
+    texts: &mut NewsLikeTexts,
+    documents: usize,
+    part: &str,
+) -> Result<Grown> {
+    let start = Instant::now();
+    let (mut placed, mut duplicates, mut hashes) = (0usize, 0usize, 0usize);
+    while placed < documents {
+        for signature in sign_next(dedup, texts, BATCH.min(documents - placed)) {
+            hashes += signature
+                .sketch
+                .as_ref()
+                .map_or(0, |sketch| sketch.hashes().len());
+            duplicates += usize::from(
+                dedup
+                    .place(signature, generated_time(placed))?
+                    .is_duplicate(),
+            );
+            placed += 1;
+        }
+        if placed % 1_000_000 < BATCH || placed == documents {
+            eprintln!(
+                "bench: {part}: {placed} documents, {:.0} s",
+                start.elapsed().as_secs_f64()
+            );
+        }
+    }
+    Ok(Grown {
+        placed,
+        duplicates,
+        hashes,
+    })
+}
+
 /// Resident memory of this process by kind (Linux only).
 struct ProcessMemory {
     anonymous: u64,
@@ -156,11 +204,11 @@ impl ProcessMemory {
 /// An endless stream of generated news-like Chinese texts of about 300 characters (a dozen
 /// sentences of common characters), a fifth of them edited copies of one of the last
 /// thousand: a prefix added, a sentence dropped, a character changed.
-struct NewsLikeTexts {
+pub(super) struct NewsLikeTexts {
     rng: SmallRng,
     recent: Vec<String>,
     next_recent: usize,
-    copies: usize,
+    pub(super) copies: usize,
 }
 
 /// Texts kept to copy from.
@@ -171,7 +219,7 @@ const RECENT: usize = 1_000;
 const CHARACTERS: u32 = 3_500;
 
 impl NewsLikeTexts {
-    fn new(seed: u64) -> Self {
+    pub(super) fn new(seed: u64) -> Self {
         NewsLikeTexts {
             rng: SmallRng::seed_from_u64(seed),
             recent: Vec::with_capacity(RECENT),

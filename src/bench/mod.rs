@@ -5,6 +5,7 @@ pub mod engine;
 pub mod http;
 pub mod memory;
 pub mod ordinals;
+pub mod restart;
 
 use std::ops::ControlFlow;
 use std::path::Path;

@@ -35,6 +35,9 @@ enum Part {
     Http,
     /// A commit's cluster numbers, from scratch and kept, at each --ordinals-documents.
     Ordinals,
+    /// Reopening time: a default-mode forest of --restart-documents generated texts saved as
+    /// a checkpoint, loaded cold and warm, and the replay rate after it.
+    Restart,
 }
 
 #[derive(Args)]
@@ -79,6 +82,12 @@ pub struct BenchArgs {
     /// mapped files of the temporary directory, as an index does
     #[arg(long)]
     sketches_on_heap: bool,
+    /// Generated documents the restart part saves and loads
+    #[arg(long, default_value_t = 10_000_000, value_name = "N")]
+    restart_documents: usize,
+    /// Inserts the restart part places after each load (timed: a replay's rate)
+    #[arg(long, default_value_t = 20_000, value_name = "N")]
+    restart_probes: usize,
     /// Rounds of the ingest comparison (alternating plain and dedup)
     #[arg(long, default_value_t = 2)]
     rounds: usize,
@@ -267,6 +276,19 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         .prefix("tantivy-dedup-bench")
         .tempdir()
         .context("creating a scratch directory")?;
+    if wants(Part::Restart) {
+        eprintln!(
+            "bench: restart of a forest of {} generated documents in default mode",
+            args.restart_documents
+        );
+        let figures = bench::restart::restart(
+            args.restart_documents,
+            args.restart_probes,
+            config.clone(),
+            &scratch.path().join("forest"),
+        )?;
+        report.insert("restart".into(), serde_json::to_value(figures)?);
+    }
     if wants(Part::Ingest) {
         eprintln!(
             "bench: ingesting {} with tantivy-dedup and with plain Tantivy, {} rounds",

@@ -134,10 +134,17 @@ pub fn run(args: IngestArgs) -> anyhow::Result<ExitCode> {
         DedupIndex::open_or_create_with_store(&args.index, config, args.store.shared()?)
             .with_context(|| format!("opening {}", args.index.display()))?;
     let recovered = index.recovery().clone();
-    if recovered.replayed > 0 {
+    if let Some(why) = &recovered.checkpoint_refused {
         eprintln!(
-            "ingest: reopened {}: replayed {} into the forest in {:.2} s",
+            "ingest: warning: the forest checkpoint was not used ({why}); replaying every insert"
+        );
+    }
+    let from_checkpoint = recovered.checkpoint_sequence.unwrap_or(0);
+    if recovered.replayed > 0 || from_checkpoint > 0 {
+        eprintln!(
+            "ingest: reopened {}: loaded the forest's checkpoint of {} and replayed {} after it in {:.2} s",
             args.index.display(),
+            counted(from_checkpoint, "insert", "inserts"),
             counted(recovered.replayed, "insert", "inserts"),
             recovered.elapsed.as_secs_f64()
         );

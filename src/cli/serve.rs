@@ -195,7 +195,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         store.map(super::shared_forest),
     )?;
     let recovery = index.recovery();
+    if let Some(why) = &recovery.checkpoint_refused {
+        tracing::warn!(%why, "the forest checkpoint was not used: replaying every insert");
+    }
     tracing::info!(
+        checkpoint = recovery.checkpoint_sequence.unwrap_or(0),
         replayed = recovery.replayed,
         tombstones = recovery.tombstones,
         ms = recovery.elapsed.as_millis(),

@@ -126,11 +126,12 @@ pub fn check_index(dir: &Path) -> Result<CheckReport> {
             .map_err(|source| index_error(dir, source))?;
         // Sketches in the temporary directory: the index's own may be read-only here.
         let mut dedup = Deduplicator::with_sketches_in(config.dedup, &std::env::temp_dir())?;
-        let replayed = recovery::replay(&reader.searcher(), Some(dedup.forest_mut()))
+        // Every insert, whatever checkpoint there is: the index alone must rebuild the forest.
+        let replayed = recovery::replay(&reader.searcher(), Some(dedup.forest_mut()), None)
             .map_err(|error| error.to_string())
-            .and_then(|(replay, _)| {
+            .and_then(|replayed| {
                 dedup.forest().check_invariants()?;
-                Ok(replay)
+                Ok(replayed.report)
             });
         match replayed {
             Ok(replay) => report.replay = Some(replay),

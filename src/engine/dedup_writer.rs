@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Instant;
 
 use tantivy::collector::DocSetCollector;
 use tantivy::query::{Query, TermQuery};
@@ -17,11 +18,11 @@ use tantivy::{
 use crate::config::DedupConfig;
 use crate::dedup::{Change, Decision, Deduplicator, Signer, now};
 use crate::engine::directory::index_error;
-use crate::engine::recovery::{self, RecoveryReport};
+use crate::engine::recovery::{self, CheckpointMark, RecoveryReport};
 use crate::engine::schema::{self, DedupFields, fast_value, stored_sketch};
 use crate::forest::{Forest, ForestStats, SharedForest, Signature, Timestamp};
 use crate::index::BlockLayout;
-use crate::verify::Sketch;
+use crate::verify::{Sketch, SketchStore};
 use crate::{Error, Fingerprint, Result};
 
 /// A Tantivy document type the dedup fields can be written into: Tantivy's own
@@ -246,6 +247,60 @@ pub struct DedupWriterBuilder {
     store: Option<Arc<dyn SharedForest>>,
     /// Where the forest keeps default mode's sketches; `None`: on the heap.
     sketch_dir: Option<PathBuf>,
+    checkpoints: Option<Checkpoints>,
+}
+
+/// Where and how often a writer saves its forest.
+#[derive(Debug, Clone)]
+struct Checkpoints {
+    dir: PathBuf,
+    every: u64,
+}
+
+/// Inserts between two checkpoints, by default: reopening then replays at most about this
+/// many (a few seconds), and at 10M live documents each checkpoint writes about 1.5 GB.
+pub const DEFAULT_CHECKPOINT_INSERTS: u64 = 200_000;
+
+/// What the last checkpoint cost, or why it failed.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct CheckpointReport {
+    /// The inserts it holds (those numbered below this).
+    pub next_sequence: u64,
+    /// The checkpoint file's size (sketch chunk files, which it names, not included).
+    pub bytes: u64,
+    /// How long the writer was held up writing it, in milliseconds.
+    pub pause_ms: f64,
+    /// How long until it was durable and in place, in milliseconds (a checkpoint due at a
+    /// commit is made durable by a thread of its own while the writer goes on).
+    pub elapsed_ms: f64,
+    /// Why it failed; the previous checkpoint then stays in place.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A checkpoint being made durable by a thread of its own.
+#[derive(Debug)]
+struct InFlight {
+    thread: std::thread::JoinHandle<std::io::Result<u64>>,
+    /// Its report, but for its size, duration and outcome.
+    report: CheckpointReport,
+    started: Instant,
+}
+
+impl InFlight {
+    /// Waits for it; its report.
+    fn join(self) -> CheckpointReport {
+        let outcome = self
+            .thread
+            .join()
+            .unwrap_or_else(|_| Err(std::io::Error::other("the checkpoint's thread panicked")));
+        CheckpointReport {
+            bytes: *outcome.as_ref().unwrap_or(&0),
+            elapsed_ms: self.started.elapsed().as_secs_f64() * 1e3,
+            error: outcome.err().map(|error| error.to_string()),
+            ..self.report
+        }
+    }
 }
 
 impl DedupWriterBuilder {
@@ -286,6 +341,20 @@ impl DedupWriterBuilder {
         self
     }
 
+    /// Saves the forest to `dir` (created if missing; one writer's own directory) at a commit
+    /// once `every` inserts were made since the last checkpoint, and at
+    /// [`checkpoint`](DedupWriter::checkpoint); opening then loads it and replays only the
+    /// inserts after it (see [`RecoveryReport`]). Default mode's sketches are kept in mapped
+    /// files of `dir`, which the checkpoint names instead of copying (this replaces
+    /// [`sketches_in`](Self::sketches_in)). Without it, opening replays every insert.
+    pub fn checkpoints_in(mut self, dir: impl Into<PathBuf>, every: u64) -> Self {
+        self.checkpoints = Some(Checkpoints {
+            dir: dir.into(),
+            every: every.max(1),
+        });
+        self
+    }
+
     /// Keeps the forest in a store several processes share (each with its own index) instead
     /// of in memory; it is then not replayed from the index on open.
     pub fn shared_forest(mut self, store: Arc<dyn SharedForest>) -> Self {
@@ -307,6 +376,14 @@ impl DedupWriterBuilder {
             .try_into()
             .map_err(|source| index_error(&self.location, source))?;
         let mut writer = DedupWriter {
+            index: index.clone(),
+            checkpoints: self.checkpoints,
+            tombstones: Vec::new(),
+            pending_tombstones: Vec::new(),
+            committed_sequence: 0,
+            checkpoint_sequence: 0,
+            last_checkpoint: None,
+            in_flight: None,
             layout: BlockLayout::new(self.config.max_distance)?,
             signer: Signer::new(&self.config),
             dedup: Deduplicator::new(self.config.clone())?,
@@ -440,6 +517,18 @@ pub struct DedupWriter {
     /// (`None`: deleted). The committed index answers for every other id.
     uncommitted: HashMap<String, Option<Live>>,
     recovery: RecoveryReport,
+    index: Index,
+    checkpoints: Option<Checkpoints>,
+    /// The sequence numbers of the committed tombstones (what a checkpoint records).
+    tombstones: Vec<u64>,
+    /// Those of the tombstones added since the last commit.
+    pending_tombstones: Vec<u64>,
+    /// `next_sequence` at the last commit (or open).
+    committed_sequence: u64,
+    /// `next_sequence` at the last checkpoint saved or loaded.
+    checkpoint_sequence: u64,
+    last_checkpoint: Option<CheckpointReport>,
+    in_flight: Option<InFlight>,
 }
 
 impl DedupWriter {
@@ -454,29 +543,182 @@ impl DedupWriter {
             location: PathBuf::from("(tantivy index)"),
             store: None,
             sketch_dir: None,
+            checkpoints: None,
         }
     }
 
-    /// Replays the committed inserts into a fresh forest (or, with a shared store, which holds
-    /// them already, reads back only the next sequence number), dropping uncommitted state.
+    /// Rebuilds the forest of the last commit, dropping uncommitted state: from the
+    /// checkpoint and the inserts after it, or by replaying every insert into a fresh forest
+    /// (or, with a shared store, which holds them already, reads back only the next sequence
+    /// number).
     fn replay(&mut self) -> Result<()> {
-        let mut dedup = match &self.store {
-            Some(shared) => {
-                Deduplicator::with_store(self.config.clone(), shared.connect(&self.config)?)?
-            }
-            None => match &self.sketch_dir {
-                Some(dir) => Deduplicator::with_sketches_in(self.config.clone(), dir)?,
-                None => Deduplicator::new(self.config.clone())?,
-            },
-        };
+        // A checkpoint in flight is finished, and the forest in use goes, first: its sketch
+        // chunk files are the ones a checkpoint names.
+        self.finish_checkpoint(true);
+        self.dedup = Deduplicator::new(self.config.clone())?;
+        let (mut dedup, mark, refused) = self.open_forest()?;
         let replay_into = (!dedup.is_shared()).then(|| dedup.forest_mut());
-        let (recovery, next_sequence) = recovery::replay(&self.reader.searcher(), replay_into)
+        let replayed = recovery::replay(&self.reader.searcher(), replay_into, mark.as_ref())
             .map_err(|source| index_error(&self.location, source))?;
         self.dedup = dedup;
-        self.recovery = recovery;
-        self.next_sequence = next_sequence;
+        self.recovery = RecoveryReport {
+            checkpoint_refused: refused,
+            ..replayed.report
+        };
+        self.next_sequence = replayed.next_sequence;
+        self.committed_sequence = replayed.next_sequence;
+        self.checkpoint_sequence = mark.map_or(0, |mark| mark.next_sequence);
+        self.tombstones = replayed.tombstones;
+        self.pending_tombstones.clear();
         self.uncommitted.clear();
         Ok(())
+    }
+
+    /// The forest to replay into: a shared store; the checkpoint's forest with its mark; or
+    /// an empty one, with why a checkpoint found could not be used.
+    fn open_forest(&self) -> Result<(Deduplicator, Option<CheckpointMark>, Option<String>)> {
+        let config = self.config.clone();
+        if let Some(shared) = &self.store {
+            let dedup = Deduplicator::with_store(config.clone(), shared.connect(&config)?)?;
+            return Ok((dedup, None, None));
+        }
+        let Some(checkpoints) = &self.checkpoints else {
+            let dedup = match &self.sketch_dir {
+                Some(dir) => Deduplicator::with_sketches_in(config, dir)?,
+                None => Deduplicator::new(config)?,
+            };
+            return Ok((dedup, None, None));
+        };
+        let dir = &checkpoints.dir;
+        let io_error = |source| Error::Io {
+            path: dir.clone(),
+            source,
+        };
+        let fresh = || {
+            let sketches = SketchStore::in_checkpoint_directory(dir).map_err(io_error)?;
+            Deduplicator::with_sketches(config.clone(), sketches)
+        };
+        let last_opstamp = self
+            .index
+            .load_metas()
+            .map_err(|source| index_error(&self.location, source))?
+            .opstamp;
+        let mut dedup = fresh()?;
+        match recovery::load_checkpoint(dir, self.settings_id(), last_opstamp, dedup.forest_mut()) {
+            Ok(mark) => Ok((dedup, mark, None)),
+            Err(refused) => {
+                drop(dedup);
+                Ok((fresh()?, None, Some(refused.to_string())))
+            }
+        }
+    }
+
+    /// What identifies the `[dedup]` settings in a checkpoint.
+    fn settings_id(&self) -> u64 {
+        let settings = serde_json::to_vec(&self.config).unwrap_or_default();
+        xxhash_rust::xxh3::xxh3_64(&settings)
+    }
+
+    /// Saves the forest of the last commit as the checkpoint, so that reopening replays only
+    /// what comes after (with [`checkpoints_in`](DedupWriterBuilder::checkpoints_in); else
+    /// `Ok(None)`), and returns once it is durable. Refused while anything added or deleted
+    /// is uncommitted. A failure leaves the previous checkpoint in place.
+    pub fn checkpoint(&mut self) -> Result<Option<CheckpointReport>> {
+        let Some(in_flight) = self.start_checkpoint()? else {
+            return Ok(None);
+        };
+        let report = in_flight.join();
+        self.last_checkpoint = Some(report.clone());
+        match &report.error {
+            Some(error) => Err(Error::Io {
+                path: self
+                    .checkpoint_dir()
+                    .unwrap_or(&self.location)
+                    .to_path_buf(),
+                source: std::io::Error::other(error.clone()),
+            }),
+            None => Ok(Some(report)),
+        }
+    }
+
+    fn checkpoint_dir(&self) -> Option<&Path> {
+        self.checkpoints
+            .as_ref()
+            .map(|checkpoints| checkpoints.dir.as_path())
+    }
+
+    /// Writes the checkpoint of the last commit (after the one in flight is done) and hands
+    /// making it durable to a thread; `None` without checkpoints.
+    fn start_checkpoint(&mut self) -> Result<Option<InFlight>> {
+        self.finish_checkpoint(true);
+        let Some(dir) = self.checkpoint_dir().map(Path::to_path_buf) else {
+            return Ok(None);
+        };
+        if self.dedup.is_shared() {
+            return Ok(None);
+        }
+        if self.next_sequence != self.committed_sequence || !self.pending_tombstones.is_empty() {
+            return Err(Error::Config(
+                "a checkpoint is of the last commit: commit first".to_owned(),
+            ));
+        }
+        let started = Instant::now();
+        let opstamp = self
+            .index
+            .load_metas()
+            .map_err(|source| index_error(&self.location, source))?
+            .opstamp;
+        self.tombstones.sort_unstable();
+        let mark = CheckpointMark {
+            opstamp,
+            next_sequence: self.next_sequence,
+            tombstones: self.tombstones.clone(),
+        };
+        let settings = self.settings_id();
+        let saved = recovery::save_checkpoint(&dir, settings, &mark, self.dedup.forest_mut())
+            .map_err(|source| Error::Io { path: dir, source })?;
+        self.checkpoint_sequence = mark.next_sequence;
+        let report = CheckpointReport {
+            next_sequence: mark.next_sequence,
+            bytes: 0,
+            pause_ms: started.elapsed().as_secs_f64() * 1e3,
+            elapsed_ms: 0.0,
+            error: None,
+        };
+        let thread = std::thread::Builder::new()
+            .name("checkpoint".to_owned())
+            .spawn(move || saved.make_durable())
+            .map_err(|source| Error::Io {
+                path: self.location.clone(),
+                source,
+            })?;
+        Ok(Some(InFlight {
+            thread,
+            report,
+            started,
+        }))
+    }
+
+    /// Takes in the checkpoint in flight once it is done (waiting for it with `wait`).
+    fn finish_checkpoint(&mut self, wait: bool) {
+        if self
+            .in_flight
+            .as_ref()
+            .is_some_and(|in_flight| wait || in_flight.thread.is_finished())
+            && let Some(in_flight) = self.in_flight.take()
+        {
+            self.last_checkpoint = Some(in_flight.join());
+        }
+    }
+
+    /// The last checkpoint this writer finished saving or failed to, if any.
+    pub fn last_checkpoint(&self) -> Option<&CheckpointReport> {
+        self.last_checkpoint.as_ref()
+    }
+
+    /// Inserts committed or not since the last checkpoint (all of them without one).
+    pub fn inserts_since_checkpoint(&self) -> u64 {
+        self.next_sequence - self.checkpoint_sequence
     }
 
     /// Brings the forest back to the index's last commit, after the `IndexWriter` was rolled
@@ -689,6 +931,7 @@ impl DedupWriter {
         }
         for insert in &inserts {
             add_tombstone(writer, &self.fields, insert).map_err(self.error())?;
+            self.pending_tombstones.push(insert.sequence);
             self.dedup.remove_document(insert.simhash)?;
         }
         writer.delete_query(query).map_err(self.error())?;
@@ -698,9 +941,36 @@ impl DedupWriter {
     /// Makes everything added and deleted so far durable (Tantivy's commit), without yet
     /// showing it to searchers ([`reload`](Self::reload) does). An `Err` leaves the last
     /// commit as it was.
+    ///
+    /// With [`checkpoints_in`](DedupWriterBuilder::checkpoints_in), a commit that ends a run
+    /// of that many inserts also writes a checkpoint, which a thread of its own then makes
+    /// durable; its failure does not fail the commit
+    /// ([`last_checkpoint`](Self::last_checkpoint) reports it).
     pub fn persist<D: DedupDocument>(&mut self, writer: &mut IndexWriter<D>) -> Result<Opstamp> {
         let opstamp = writer.commit().map_err(self.error())?;
         self.uncommitted.clear();
+        self.committed_sequence = self.next_sequence;
+        self.tombstones.append(&mut self.pending_tombstones);
+        let due = self
+            .checkpoints
+            .as_ref()
+            .is_some_and(|checkpoints| self.inserts_since_checkpoint() >= checkpoints.every);
+        self.finish_checkpoint(false);
+        if due {
+            // The commit itself is done: a checkpoint that fails is only reported.
+            match self.start_checkpoint() {
+                Ok(in_flight) => self.in_flight = in_flight,
+                Err(error) => {
+                    self.last_checkpoint = Some(CheckpointReport {
+                        next_sequence: self.next_sequence,
+                        bytes: 0,
+                        pause_ms: 0.0,
+                        elapsed_ms: 0.0,
+                        error: Some(error.to_string()),
+                    })
+                }
+            }
+        }
         Ok(opstamp)
     }
 
@@ -753,7 +1023,16 @@ impl DedupWriter {
         self.dedup.remove_document(insert.simhash)?;
         self.uncommitted.insert(id.to_owned(), None);
         writer.delete_term(Term::from_field_text(id_field, id));
+        self.pending_tombstones.push(insert.sequence);
         add_tombstone(writer, &self.fields, insert).map_err(self.error())
+    }
+}
+
+impl Drop for DedupWriter {
+    /// Waits for a checkpoint in flight, so that whoever opens the index next finds it in
+    /// place (or not begun), never half done.
+    fn drop(&mut self) {
+        self.finish_checkpoint(true);
     }
 }
 

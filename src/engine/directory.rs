@@ -226,6 +226,10 @@ pub(crate) fn check_files(dir: &Path, index: &tantivy::Index) -> Result<()> {
 /// The file in an index directory that records the settings the index was created with.
 pub const SETTINGS_FILE: &str = "tantivy-dedup.toml";
 
+/// The directory in an index directory that holds the forest's checkpoint and the sketch
+/// files it names ([`DedupWriterBuilder::checkpoints_in`](crate::engine::DedupWriterBuilder::checkpoints_in)).
+pub const FOREST_DIR: &str = "forest";
+
 pub(crate) fn open_directory(dir: &Path) -> Result<MmapDirectory> {
     MmapDirectory::open(dir).map_err(|error| index_error(dir, error.into()))
 }

@@ -35,16 +35,17 @@ pub use collapse::{
     CollapseSegmentCollector, Collapsed, CollapsedCluster, NO_CLUSTER, RootMap, Sort,
 };
 pub use dedup_writer::{
-    DedupDocument, DedupWriter, DedupWriterBuilder, DocumentPreparer, PreparedDocument,
+    CheckpointReport, DEFAULT_CHECKPOINT_INSERTS, DedupDocument, DedupWriter, DedupWriterBuilder,
+    DocumentPreparer, PreparedDocument,
 };
-pub use directory::{SETTINGS_FILE, stored_settings};
+pub use directory::{FOREST_DIR, SETTINGS_FILE, stored_settings};
 pub use facets::{
     DEFAULT_FACET_LIMIT, Dimension, FacetCollector, FacetCount, FacetFruit, FacetSegmentCollector,
     FacetValue, most_frequent,
 };
 pub use filter::{Filter, ValueField, ValueKind};
 pub use histogram::{HistogramBucket, Interval, MAX_HISTOGRAM_BUCKETS, lay_out};
-pub use recovery::RecoveryReport;
+pub use recovery::{CHECKPOINT_FILE, RecoveryReport};
 pub use search::{
     ClusterHit, DEFAULT_PAGE_SIZE, DedupSearcher, DocumentView, IndexStats, MAX_FACET_LIMIT,
     MAX_OFFSET, MAX_PAGE_SIZE, NearDuplicate, NearDuplicates, SearchPage, SearchRequest,

@@ -6,15 +6,95 @@
 //! number, simhash, event time and (default mode) sketch in fast fields, so replaying them in sequence order rebuilds
 //! the very forest the writer had at its last commit, and later inserts decide exactly as they
 //! would have without the restart.
+//!
+//! Replaying every insert costs time in proportion to all inserts ever made, so a writer with a
+//! checkpoint directory also saves its forest there at some commits ([`save_checkpoint`]): the
+//! forest as it was after every insert numbered below the checkpoint's sequence number, with
+//! the tombstones the index held then. Opening loads it and replays only the inserts numbered
+//! from there on; a delete made after the checkpoint of an insert made before it takes its
+//! document off the node's count, as a full replay would. The forest that gives is the one a
+//! full replay gives (tested), and a checkpoint that cannot be used (missing, damaged, of
+//! other settings, newer than the index's last commit) means a full replay.
 
+use std::io;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use tantivy::Searcher;
 
 use crate::Fingerprint;
 use crate::engine::schema::{EVENT_TIME, ROOT, SEQUENCE, SIMHASH, SKETCH, sketch_in};
+use crate::forest::checkpoint::{CheckpointReader, CheckpointWriter, SavedCheckpoint};
 use crate::forest::{Forest, Signature, Timestamp};
 use crate::verify::Sketch;
+
+/// The checkpoint's file in a checkpoint directory (the sketch chunks it names lie beside it).
+pub const CHECKPOINT_FILE: &str = "forest.checkpoint";
+
+/// Where a checkpoint stands in the index's history.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct CheckpointMark {
+    /// The opstamp of the commit it was taken at.
+    pub(crate) opstamp: u64,
+    /// It holds every insert numbered below this, and no other.
+    pub(crate) next_sequence: u64,
+    /// The sequence numbers of the tombstones the index held then, sorted: their deletes are
+    /// in the checkpoint's node counts already.
+    pub(crate) tombstones: Vec<u64>,
+}
+
+/// Writes `forest` as the checkpoint of `dir` at `mark` (into memory: the forest is held up
+/// only while it is copied); `settings` identifies the `[dedup]` settings. It replaces the
+/// checkpoint there once [`SavedCheckpoint::make_durable`] is done.
+pub(crate) fn save_checkpoint(
+    dir: &Path,
+    settings: u64,
+    mark: &CheckpointMark,
+    forest: &mut Forest,
+) -> io::Result<SavedCheckpoint> {
+    let mut out = CheckpointWriter::in_memory(&dir.join(CHECKPOINT_FILE))?;
+    out.put_u64(settings)?;
+    out.put_u64(mark.opstamp)?;
+    out.put_u64(mark.next_sequence)?;
+    out.put_slice(&mark.tombstones)?;
+    forest.save(&mut out)?;
+    out.finish()
+}
+
+/// Loads the checkpoint of `dir` into `forest` (new and empty, its sketches in `dir`), if there
+/// is one; an error when it cannot be used: then `forest` must be dropped. `last_opstamp` is
+/// the index's last commit.
+pub(crate) fn load_checkpoint(
+    dir: &Path,
+    settings: u64,
+    last_opstamp: u64,
+    forest: &mut Forest,
+) -> io::Result<Option<CheckpointMark>> {
+    let Some(mut input) = CheckpointReader::open(&dir.join(CHECKPOINT_FILE))? else {
+        return Ok(None);
+    };
+    if input.get_u64()? != settings {
+        return Err(input.invalid("taken with other [dedup] settings"));
+    }
+    let opstamp = input.get_u64()?;
+    if opstamp > last_opstamp {
+        return Err(input.invalid(format!(
+            "taken at commit {opstamp}, after the index's last commit {last_opstamp}"
+        )));
+    }
+    let next_sequence = input.get_u64()?;
+    let tombstones: Vec<u64> = input.get_vec()?;
+    if !tombstones.is_sorted() {
+        return Err(input.invalid("tombstones out of order"));
+    }
+    forest.load(&mut input)?;
+    input.finish()?;
+    Ok(Some(CheckpointMark {
+        opstamp,
+        next_sequence,
+        tombstones,
+    }))
+}
 
 /// What opening an index replayed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -27,7 +107,14 @@ pub struct RecoveryReport {
     /// Live documents whose stored root differs from the replayed one. Always 0 unless the
     /// index was written with other dedup settings (such as a different window).
     pub mismatched_roots: u64,
-    /// How long the replay took (`elapsed_ms` in JSON).
+    /// Inserts numbered below this came from the forest checkpoint, not from a replay; `None`
+    /// when no checkpoint was used.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint_sequence: Option<u64>,
+    /// Why the checkpoint found was not used (the replay then started from the first insert).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint_refused: Option<String>,
+    /// How long the replay took, the checkpoint's loading included (`elapsed_ms` in JSON).
     #[serde(rename = "elapsed_ms", serialize_with = "serialize_millis")]
     #[cfg_attr(feature = "server", schema(value_type = f64))]
     pub elapsed: Duration,
@@ -73,22 +160,41 @@ fn next_sequence(searcher: &Searcher) -> tantivy::Result<u64> {
     Ok(next)
 }
 
-/// Replays every insert the index remembers into `forest` (which must be empty), and returns
-/// what it did with the next free sequence number. Without a forest (the forest is shared and
-/// already holds them) only the sequence number is read.
-pub fn replay(
+/// What [`replay`] found and did.
+pub(crate) struct Replayed {
+    pub(crate) report: RecoveryReport,
+    /// The next free sequence number.
+    pub(crate) next_sequence: u64,
+    /// The sequence numbers of every tombstone in the index, sorted.
+    pub(crate) tombstones: Vec<u64>,
+}
+
+/// Replays the inserts the index remembers into `forest`: every one into an empty forest, or,
+/// with `checkpoint` (the forest was loaded from it), those numbered from its sequence number
+/// on. Without a forest (the forest is shared and already holds them) only the sequence number
+/// is read.
+pub(crate) fn replay(
     searcher: &Searcher,
     forest: Option<&mut Forest>,
-) -> tantivy::Result<(RecoveryReport, u64)> {
+    checkpoint: Option<&CheckpointMark>,
+) -> tantivy::Result<Replayed> {
     let started = Instant::now();
     let Some(forest) = forest else {
         let report = RecoveryReport {
             elapsed: started.elapsed(),
             ..RecoveryReport::default()
         };
-        return Ok((report, next_sequence(searcher)?));
+        return Ok(Replayed {
+            report,
+            next_sequence: next_sequence(searcher)?,
+            tombstones: Vec::new(),
+        });
     };
-    let mut events = Vec::with_capacity(searcher.num_docs() as usize);
+    let start = checkpoint.map_or(0, |mark| mark.next_sequence);
+    let mut events = Vec::new();
+    let mut tombstones = Vec::new();
+    // Deletes since the checkpoint of inserts it holds: only their node counts change.
+    let mut deleted_since = Vec::new();
     for segment in searcher.segment_readers() {
         let fast = segment.fast_fields();
         let sequences = fast.u64(SEQUENCE)?;
@@ -102,6 +208,18 @@ pub fn replay(
             else {
                 continue;
             };
+            let root = roots.first(doc).map(Fingerprint);
+            if root.is_none() {
+                tombstones.push(sequence);
+            }
+            if sequence < start {
+                let known =
+                    checkpoint.is_some_and(|mark| mark.tombstones.binary_search(&sequence).is_ok());
+                if root.is_none() && !known {
+                    deleted_since.push(Fingerprint(simhash));
+                }
+                continue;
+            }
             let sketch = match &sketches {
                 Some(column) => sketch_in(column, doc)?,
                 None => None,
@@ -111,13 +229,17 @@ pub fn replay(
                 simhash: Fingerprint(simhash),
                 time,
                 sketch,
-                root: roots.first(doc).map(Fingerprint),
+                root,
             });
         }
     }
+    tombstones.sort_unstable();
     events.sort_unstable_by_key(|event| event.sequence);
-    let mut report = RecoveryReport::default();
-    let next_sequence = events.last().map_or(0, |event| event.sequence + 1);
+    let mut report = RecoveryReport {
+        checkpoint_sequence: checkpoint.map(|mark| mark.next_sequence),
+        ..RecoveryReport::default()
+    };
+    let next_sequence = events.last().map_or(start, |event| event.sequence + 1);
     for event in &mut events {
         let signature = Signature {
             fingerprint: event.simhash,
@@ -138,9 +260,17 @@ pub fn replay(
     }
     // Deleted documents no longer count on their nodes (the nodes stay: they may tie later
     // leaves to their trees).
-    for event in events.iter().filter(|event| event.root.is_none()) {
-        forest.remove_document(event.simhash);
+    let replayed_deletes = events.iter().filter(|event| event.root.is_none());
+    for simhash in replayed_deletes
+        .map(|event| event.simhash)
+        .chain(deleted_since)
+    {
+        forest.remove_document(simhash);
     }
     report.elapsed = started.elapsed();
-    Ok((report, next_sequence))
+    Ok(Replayed {
+        report,
+        next_sequence,
+        tombstones,
+    })
 }

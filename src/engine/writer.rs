@@ -14,7 +14,7 @@ use crate::config::{Config, FieldKind};
 use crate::dedup::{BATCH_SIZE, Decision, Signer};
 use crate::engine::dedup_writer::{DedupWriter, PreparedDocument};
 use crate::engine::directory::{
-    self, SETTINGS_FILE, index_error, open_directory, open_tantivy, stored_settings,
+    self, FOREST_DIR, SETTINGS_FILE, index_error, open_directory, open_tantivy, stored_settings,
 };
 use crate::engine::document::{NewsDocument, NewsValue};
 use crate::engine::recovery::RecoveryReport;
@@ -313,7 +313,7 @@ impl DedupIndex {
             .time_field(fields.published_at)
             .text_fields(text_fields)
             .location(dir)
-            .sketches_in(dir);
+            .checkpoints_in(dir.join(FOREST_DIR), config.index.checkpoint_inserts);
         if let Some(store) = store {
             builder = builder.shared_forest(store);
         }
@@ -579,9 +579,14 @@ impl DedupIndex {
         dedup.delete_query(writer, Box::new(query))
     }
 
-    /// Waits for background merges to finish (they continue in the background otherwise) and
-    /// releases the writer.
-    pub fn close(self) -> Result<()> {
+    /// Saves a checkpoint of the forest if inserts were committed since the last one (so that
+    /// the next open replays nothing), waits for background merges to finish (they continue
+    /// in the background otherwise) and releases the writer. A failed checkpoint is not an
+    /// error: the next open replays more.
+    pub fn close(mut self) -> Result<()> {
+        if self.dedup.inserts_since_checkpoint() > 0 {
+            let _ = self.dedup.checkpoint();
+        }
         let path = self.path;
         match self.writer {
             Some(writer) => writer

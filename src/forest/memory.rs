@@ -2,7 +2,9 @@
 //! index, with the exact expiry queue. One writer; the default store.
 
 use std::collections::BTreeMap;
+use std::io;
 
+use super::checkpoint::{CheckpointReader, CheckpointWriter};
 use super::placement::{ForestStats, NodeInfo, Placement, Signature, Timestamp};
 use super::store::{
     Claim, Edge, EdgeState, ForestStore, RootRank, Settlement, StoreError, clamp_time,
@@ -13,6 +15,7 @@ use crate::{Error, Fingerprint};
 
 /// One node of the forest, packed into 16 bytes beside its fingerprint in the index.
 #[derive(Clone, Copy)]
+#[repr(C)]
 struct Node {
     /// For a leaf: the fingerprint of the node it was attached through. For a root: its number
     /// of leaves (low 32 bits) and the sequence number of its creation (high 32 bits).
@@ -22,6 +25,11 @@ struct Node {
     /// Documents with exactly this fingerprint (low 31 bits); the top bit marks a root.
     docs_and_kind: u32,
 }
+
+// SAFETY: `repr(C)` fields of 8, 4 and 4 bytes (no padding), every bit pattern valid.
+unsafe impl bytemuck::Zeroable for Node {}
+// SAFETY: as above; `Copy`, no pointers.
+unsafe impl bytemuck::Pod for Node {}
 
 const ROOT_BIT: u32 = 1 << 31;
 
@@ -218,6 +226,99 @@ impl Forest {
         let mut forest = Forest::with_layout(layout, window_seconds)?;
         forest.verification = Some(Verification { verifier, sketches });
         Ok(forest)
+    }
+
+    /// Writes the whole forest to a checkpoint ([`checkpoint`](crate::forest::checkpoint)): its
+    /// tables with their nodes, the expiry queue, its counters and, in default mode, its sketch
+    /// store (sketch chunks in a checkpoint directory by name: `out` makes them durable with
+    /// it, and deletes those of chunks freed since the last checkpoint once it is in place).
+    ///
+    /// ```
+    /// use tantivy_dedup::forest::checkpoint::{CheckpointReader, CheckpointWriter};
+    /// use tantivy_dedup::{Fingerprint, Forest};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let path = dir.path().join("forest.checkpoint");
+    /// let mut forest = Forest::new(3, 86_400).unwrap();
+    /// let first = forest.place(Fingerprint(0xff00), 1_700_000_000);
+    /// let mut out = CheckpointWriter::create(&path)?;
+    /// forest.save(&mut out)?;
+    /// out.commit()?;
+    ///
+    /// let mut input = CheckpointReader::open(&path)?.expect("just written");
+    /// let mut loaded = Forest::new(3, 86_400).unwrap();
+    /// loaded.load(&mut input)?;
+    /// input.finish()?;
+    /// // The loaded forest decides as the saved one would have.
+    /// assert_eq!(loaded.place(Fingerprint(0xff01), 1_700_000_060).root, first.root);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn save(&mut self, out: &mut CheckpointWriter) -> io::Result<()> {
+        out.put_u64(self.window as u64)?;
+        out.put_u64(u64::from(self.newest.is_some()))?;
+        out.put_u64(self.newest.unwrap_or_default() as u64)?;
+        out.put_u64(self.expired)?;
+        out.put_u64(u64::from(self.next_sequence))?;
+        out.put_u64(self.roots as u64)?;
+        self.index.save(out)?;
+        let seconds: Vec<u32> = self.expiry.keys().copied().collect();
+        let lens: Vec<u64> = self
+            .expiry
+            .values()
+            .map(|entries| entries.len() as u64)
+            .collect();
+        let entries: Vec<u64> = self.expiry.values().flatten().copied().collect();
+        out.put_slice(&seconds)?;
+        out.put_slice(&lens)?;
+        out.put_slice(&entries)?;
+        match &mut self.verification {
+            None => out.put_u64(0),
+            Some(verification) => {
+                out.put_u64(1)?;
+                verification.sketches.save(out)
+            }
+        }
+    }
+
+    /// Loads the forest [`save`](Self::save) wrote into this new, empty forest, which must be
+    /// made as the saved one was: the same layout, window and mode, and sketches kept alike (on
+    /// the heap, or a [`SketchStore::in_checkpoint_directory`] of the same directory). Call
+    /// [`CheckpointReader::finish`] before using the forest: only then is the file known whole.
+    /// After an error the forest is half loaded: drop it.
+    pub fn load(&mut self, input: &mut CheckpointReader) -> io::Result<()> {
+        let window = input.get_u64()?;
+        if window != self.window as u64 {
+            return Err(input.invalid(format!("a window of {window} s, not {} s", self.window)));
+        }
+        if !self.index.is_empty() || self.newest.is_some() {
+            return Err(input.invalid("loaded into a forest in use"));
+        }
+        let has_newest = input.get_u64()? != 0;
+        let newest = input.get_u64()? as Timestamp;
+        self.newest = has_newest.then_some(newest);
+        self.expired = input.get_u64()?;
+        self.next_sequence = input.get_usize(u32::MAX as usize)? as u32;
+        self.roots = input.get_usize(usize::MAX)?;
+        self.index.load(input)?;
+        let seconds: Vec<u32> = input.get_vec()?;
+        let lens: Vec<u64> = input.get_vec()?;
+        let entries: Vec<u64> = input.get_vec()?;
+        if seconds.len() != lens.len() || lens.iter().sum::<u64>() != entries.len() as u64 {
+            return Err(input.invalid("the expiry queue's parts differ in length"));
+        }
+        let mut rest = entries.as_slice();
+        for (second, len) in seconds.into_iter().zip(lens) {
+            let (slot, after) = rest.split_at(len as usize);
+            self.expiry.insert(second, slot.to_vec());
+            rest = after;
+        }
+        let verifying = input.get_u64()? != 0;
+        match (&mut self.verification, verifying) {
+            (None, false) => {}
+            (Some(verification), true) => verification.sketches.load(input)?,
+            _ => return Err(input.invalid("saved in the other mode")),
+        }
+        Ok(())
     }
 
     /// Whether edges are verified by sketches (default mode).

@@ -47,9 +47,12 @@
 //!   [`place`], the one insert protocol over it; [`SharedForest`], a store that several
 //!   processes share;
 //! - `memory.rs`: [`Forest`], the forest in memory, one writer (the default store);
+//! - `checkpoint.rs`: the file a [`Forest`] is saved to and loaded from, so that reopening an
+//!   index replays only what came after it;
 //! - `redis.rs` (feature `redis`): `RedisStore`, the forest on a Redis Cluster shared by many
 //!   processes.
 
+pub mod checkpoint;
 mod memory;
 mod placement;
 #[cfg(feature = "redis")]

@@ -17,6 +17,11 @@ mod table;
 
 pub use layout::{Block, BlockLayout, MAX_DISTANCE, MAX_TABLES, TableKey};
 
+use std::io;
+
+use bytemuck::Pod;
+
+use crate::forest::checkpoint::{CheckpointReader, CheckpointWriter};
 use crate::{Error, Fingerprint};
 pub(crate) use compact::push_compact;
 use compact::{insert_compact, remove_compact};
@@ -403,6 +408,82 @@ impl<V> PigeonholeIndex<V> {
     /// Heap bytes held by the tables (allocated capacity, not only what is in use).
     pub fn heap_bytes(&self) -> usize {
         self.primary.heap_bytes() + self.secondary.iter().map(Table::heap_bytes).sum::<usize>()
+    }
+}
+
+impl<V: Pod> PigeonholeIndex<V> {
+    /// Writes the tables to a checkpoint as they are, bucket by bucket, so that
+    /// [`load`](Self::load) gives back the same buckets in the same order: for each table the
+    /// lengths of its buckets, then their contents one after the other.
+    pub(crate) fn save(&self, out: &mut CheckpointWriter) -> io::Result<()> {
+        out.put_u64(self.len as u64)?;
+        let key_bits: Vec<u32> = self
+            .layout
+            .tables()
+            .iter()
+            .map(TableKey::key_bits)
+            .collect();
+        out.put_slice(&key_bits)?;
+        let lens = |buckets: &mut dyn Iterator<Item = &Remainders>| -> Vec<u32> {
+            buckets.map(|bucket| bucket.len() as u32).collect()
+        };
+        out.put_slice(&lens(
+            &mut self.primary.buckets().iter().map(|e| &e.remainders),
+        ))?;
+        for entries in self.primary.buckets() {
+            entries.remainders.save(out)?;
+            out.put_elements(&entries.values)?;
+        }
+        for table in &self.secondary {
+            out.put_slice(&lens(&mut table.buckets().iter()))?;
+            for bucket in table.buckets() {
+                bucket.save(out)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads what [`save`](Self::save) wrote into this index, which must be empty and have the
+    /// layout of the one saved.
+    pub(crate) fn load(&mut self, input: &mut CheckpointReader) -> io::Result<()> {
+        let len = input.get_usize(usize::MAX)?;
+        let key_bits: Vec<u32> = input.get_vec()?;
+        if !self.is_empty()
+            || !key_bits
+                .iter()
+                .copied()
+                .eq(self.layout.tables().iter().map(TableKey::key_bits))
+        {
+            return Err(input.invalid(format!(
+                "tables keyed by {key_bits:?} bits, not by this layout's"
+            )));
+        }
+        let lens = |input: &mut CheckpointReader, buckets: usize| -> io::Result<Vec<u32>> {
+            let lens: Vec<u32> = input.get_vec()?;
+            let total: u64 = lens.iter().map(|&len| u64::from(len)).sum();
+            if lens.len() != buckets || total != len as u64 {
+                return Err(input.invalid(format!(
+                    "a table of {} buckets holding {total} fingerprints, not {buckets} and {len}",
+                    lens.len()
+                )));
+            }
+            Ok(lens)
+        };
+        let wide = self.primary.addressing().wide();
+        let primary_lens = lens(input, self.primary.buckets().len())?;
+        for (entries, &bucket_len) in self.primary.buckets_mut().iter_mut().zip(&primary_lens) {
+            entries.remainders = Remainders::load(input, u64::from(bucket_len), wide)?;
+            entries.values = input.get_elements(u64::from(bucket_len))?;
+        }
+        for table in &mut self.secondary {
+            let wide = table.addressing().wide();
+            let table_lens = lens(input, table.buckets().len())?;
+            for (bucket, &bucket_len) in table.buckets_mut().iter_mut().zip(&table_lens) {
+                *bucket = Remainders::load(input, u64::from(bucket_len), wide)?;
+            }
+        }
+        self.len = len;
+        Ok(())
     }
 }
 

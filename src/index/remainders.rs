@@ -12,7 +12,10 @@
 use std::ops::Range;
 
 use super::compact::{insert_compact, remove_compact};
+use std::io;
+
 use super::scan;
+use crate::forest::checkpoint::{CheckpointReader, CheckpointWriter};
 
 /// The widest stored value kept without the third array.
 pub(crate) const NARROW_BITS: u32 = 48;
@@ -153,6 +156,24 @@ impl Remainders {
 
     pub(crate) fn heap_bytes(&self) -> usize {
         self.sketch.capacity() * 4 + self.middle.capacity() * 2 + self.high.capacity() * 2
+    }
+
+    /// Writes the bucket's arrays to a checkpoint, without their length (the table writes the
+    /// lengths of all its buckets first).
+    pub(crate) fn save(&self, out: &mut CheckpointWriter) -> io::Result<()> {
+        out.put_elements(&self.sketch)?;
+        out.put_elements(&self.middle)?;
+        out.put_elements(&self.high)
+    }
+
+    /// Reads what [`save`](Self::save) wrote for a bucket of `len` entries, in a table whose
+    /// values are `wide` or not.
+    pub(crate) fn load(input: &mut CheckpointReader, len: u64, wide: bool) -> io::Result<Self> {
+        Ok(Remainders {
+            sketch: input.get_elements(len)?,
+            middle: input.get_elements(len)?,
+            high: input.get_elements(if wide { len } else { 0 })?,
+        })
     }
 }
 

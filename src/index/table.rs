@@ -42,6 +42,11 @@ impl Addressing {
         }
     }
 
+    /// Whether stored values are wider than the narrow encoding (buckets keep a third array).
+    pub(crate) fn wide(self) -> bool {
+        self.wide
+    }
+
     /// Whether keys are wider than the bucket number (and the buckets sorted by tag).
     #[inline]
     pub(crate) fn sorted(self) -> bool {
@@ -173,6 +178,11 @@ impl<B: Bucket> Table<B> {
     /// Every bucket, by number.
     pub(crate) fn buckets(&self) -> &[B] {
         &self.buckets
+    }
+
+    /// Every bucket, by number, to change (keeping the invariants is the caller's part).
+    pub(crate) fn buckets_mut(&mut self) -> &mut [B] {
+        &mut self.buckets
     }
 
     /// The position of exactly `address`, if it is filed.

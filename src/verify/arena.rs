@@ -12,6 +12,7 @@ use memmap2::MmapMut;
 
 use super::SketchView;
 use crate::Fingerprint;
+use crate::forest::checkpoint::{CheckpointReader, CheckpointWriter};
 
 /// Words (`u32`) a chunk holds: 64 MiB (16 KiB in unit tests, so that chunks fill, empty and
 /// are evacuated after a few records).
@@ -36,7 +37,13 @@ const MAX_HASHES: usize = (1 << 24) - 1;
 
 /// Where a record is: its chunk's number (high bits) and its offset in units (low bits).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(transparent)]
 pub(super) struct Address(pub(super) u32);
+
+// SAFETY: a transparent wrapper of a `u32`, for which every bit pattern is valid.
+unsafe impl bytemuck::Zeroable for Address {}
+// SAFETY: as above; `Copy`, no padding, no pointers.
+unsafe impl bytemuck::Pod for Address {}
 
 impl Address {
     /// No record: the one address a chunk never hands out (the last unit of the last chunk,
@@ -64,6 +71,64 @@ pub(super) enum Backing {
     /// In files created (and at once unlinked) in this directory, mapped into memory: they
     /// vanish when the store is dropped or the process ends, and no other process sees them.
     Directory(PathBuf),
+    /// In named files of this directory, mapped into memory and kept when the store is
+    /// dropped: a checkpoint names them instead of copying them. A file that a checkpoint
+    /// names is deleted only once a later checkpoint no longer does.
+    Files(PathBuf),
+}
+
+/// The extension of a chunk's file in a [`Backing::Files`] directory.
+const CHUNK_EXTENSION: &str = "sketches";
+
+/// The file of chunk file number `id` in `dir`.
+fn chunk_path(dir: &Path, id: u64) -> PathBuf {
+    dir.join(format!("{id:016x}.{CHUNK_EXTENSION}"))
+}
+
+/// The numbers of the chunk files in `dir`.
+fn chunk_files(dir: &Path) -> io::Result<Vec<u64>> {
+    let mut ids = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path
+            .extension()
+            .is_some_and(|extension| extension == CHUNK_EXTENSION)
+            && let Some(id) = path
+                .file_stem()
+                .and_then(|stem| stem.to_str())
+                .and_then(|stem| u64::from_str_radix(stem, 16).ok())
+        {
+            ids.push(id);
+        }
+    }
+    Ok(ids)
+}
+
+/// Deletes the chunk files of `dir` that are not in `keep`.
+fn remove_chunk_files(dir: &Path, keep: &[u64]) -> io::Result<()> {
+    for id in chunk_files(dir)? {
+        if !keep.contains(&id) {
+            remove_if_present(&chunk_path(dir, id))?;
+        }
+    }
+    Ok(())
+}
+
+fn remove_if_present(path: &Path) -> io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(error) if error.kind() != io::ErrorKind::NotFound => Err(error),
+        _ => Ok(()),
+    }
+}
+
+/// A chunk's named file ([`Backing::Files`]).
+struct ChunkFile {
+    id: u64,
+    /// Words written when the last checkpoint was saved (which flushes the file when more
+    /// were written since).
+    synced: usize,
+    /// Whether a checkpoint names the file (then it outlives the chunk until the next one).
+    saved: bool,
 }
 
 /// The words of one chunk.
@@ -89,18 +154,33 @@ struct Chunk {
     used: usize,
     /// Words of the records still live.
     live: usize,
+    /// Its named file, with [`Backing::Files`].
+    file: Option<ChunkFile>,
 }
 
 impl Chunk {
-    fn new(backing: &Backing) -> io::Result<Chunk> {
-        let words = match backing {
-            Backing::Memory => Words::Memory(Vec::new()),
-            Backing::Directory(dir) => Words::Mapped(map_new_file(dir)?),
+    /// A new empty chunk; with [`Backing::Files`] its file is number `file_id`.
+    fn new(backing: &Backing, file_id: u64) -> io::Result<Chunk> {
+        let (words, file) = match backing {
+            Backing::Memory => (Words::Memory(Vec::new()), None),
+            Backing::Directory(dir) => (Words::Mapped(map_new_file(dir)?), None),
+            Backing::Files(dir) => {
+                let file = ChunkFile {
+                    id: file_id,
+                    synced: 0,
+                    saved: false,
+                };
+                (
+                    Words::Mapped(map_named_file(&chunk_path(dir, file_id), true)?),
+                    Some(file),
+                )
+            }
         };
         Ok(Chunk {
             words,
             used: 0,
             live: 0,
+            file,
         })
     }
 
@@ -168,6 +248,29 @@ fn map_new_file(dir: &Path) -> io::Result<MmapMut> {
     unsafe { MmapMut::map_mut(&file) }
 }
 
+/// The chunk file at `path` (a new one of [`CHUNK_WORDS`] words when `create`), mapped.
+fn map_named_file(path: &Path, create: bool) -> io::Result<MmapMut> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(create)
+        .open(path)?;
+    let bytes = (CHUNK_WORDS * std::mem::size_of::<u32>()) as u64;
+    if create {
+        file.set_len(bytes)?;
+    } else if file.metadata()?.len() != bytes {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("sketch chunk {} is not {bytes} bytes long", path.display()),
+        ));
+    }
+    // SAFETY: the file lives in the directory of the index whose writer owns this store, and
+    // the index's writer lock keeps every other process from writing to that directory; this
+    // process maps each chunk file once, and only its arena writes it (never the bytes a live
+    // record holds).
+    unsafe { MmapMut::map_mut(&file) }
+}
+
 /// Words a record of `hashes` hashes takes, padding included.
 pub(super) fn record_words(hashes: usize) -> usize {
     (HEADER_WORDS + hashes).div_ceil(UNIT_WORDS) * UNIT_WORDS
@@ -192,6 +295,12 @@ pub(super) struct SketchArena {
     head: Option<usize>,
     /// The head before the current one, until [`take_sealed`](Self::take_sealed) looks at it.
     sealed: Option<usize>,
+    /// The number the next chunk file gets ([`Backing::Files`]): file numbers are never
+    /// reused, so a checkpoint's names always mean the chunks it saw.
+    next_file: u64,
+    /// Files of freed chunks that the last checkpoint still names: the next checkpoint saved
+    /// deletes them once it is in place.
+    retired: Vec<u64>,
 }
 
 impl SketchArena {
@@ -202,7 +311,21 @@ impl SketchArena {
             free: Vec::new(),
             head: None,
             sealed: None,
+            next_file: 0,
+            retired: Vec::new(),
         }
+    }
+
+    /// An empty arena whose chunks are named files of `dir` ([`Backing::Files`]). Chunk files
+    /// already there belong to a checkpoint: [`load`](Self::load) it, or they are deleted once
+    /// this arena's first checkpoint is in place.
+    pub(super) fn in_files(dir: &Path) -> io::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let present = chunk_files(dir)?;
+        let mut arena = SketchArena::new(Backing::Files(dir.to_path_buf()));
+        arena.next_file = present.iter().max().map_or(0, |&id| id + 1);
+        arena.retired = present;
+        Ok(arena)
     }
 
     /// Appends a record of `node`'s sketch; where it is.
@@ -231,7 +354,8 @@ impl SketchArena {
 
     /// Starts a new head chunk; its number.
     fn open_chunk(&mut self) -> io::Result<usize> {
-        let chunk = Chunk::new(&self.backing)?;
+        let chunk = Chunk::new(&self.backing, self.next_file)?;
+        self.next_file += u64::from(chunk.file.is_some());
         let number = match self.free.pop() {
             Some(number) => number,
             None if self.chunks.len() < MAX_CHUNKS => {
@@ -278,8 +402,22 @@ impl SketchArena {
         let chunk = self.chunk_mut(number);
         chunk.live -= size;
         if chunk.live == 0 && self.head != Some(number) {
-            self.chunks[number] = None;
-            self.free.push(number);
+            self.free_chunk(number);
+        }
+    }
+
+    /// Frees chunk `number`; its file, if any, goes now unless a checkpoint names it.
+    fn free_chunk(&mut self, number: usize) {
+        let chunk = self.chunks[number].take();
+        self.free.push(number);
+        if let (Some(file), Backing::Files(dir)) =
+            (chunk.and_then(|chunk| chunk.file), &self.backing)
+        {
+            // Unmapped above (the chunk is dropped), so the file can go. A file that cannot be
+            // deleted now is deleted when the store is next loaded or made.
+            if file.saved || remove_if_present(&chunk_path(dir, file.id)).is_err() {
+                self.retired.push(file.id);
+            }
         }
     }
 
@@ -329,6 +467,144 @@ impl SketchArena {
     /// Bytes of chunk files mapped into memory (what the page cache may hold of them).
     pub(super) fn mapped_bytes(&self) -> usize {
         self.chunks.iter().flatten().map(Chunk::mapped_bytes).sum()
+    }
+
+    /// Writes the arena to a checkpoint: chunks on the heap whole, chunks in named files by
+    /// number and length after flushing what was written to them since the last checkpoint.
+    /// Sketches in unlinked files cannot be saved.
+    pub(super) fn save(&mut self, out: &mut CheckpointWriter) -> io::Result<()> {
+        let kind = match self.backing {
+            Backing::Memory => 0,
+            Backing::Files(_) => 1,
+            Backing::Directory(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "sketches kept in unlinked files cannot be checkpointed",
+                ));
+            }
+        };
+        out.put_u64(kind)?;
+        out.put_u64(self.chunks.len() as u64)?;
+        for chunk in &mut self.chunks {
+            let Some(chunk) = chunk else {
+                out.put_u64(0)?;
+                continue;
+            };
+            out.put_u64(1)?;
+            out.put_u64(chunk.used as u64)?;
+            out.put_u64(chunk.live as u64)?;
+            match (&chunk.words, &mut chunk.file, &self.backing) {
+                (_, Some(file), Backing::Files(dir)) => {
+                    if chunk.used > file.synced {
+                        out.depends_on(chunk_path(dir, file.id));
+                    }
+                    file.synced = chunk.used;
+                    file.saved = true;
+                    out.put_u64(file.id)?;
+                }
+                // On the heap a chunk holds its records without the padding after the last.
+                (words, _, _) => out.put_slice(words.as_slice())?,
+            }
+        }
+        let slot = |number: Option<usize>| number.map_or(u64::MAX, |number| number as u64);
+        let free: Vec<u64> = self.free.iter().map(|&number| number as u64).collect();
+        out.put_slice(&free)?;
+        out.put_u64(slot(self.head))?;
+        out.put_u64(slot(self.sealed))?;
+        out.put_u64(self.next_file)?;
+        // Chunks freed since the last checkpoint are not in this one: their files go once it
+        // is in place.
+        if let Backing::Files(dir) = &self.backing {
+            for id in self.retired.drain(..) {
+                out.supersedes(chunk_path(dir, id));
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads what [`save`](Self::save) wrote into this new arena (with the backing of the
+    /// saved one), mapping the named chunk files; then deletes the chunk files it does not
+    /// name (written after the checkpoint, or left by a crash).
+    pub(super) fn load(&mut self, input: &mut CheckpointReader) -> io::Result<()> {
+        if !self.chunks.is_empty() {
+            return Err(input.invalid("loaded into sketches already in use"));
+        }
+        let kind = input.get_u64()?;
+        let dir = match (&self.backing, kind) {
+            (Backing::Memory, 0) => None,
+            (Backing::Files(dir), 1) => Some(dir.clone()),
+            _ => return Err(input.invalid("its sketches were kept elsewhere")),
+        };
+        let count = input.get_usize(MAX_CHUNKS)?;
+        let mut files = Vec::new();
+        for _ in 0..count {
+            if input.get_u64()? == 0 {
+                self.chunks.push(None);
+                continue;
+            }
+            let used = input.get_usize(CHUNK_WORDS)?;
+            let live = input.get_usize(used)?;
+            let (words, file) = match &dir {
+                None => {
+                    let words: Vec<u32> = input.get_vec()?;
+                    if words.len() > used {
+                        return Err(input.invalid("a sketch chunk is cut off"));
+                    }
+                    (Words::Memory(words), None)
+                }
+                Some(dir) => {
+                    let id = input.get_u64()?;
+                    let map = map_named_file(&chunk_path(dir, id), false)?;
+                    files.push(id);
+                    let file = ChunkFile {
+                        id,
+                        synced: used,
+                        saved: true,
+                    };
+                    (Words::Mapped(map), Some(file))
+                }
+            };
+            self.chunks.push(Some(Chunk {
+                words,
+                used,
+                live,
+                file,
+            }));
+        }
+        let free: Vec<u64> = input.get_vec()?;
+        let (head, sealed) = (input.get_u64()?, input.get_u64()?);
+        self.next_file = input.get_u64()?;
+        let in_use = |number: u64| {
+            self.chunks
+                .get(number as usize)
+                .is_some_and(Option::is_some)
+        };
+        if free
+            .iter()
+            .any(|&number| in_use(number) || number as usize >= count)
+        {
+            return Err(input.invalid("a free sketch chunk number is in use"));
+        }
+        if [head, sealed]
+            .iter()
+            .any(|&number| number != u64::MAX && !in_use(number))
+        {
+            return Err(input.invalid("the head sketch chunk is not there"));
+        }
+        let slot = |number: u64| (number != u64::MAX).then_some(number as usize);
+        (self.head, self.sealed) = (slot(head), slot(sealed));
+        self.free = free.into_iter().map(|number| number as usize).collect();
+        if let Some(dir) = dir {
+            remove_chunk_files(&dir, &files)?;
+            self.retired.clear();
+        }
+        Ok(())
+    }
+
+    /// Chunks in use.
+    #[cfg(test)]
+    pub(super) fn chunk_count(&self) -> usize {
+        self.chunks.iter().flatten().count()
     }
 
     /// Words of live records over all chunks, and words written (for tests and diagnostics).

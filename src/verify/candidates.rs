@@ -8,6 +8,7 @@ use super::arena::{Address, Backing, SketchArena};
 use super::postings::KeyPostings;
 use super::{Sketch, SketchView};
 use crate::Fingerprint;
+use crate::forest::checkpoint::{CheckpointReader, CheckpointWriter};
 use crate::simhash::FingerprintHasher;
 
 /// Each node's sketch, and for each candidate key the nodes whose sketches hold it.
@@ -74,12 +75,53 @@ impl SketchStore {
         )))
     }
 
+    /// A store that keeps its sketches in named files of `dir` (created if missing), mapped
+    /// into memory like [`in_directory`](Self::in_directory)'s, but kept: a forest checkpoint
+    /// names them instead of copying them ([`Forest::save`](crate::Forest::save)). Chunk files
+    /// already in `dir` are a checkpoint's: [`Forest::load`](crate::Forest::load) maps them,
+    /// and otherwise they are deleted once this store's first checkpoint is in place. One
+    /// store at a time may use a directory.
+    pub fn in_checkpoint_directory(dir: &Path) -> io::Result<Self> {
+        Ok(SketchStore::with_arena(SketchArena::in_files(dir)?))
+    }
+
     fn with_backing(backing: Backing) -> Self {
+        SketchStore::with_arena(SketchArena::new(backing))
+    }
+
+    fn with_arena(arena: SketchArena) -> Self {
         SketchStore {
-            arena: SketchArena::new(backing),
+            arena,
             records: HashMap::default(),
             postings: KeyPostings::default(),
         }
+    }
+
+    /// Writes the store to a checkpoint (see [`SketchArena::save`]).
+    pub(crate) fn save(&mut self, out: &mut CheckpointWriter) -> io::Result<()> {
+        self.arena.save(out)?;
+        let (nodes, records): (Vec<u64>, Vec<Address>) = self.records.iter().unzip();
+        out.put_slice(&nodes)?;
+        out.put_slice(&records)?;
+        self.postings.save(out)
+    }
+
+    /// Reads what [`save`](Self::save) wrote into this empty store, which keeps its
+    /// sketches where the saved one did (on the heap, or in the same checkpoint directory).
+    pub(crate) fn load(&mut self, input: &mut CheckpointReader) -> io::Result<()> {
+        if !self.is_empty() {
+            return Err(input.invalid("loaded into a sketch store in use"));
+        }
+        self.arena.load(input)?;
+        let nodes: Vec<u64> = input.get_vec()?;
+        let records: Vec<Address> = input.get_vec()?;
+        if nodes.len() != records.len() {
+            return Err(input.invalid("sketch records and nodes differ in number"));
+        }
+        self.records.reserve(nodes.len());
+        self.records.extend(nodes.into_iter().zip(records));
+        self.postings = KeyPostings::load(input)?;
+        Ok(())
     }
 
     /// Nodes with a sketch.
@@ -282,6 +324,52 @@ mod tests {
                 }
                 let (live, used) = store.arena.usage();
                 prop_assert!(used <= 4 * live + super::super::arena::CHUNK_WORDS, "{used} words for {live} live");
+            }
+        }
+
+        /// The same churn in a checkpoint directory, saved and loaded again every so often
+        /// (the store in use dropped first, as after a restart): the loaded store reads back
+        /// every sketch, and the directory holds exactly the chunk files the last checkpoint
+        /// names plus those made since.
+        #[test]
+        fn a_checkpoint_directory_keeps_what_its_checkpoint_names(
+            operations in proptest::collection::vec(
+                (0u64..48, proptest::collection::btree_set(0u32..5_000, 0..400)),
+                1..200,
+            ),
+            every in 5usize..40,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("checkpoint");
+            let mut store = SketchStore::in_checkpoint_directory(dir.path()).unwrap();
+            let mut model = HashMap::new();
+            for (step, (node, hashes)) in operations.into_iter().enumerate() {
+                let node = Fingerprint(node);
+                if node.0.is_multiple_of(2) && model.remove(&node).is_some() {
+                    store.remove(node);
+                } else {
+                    let sketch = sketch(&hashes);
+                    store.insert(node, &sketch).unwrap();
+                    model.insert(node, sketch);
+                }
+                if step % every == every - 1 {
+                    let mut out = CheckpointWriter::create(&path).unwrap();
+                    store.save(&mut out).unwrap();
+                    out.commit().unwrap();
+                    drop(store);
+                    store = SketchStore::in_checkpoint_directory(dir.path()).unwrap();
+                    let mut input = CheckpointReader::open(&path).unwrap().unwrap();
+                    store.load(&mut input).unwrap();
+                    input.finish().unwrap();
+                    // The checkpoint itself, and one file a chunk.
+                    let files = std::fs::read_dir(dir.path()).unwrap().count();
+                    prop_assert_eq!(files, store.arena.chunk_count() + 1);
+                }
+                store.check_invariants().map_err(TestCaseError::fail)?;
+                for (&node, sketch) in &model {
+                    let stored = store.get(node).map(SketchView::to_sketch);
+                    prop_assert_eq!(stored.as_ref(), Some(sketch));
+                }
             }
         }
     }

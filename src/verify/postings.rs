@@ -1,7 +1,10 @@
 //! The key postings of a [`SketchStore`](super::SketchStore): for each candidate key, the
 //! records of the sketches that hold it, in one flat table of 8-byte entries.
 
+use std::io;
+
 use super::arena::Address;
+use crate::forest::checkpoint::{CheckpointReader, CheckpointWriter};
 
 /// Records a key's posting list holds at most; the oldest leaves first. A key that many texts
 /// share is boilerplate (a site's footer, an agency's byline), and the most recent texts that
@@ -11,10 +14,16 @@ pub const POSTING_CAPACITY: usize = 16;
 
 /// One posting: a key and a record that holds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
 struct Entry {
     key: u32,
     record: Address,
 }
+
+// SAFETY: two 4-byte fields for which every bit pattern is valid, `repr(C)`, no padding.
+unsafe impl bytemuck::Zeroable for Entry {}
+// SAFETY: as above; `Copy`, no pointers.
+unsafe impl bytemuck::Pod for Entry {}
 
 const EMPTY: Entry = Entry {
     key: 0,
@@ -205,6 +214,21 @@ impl KeyPostings {
             Some((key, list)) => Err(format!("key {key:#x} holds {} records", list.len())),
             None => Ok(()),
         }
+    }
+
+    /// Writes the table to a checkpoint as it is (slots and all).
+    pub(super) fn save(&self, out: &mut CheckpointWriter) -> io::Result<()> {
+        out.put_slice(&self.slots)
+    }
+
+    /// Reads what [`save`](Self::save) wrote.
+    pub(super) fn load(input: &mut CheckpointReader) -> io::Result<Self> {
+        let slots: Vec<Entry> = input.get_vec()?;
+        let len = slots.iter().filter(|&&entry| entry != EMPTY).count();
+        if len * MAX_LOAD.1 > slots.len() * MAX_LOAD.0 {
+            return Err(input.invalid("the key postings are fuller than they can be"));
+        }
+        Ok(KeyPostings { slots, len })
     }
 
     /// Heap bytes of the table.

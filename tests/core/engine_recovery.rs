@@ -5,12 +5,13 @@
 //!
 //! The stories are generated from invented sentences.
 
+use std::path::Path;
 use std::time::Duration;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use tantivy_dedup::config::Config;
-use tantivy_dedup::engine::DedupIndex;
+use tantivy_dedup::engine::{CHECKPOINT_FILE, DedupIndex, FOREST_DIR};
 use tantivy_dedup::{Article, Change, Decision, Deduplicator, Fingerprint};
 
 mod damage;
@@ -158,6 +159,111 @@ fn reopening_gives_the_decisions_of_an_uninterrupted_run() {
     }
 }
 
+/// Runs steps on an index, committing after every `every` steps; the roots, as [`run`].
+fn run_committing(
+    index: &mut DedupIndex,
+    steps: &[Step],
+    every: usize,
+) -> Vec<Option<Fingerprint>> {
+    let mut roots = Vec::new();
+    for part in steps.chunks(every) {
+        roots.extend(run(index, part));
+        index.commit().unwrap();
+    }
+    roots
+}
+
+/// Copies an index directory without its forest checkpoint, so that opening the copy replays
+/// every insert.
+fn copy_without_checkpoint(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_file() {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_checkpoint_and_the_inserts_after_it_rebuild_the_forest_of_a_full_replay() {
+    // Checkpoints every 50 inserts at commits every 40 steps; the process then dies without
+    // closing, so reopening loads the last checkpoint and replays the inserts after it,
+    // including deletes made since of documents the checkpoint holds.
+    let steps = workload(3, 600);
+    let mut config = config();
+    config.index.checkpoint_inserts = 50;
+    let dir = tempfile::tempdir().unwrap();
+    let mut straight = DedupIndex::create(&dir.path().join("straight"), config.clone()).unwrap();
+    let expected = run(&mut straight, &steps);
+
+    for split in [130, 333, 517] {
+        let path = dir.path().join(format!("split-{split}"));
+        let mut index = DedupIndex::create(&path, config.clone()).unwrap();
+        let mut roots = run_committing(&mut index, &steps[..split], 40);
+        drop(index);
+
+        let full = dir.path().join(format!("full-{split}"));
+        copy_without_checkpoint(&path, &full);
+        let replayed = DedupIndex::open(&full).unwrap();
+        assert_eq!(replayed.recovery().checkpoint_sequence, None);
+
+        let mut index = DedupIndex::open(&path).unwrap();
+        let recovery = index.recovery().clone();
+        let from = recovery
+            .checkpoint_sequence
+            .expect("a checkpoint was saved");
+        assert!(
+            from > 0 && recovery.replayed < replayed.recovery().replayed,
+            "{recovery:?}"
+        );
+        assert_eq!(recovery.mismatched_roots, 0, "split {split}: {recovery:?}");
+        let nodes = |index: &DedupIndex| {
+            let mut nodes: Vec<_> = index.forest().nodes().collect();
+            nodes.sort_unstable_by_key(|node| node.fingerprint);
+            nodes
+        };
+        assert_eq!(nodes(&index), nodes(&replayed), "split {split}");
+        let counts = |index: &DedupIndex| {
+            let stats = index.forest().stats();
+            (stats.nodes, stats.roots, stats.expired)
+        };
+        assert_eq!(counts(&index), counts(&replayed), "split {split}");
+
+        roots.extend(run(&mut index, &steps[split..]));
+        assert_eq!(roots, expected, "split at {split}");
+        index.forest().check_invariants().unwrap();
+    }
+}
+
+#[test]
+fn a_damaged_checkpoint_is_refused_and_every_insert_replayed() {
+    let steps = workload(4, 300);
+    let mut config = config();
+    config.index.checkpoint_inserts = 100;
+    let dir = tempfile::tempdir().unwrap();
+    let mut straight = DedupIndex::create(&dir.path().join("straight"), config.clone()).unwrap();
+    let expected = run(&mut straight, &steps);
+
+    let path = dir.path().join("damaged");
+    let mut index = DedupIndex::create(&path, config).unwrap();
+    let mut roots = run_committing(&mut index, &steps[..200], 50);
+    index.close().unwrap();
+    let checkpoint = path.join(FOREST_DIR).join(CHECKPOINT_FILE);
+    let mut bytes = std::fs::read(&checkpoint).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x10;
+    std::fs::write(&checkpoint, bytes).unwrap();
+
+    let mut index = DedupIndex::open(&path).unwrap();
+    let recovery = index.recovery().clone();
+    assert_eq!(recovery.checkpoint_sequence, None);
+    assert!(recovery.checkpoint_refused.is_some(), "{recovery:?}");
+    assert_eq!(recovery.mismatched_roots, 0);
+    roots.extend(run(&mut index, &steps[200..]));
+    assert_eq!(roots, expected);
+}
+
 #[test]
 fn uncommitted_documents_are_lost_whole_and_can_be_sent_again() {
     // A crash between commits loses what was not committed, forest decisions included: the
@@ -234,9 +340,9 @@ fn replacing_and_deleting_leave_one_live_document_per_id() {
     assert_eq!(a.simhash, index.prepare(article("a", 9)).simhash());
     assert!(searcher.document("b").unwrap().is_none());
 
-    // The replay sees all four inserts.
+    // Without the checkpoint `close` saves, the replay sees all four inserts.
     drop(searcher);
-    index.close().unwrap();
+    drop(index);
     let index = DedupIndex::open(dir.path()).unwrap();
     assert_eq!(index.recovery().replayed, 4);
     assert_eq!(index.recovery().tombstones, 3);
@@ -274,7 +380,7 @@ fn sending_an_identical_article_again_changes_nothing() {
     };
     let first = index.searcher().document(&first.id).unwrap().unwrap();
     assert_eq!(Some(first.root), expected[0]);
-    index.close().unwrap();
+    drop(index); // without the checkpoint `close` saves: every insert is replayed
     assert_eq!(
         DedupIndex::open(&path).unwrap().recovery().replayed,
         steps.len() as u64

@@ -25,6 +25,7 @@ use rand::{Rng, SeedableRng};
 use std::sync::OnceLock;
 
 use tantivy_dedup::Fingerprint;
+use tantivy_dedup::forest::checkpoint::{CheckpointReader, CheckpointWriter};
 use tantivy_dedup::forest::{Forest, PlacementKind, Signature, Timestamp};
 use tantivy_dedup::index::BlockLayout;
 use tantivy_dedup::verify::{POSTING_CAPACITY, Sketch, SketchStore, Verifier};
@@ -880,6 +881,101 @@ proptest! {
         let events = materialize(&ops);
         let result = compare_with_model(mode, k, WINDOW, &events, 1);
         prop_assert!(result.is_ok(), "{:?} k={}: {}\nevents: {:x?}", mode, k, result.unwrap_err(), events);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checkpoints: saving and loading is invisible to the decisions.
+
+/// Places `events` (inserts, clock moves, expiry) in `forest`; the roots of the inserts.
+fn apply(forest: &mut Forest, mode: Mode, events: &[Event]) -> Vec<u64> {
+    let mut roots = Vec::new();
+    for event in events {
+        match *event {
+            Event::Insert(fingerprint, time, text) => {
+                roots.push(forest.place(mode.signature(fingerprint, text), time).root.0);
+            }
+            Event::Advance(time) => forest.advance_to(time),
+            Event::Expire => {
+                forest.expire();
+            }
+        }
+    }
+    roots
+}
+
+/// A forest of `mode` for a checkpoint: default mode's sketches on the heap (`Verified`, saved
+/// inline) or in named files of `dir` (`VerifiedMapped`, saved by name).
+fn checkpointable(mode: Mode, k: u32, dir: &std::path::Path) -> Result<Forest, String> {
+    match mode {
+        Mode::VerifiedMapped => {
+            let sketches = SketchStore::in_checkpoint_directory(dir).map_err(|e| e.to_string())?;
+            let layout = BlockLayout::new(k).map_err(|e| e.to_string())?;
+            Forest::with_sketches(layout, WINDOW as u64, Verifier::default(), sketches)
+                .map_err(|e| e.to_string())
+        }
+        _ => mode.forest(k, WINDOW),
+    }
+}
+
+/// Runs `events` straight, and again with the forest saved after `split` events, dropped and
+/// loaded into a new one (twice, so that a second checkpoint replaces the first and retires
+/// its chunk files); both must give the same roots and end with the same nodes.
+fn compare_with_checkpoint(
+    mode: Mode,
+    k: u32,
+    events: &[Event],
+    split: usize,
+) -> Result<(), String> {
+    let io = |e: std::io::Error| e.to_string();
+    let mut straight = mode.forest(k, WINDOW)?;
+    let expected = apply(&mut straight, mode, events);
+
+    let dir = tempfile::tempdir().map_err(io)?;
+    let path = dir.path().join("forest.checkpoint");
+    let middle = split + (events.len() - split) / 2;
+    let mut forest = checkpointable(mode, k, dir.path())?;
+    let mut roots = Vec::new();
+    for part in [&events[..split], &events[split..middle]] {
+        roots.extend(apply(&mut forest, mode, part));
+        let mut out = CheckpointWriter::create(&path).map_err(io)?;
+        forest.save(&mut out).map_err(io)?;
+        out.commit().map_err(io)?;
+        drop(forest);
+        forest = checkpointable(mode, k, dir.path())?;
+        let mut input = CheckpointReader::open(&path)
+            .map_err(io)?
+            .ok_or("no checkpoint")?;
+        forest.load(&mut input).map_err(io)?;
+        input.finish().map_err(io)?;
+        forest.check_invariants()?;
+    }
+    roots.extend(apply(&mut forest, mode, &events[middle..]));
+    if roots != expected {
+        return Err(format!(
+            "roots after loading differ: {roots:x?} vs {expected:x?}"
+        ));
+    }
+    if forest_live_nodes(&forest) != forest_live_nodes(&straight) {
+        return Err("the nodes after loading differ".into());
+    }
+    forest.check_invariants()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_loaded_checkpoint_decides_as_the_forest_saved(
+        mode in modes(),
+        k in radius(),
+        ops in ops_with_expiry(),
+        cut in 0.0..1.0f64,
+    ) {
+        let events = materialize(&ops);
+        let split = (events.len() as f64 * cut) as usize;
+        let result = compare_with_checkpoint(mode, k, &events, split);
+        prop_assert!(result.is_ok(), "{:?} k={} split={}: {}", mode, k, split, result.unwrap_err());
     }
 }
 

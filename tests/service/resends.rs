@@ -449,6 +449,7 @@ fn assert_only_committed_files(index: &Path) {
             ".tantivy-meta.lock",
             ".tantivy-writer.lock",
             "tantivy-dedup.toml",
+            "forest",
         ];
         let segment = name.split('.').next().unwrap_or_default();
         assert!(
