@@ -139,15 +139,20 @@ pub fn run(args: IngestArgs) -> anyhow::Result<ExitCode> {
             "ingest: warning: the forest checkpoint was not used ({why}); replaying every insert"
         );
     }
-    let from_checkpoint = recovered.checkpoint_sequence.unwrap_or(0);
-    if recovered.replayed > 0 || from_checkpoint > 0 {
-        eprintln!(
-            "ingest: reopened {}: loaded the forest's checkpoint of {} and replayed {} after it in {:.2} s",
-            args.index.display(),
-            counted(from_checkpoint, "insert", "inserts"),
+    let took = recovered.elapsed.as_secs_f64();
+    let index_name = args.index.display();
+    match recovered.checkpoint_sequence {
+        Some(from) => eprintln!(
+            "ingest: reopened {index_name}: loaded the forest's checkpoint of {} and replayed {} \
+             after it in {took:.2} s",
+            counted(from, "insert", "inserts"),
             counted(recovered.replayed, "insert", "inserts"),
-            recovered.elapsed.as_secs_f64()
-        );
+        ),
+        None if recovered.replayed > 0 => eprintln!(
+            "ingest: reopened {index_name}: replayed {} into the forest in {took:.2} s",
+            counted(recovered.replayed, "insert", "inserts"),
+        ),
+        None => {}
     }
     if recovered.mismatched_roots > 0 {
         eprintln!(

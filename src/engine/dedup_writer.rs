@@ -556,6 +556,7 @@ impl DedupWriter {
         // chunk files are the ones a checkpoint names.
         self.finish_checkpoint(true);
         self.dedup = Deduplicator::new(self.config.clone())?;
+        let started = Instant::now();
         let (mut dedup, mark, refused) = self.open_forest()?;
         let replay_into = (!dedup.is_shared()).then(|| dedup.forest_mut());
         let replayed = recovery::replay(&self.reader.searcher(), replay_into, mark.as_ref())
@@ -563,6 +564,7 @@ impl DedupWriter {
         self.dedup = dedup;
         self.recovery = RecoveryReport {
             checkpoint_refused: refused,
+            elapsed: started.elapsed(),
             ..replayed.report
         };
         self.next_sequence = replayed.next_sequence;
