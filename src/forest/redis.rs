@@ -281,6 +281,8 @@ pub struct RedisStore {
     pending_timeout: Duration,
     /// The ticket already recorded on the node the last claim found pending under its token.
     own_ticket: Option<u64>,
+    /// Round trips made so far (batches, and single commands).
+    round_trips: u64,
     stats: ForestStats,
 }
 
@@ -322,6 +324,7 @@ impl RedisStore {
             swept_hour: None,
             pending_timeout: Duration::from_secs(5),
             own_ticket: None,
+            round_trips: 0,
             stats: ForestStats::default(),
         };
         store.check_settings(config)?;
@@ -392,7 +395,14 @@ impl RedisStore {
             .map_or(Timestamp::MIN, |newest| newest - self.window)
     }
 
+    /// Round trips to the cluster made so far: each batch counts one, however many nodes it
+    /// goes to.
+    pub fn round_trips(&self) -> u64 {
+        self.round_trips
+    }
+
     fn run<T: redis::FromRedisValue>(&mut self, command: Cmd) -> Result<T, StoreError> {
+        self.round_trips += 1;
         let connection = &mut self.connection;
         Ok(self.runtime.block_on(command.query_async(connection))?)
     }
@@ -400,6 +410,7 @@ impl RedisStore {
     /// Sends every command of the batch at once (the cluster client routes each to its key's
     /// node and multiplexes them), and reads the kept replies as `T`, in order.
     fn run_batch<T: redis::FromRedisValue>(&mut self, batch: &Batch) -> Result<T, StoreError> {
+        self.round_trips += 1;
         let replies = self.runtime.block_on(async {
             let requests: Vec<_> = batch
                 .commands
