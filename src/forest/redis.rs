@@ -143,15 +143,6 @@ return {r[2] or ''}
 ",
 );
 
-/// Pushes ARGV[1] on a list and keeps its ARGV[2] + 1 newest entries.
-static PUSH_CAPPED: Lua = Lua::new(
-    r"
-redis.call('LPUSH', KEYS[1], ARGV[1])
-redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[2]))
-return 1
-",
-);
-
 /// Deletes a pending node if ARGV[1] still owns it.
 static ABANDON: Lua = Lua::new(
     r"
@@ -1189,8 +1180,13 @@ impl ForestStore for RedisStore {
         let seen = seen_at(time, assumed, self.window);
         let verify = sketch.filter(|_| self.verifier.is_some());
         let mut batch = Batch::default();
-        if !late {
+        // Only a document newer than any this store has seen can move the clock; the others
+        // read it (a plain GET: a script costs Redis several times more).
+        let raise = self.newest.is_some_and(|newest| time > newest);
+        if raise {
             batch.script(&RAISE, &self.key("clock"), &[time.to_string()]);
+        } else if !late {
+            batch.cmd("GET", &self.key("clock"));
         }
         if verify.is_some() {
             batch.cmd("GET", &self.sketch_key(node));
@@ -1207,12 +1203,30 @@ impl ForestStore for RedisStore {
         };
         let claim = self.read_claim(node, &claimed)?;
         let mut again = false;
-        if let Some(raised) = replies.pop() {
-            let (newest, previous) =
-                raised_numbers("clock", redis::from_redis_value(raised).map_err(parsing)?)?;
-            self.clock_read(newest, previous)?;
-            again = seen_at(time, newest, self.window) != seen
-                || newest - assumed > SWEEP_GRACE_SECONDS / 2;
+        if let Some(clock) = replies.pop() {
+            let read = if raise {
+                Some(raised_numbers(
+                    "clock",
+                    redis::from_redis_value(clock).map_err(parsing)?,
+                )?)
+            } else {
+                let newest: Option<String> = redis::from_redis_value(clock).map_err(parsing)?;
+                newest
+                    .map(|newest| raised_numbers("clock", (newest.clone(), newest)))
+                    .transpose()?
+            };
+            match read {
+                Some((newest, previous)) => {
+                    self.clock_read(newest, previous)?;
+                    again = seen_at(time, newest, self.window) != seen
+                        || newest - assumed > SWEEP_GRACE_SECONDS / 2;
+                }
+                // No clock (the cluster was emptied): look again, raising it first.
+                None => {
+                    self.newest = None;
+                    again = true;
+                }
+            }
         }
         let stored = stored.as_deref().and_then(decode_sketch);
         let verified = match (verify, claim) {
@@ -1298,12 +1312,13 @@ impl ForestStore for RedisStore {
             batch.ignore_last();
             for &hash in sketch.keys() {
                 let posting = self.posting_key(hash);
-                // One more than the in-memory cap: the list also holds the new node itself.
-                batch.script(
-                    &PUSH_CAPPED,
-                    &posting,
-                    &[member.to_string(), POSTING_CAPACITY.to_string()],
-                );
+                // Pushed, then cut to one more than the in-memory cap (the list also holds the
+                // new node itself). Two commands, not a script: they run in order on the
+                // key's node, and another writer's push between them only leaves one entry
+                // more until the next cut.
+                batch.cmd("LPUSH", &posting).arg(member);
+                batch.ignore_last();
+                batch.cmd("LTRIM", &posting).arg(0).arg(POSTING_CAPACITY);
                 batch.ignore_last();
             }
         }
