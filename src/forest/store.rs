@@ -92,7 +92,8 @@ pub enum Opening {
     /// A live node holds that value with a text the document does not verify against: the
     /// insert tries the next value.
     Refused,
-    /// Nothing was claimed (or the claim was taken back): look at the same value again.
+    /// Look at the same value again: a count the claim made on an existing node was taken
+    /// back; a node it created stays this insert's (claimed again under the same token).
     Again,
 }
 
