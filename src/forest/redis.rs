@@ -28,9 +28,12 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{Route, SingleNodeRoutingInfo, SlotAddr};
-use redis::{Cmd, ServerErrorKind, Value};
+use redis::{
+    AsyncConnectionConfig, Cmd, ConnectionAddr, ConnectionInfo, IntoConnectionInfo,
+    ServerErrorKind, Value,
+};
 
 use super::placement::{ForestStats, Timestamp};
 use super::store::{
@@ -55,6 +58,9 @@ const PARTITION_SECONDS: i64 = 3_600;
 
 /// The hash slots of a Redis Cluster.
 const SLOTS: usize = 16_384;
+
+/// How long a connection or a reply is waited for.
+const TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A Lua script, called by its SHA1 (`EVALSHA`) so that a call carries a few bytes instead of
 /// the script's text, and Redis does not hash the text again at every call.
@@ -327,9 +333,14 @@ pub struct RedisStore {
     /// Writes whose replies nothing waits for, sent with the next batch instead of on their
     /// own: a new node's ticket (recorded with its scan) and an existing leaf's child count.
     deferred: Batch,
-    /// Which node owns each hash slot (an index of `CLUSTER SLOTS`' nodes), to send a batch
-    /// as one pipeline a node.
-    owners: Vec<u32>,
+    /// Which node owns each hash slot (an index of `nodes`), to send a batch as one pipeline a
+    /// node.
+    owners: Vec<Option<usize>>,
+    /// The masters, as `CLUSTER SLOTS` last listed them, and this store's connection to each.
+    nodes: Vec<Node>,
+    /// The first seed node's address: the credentials and settings of the connections to
+    /// the masters.
+    seed: ConnectionInfo,
     /// Round trips made so far (batches, and single commands).
     round_trips: u64,
     stats: ForestStats,
@@ -346,12 +357,20 @@ impl RedisStore {
             .enable_all()
             .build()
             .map_err(|error| StoreError::Config(format!("cannot start a runtime: {error}")))?;
+        // Each step waits for its replies before the next is sent: Nagle's algorithm would
+        // hold small requests back for the previous reply's acknowledgement.
+        let tcp = redis::io::tcp::TcpSettings::default().set_nodelay(true);
+        let seed = address
+            .nodes
+            .first()
+            .ok_or_else(|| StoreError::Config("no Redis node given".into()))?
+            .as_str()
+            .into_connection_info()?
+            .set_tcp_settings(tcp.clone());
         let client = redis::cluster::ClusterClient::builder(address.nodes.clone())
-            // Each step waits for its replies before the next is sent: Nagle's algorithm would
-            // hold small requests back for the previous reply's acknowledgement.
-            .tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true))
-            .connection_timeout(Duration::from_secs(2))
-            .response_timeout(Duration::from_secs(2))
+            .tcp_settings(tcp)
+            .connection_timeout(TIMEOUT)
+            .response_timeout(TIMEOUT)
             // The client's own defaults retry a dead node for minutes; the caller retries
             // unacknowledged inserts itself, so fail within about a second.
             .retries(3)
@@ -375,6 +394,8 @@ impl RedisStore {
             own_ticket: None,
             deferred: Batch::default(),
             owners: Vec::new(),
+            nodes: Vec::new(),
+            seed,
             round_trips: 0,
             stats: ForestStats::default(),
         };
@@ -474,10 +495,15 @@ impl RedisStore {
     }
 
     /// Sends the deferred writes and the batch's commands, one pipeline to each node that owns
-    /// some of their keys, all at once, and gives every reply of the batch in order. A command
-    /// that did not run where it went (see [`not_run`]) is sent again on its own through the
-    /// client's routing, which follows redirections and retries a cluster that is not ready;
-    /// a script that the node had not cached goes again with its text.
+    /// some of their keys (over this store's own connection to that node), all at once, and
+    /// gives every reply of the batch in order. A command that did not run where it went (see
+    /// [`not_run`]), or whose node's connection had dropped, is sent again on its own through
+    /// the cluster client, which follows redirections, reconnects and retries a cluster that
+    /// is not ready; a script that the node had not cached goes again with its text.
+    ///
+    /// The pipelines bypass the cluster client on purpose: it answers a pipeline that met a
+    /// redirection by sending the whole pipeline again elsewhere, which could run twice the
+    /// commands that had run.
     fn send(&mut self, batch: &Batch) -> Result<Vec<Value>, StoreError> {
         let deferred = std::mem::take(&mut self.deferred);
         let requests: Vec<&Request> = deferred.requests.iter().chain(&batch.requests).collect();
@@ -485,31 +511,38 @@ impl RedisStore {
             return Ok(Vec::new());
         }
         self.round_trips += 1;
-        let mut groups: Vec<(u32, Vec<usize>)> = Vec::new();
+        let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
+        let mut again = Vec::new();
         for (index, request) in requests.iter().enumerate() {
-            let node = self.owner(request.slot);
-            match groups.iter_mut().find(|(owner, _)| *owner == node) {
-                Some((_, members)) => members.push(index),
-                None => groups.push((node, vec![index])),
+            match self
+                .owners
+                .get(usize::from(request.slot))
+                .copied()
+                .flatten()
+            {
+                Some(node) => match groups.iter_mut().find(|(owner, _)| *owner == node) {
+                    Some((_, members)) => members.push(index),
+                    None => groups.push((node, vec![index])),
+                },
+                None => again.push(index),
             }
         }
-        let connection = &self.connection;
+        let mut links = Vec::with_capacity(groups.len());
+        for (node, _) in &groups {
+            links.push(self.link(*node)?);
+        }
         let answers = self.runtime.block_on(async {
             let tasks: Vec<_> = groups
                 .iter()
-                .map(|(_, members)| {
+                .zip(links)
+                .map(|((_, members), mut link)| {
                     let mut pipeline = redis::pipe();
                     for &index in members {
                         pipeline.add_command(requests[index].command.clone());
                     }
-                    let route = SingleNodeRoutingInfo::SpecificNode(Route::new(
-                        requests[members[0]].slot,
-                        SlotAddr::Master,
-                    ));
-                    let count = members.len();
-                    let mut connection = connection.clone();
                     tokio::spawn(async move {
-                        connection.route_pipeline(pipeline, 0, count, route).await
+                        link.send_packed_commands(&pipeline, 0, pipeline.len())
+                            .await
                     })
                 })
                 .collect();
@@ -520,10 +553,19 @@ impl RedisStore {
             answers
         });
         let mut replies = vec![Value::Nil; requests.len()];
-        let mut again = Vec::new();
         let mut moved = false;
-        for ((_, members), answer) in groups.iter().zip(answers) {
-            let values = answer.map_err(lost)??;
+        for ((node, members), answer) in groups.iter().zip(answers) {
+            let values = match answer.map_err(lost)? {
+                Ok(values) => values,
+                Err(error) if error.is_connection_dropped() || error.is_io_error() => {
+                    // The node went away (or was restarted): its commands go through the
+                    // cluster client, and the next batch connects again.
+                    self.nodes[*node].link = None;
+                    again.extend(members);
+                    continue;
+                }
+                Err(error) => return Err(error.into()),
+            };
             if values.len() != members.len() {
                 return Err(StoreError::Inconsistent(format!(
                     "{} replies to a pipeline of {} commands",
@@ -546,6 +588,7 @@ impl RedisStore {
         }
         if !again.is_empty() {
             self.round_trips += 1;
+            let connection = &self.connection;
             let sent = self.runtime.block_on(async {
                 let tasks: Vec<_> = again
                     .iter()
@@ -582,39 +625,65 @@ impl RedisStore {
         Ok(replies.split_off(deferred.requests.len()))
     }
 
-    /// The node that owns `slot`, as far as this store knows (a slot of no known node counts
-    /// as a node of its own).
-    fn owner(&self, slot: u16) -> u32 {
-        self.owners
-            .get(usize::from(slot))
-            .copied()
-            .unwrap_or(SLOTS as u32 + u32::from(slot))
+    /// This store's connection to node `node` (an index of `nodes`), made if there is none.
+    fn link(&mut self, node: usize) -> Result<MultiplexedConnection, StoreError> {
+        if let Some(link) = &self.nodes[node].link {
+            return Ok(link.clone());
+        }
+        let info = self.seed.clone().set_addr(ConnectionAddr::Tcp(
+            self.nodes[node].host.clone(),
+            self.nodes[node].port,
+        ));
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(TIMEOUT))
+            .set_response_timeout(Some(TIMEOUT));
+        let link = self.runtime.block_on(
+            redis::Client::open(info)?.get_multiplexed_async_connection_with_config(&config),
+        )?;
+        self.nodes[node].link = Some(link.clone());
+        Ok(link)
     }
 
-    /// Reads which node owns each hash slot (`CLUSTER SLOTS`).
+    /// Reads which node owns each hash slot (`CLUSTER SLOTS`), keeping the connections to
+    /// nodes that are still masters.
     fn load_slots(&mut self) -> Result<(), StoreError> {
         let mut command = redis::cmd("CLUSTER");
         command.arg("SLOTS");
         let ranges: Vec<Vec<Value>> = self.run(command)?;
-        let mut nodes: Vec<Value> = Vec::new();
-        let mut owners: Vec<u32> = (0..SLOTS as u32).map(|slot| SLOTS as u32 + slot).collect();
+        let mut nodes: Vec<Node> = Vec::new();
+        let mut owners = vec![None; SLOTS];
         for range in ranges {
             let [first, last, master, ..] = &range[..] else {
                 return Err(parsing(format!("a CLUSTER SLOTS range {range:?}")));
             };
             let first: usize = redis::from_redis_value(first.clone()).map_err(parsing)?;
             let last: usize = redis::from_redis_value(last.clone()).map_err(parsing)?;
-            let node = match nodes.iter().position(|node| node == master) {
+            let master: Vec<Value> = redis::from_redis_value(master.clone()).map_err(parsing)?;
+            let [host, port, ..] = &master[..] else {
+                return Err(parsing(format!("a CLUSTER SLOTS master {master:?}")));
+            };
+            let host: String = redis::from_redis_value(host.clone()).map_err(parsing)?;
+            let port: u16 = redis::from_redis_value(port.clone()).map_err(parsing)?;
+            let node = match nodes
+                .iter()
+                .position(|node| node.host == host && node.port == port)
+            {
                 Some(node) => node,
                 None => {
-                    nodes.push(master.clone());
+                    let link = self
+                        .nodes
+                        .iter_mut()
+                        .find(|node| node.host == host && node.port == port)
+                        .and_then(|node| node.link.take());
+                    nodes.push(Node { host, port, link });
                     nodes.len() - 1
                 }
             };
             for owner in owners.iter_mut().take(last + 1).skip(first) {
-                *owner = node as u32;
+                *owner = Some(node);
             }
         }
+        self.nodes = nodes;
         self.owners = owners;
         Ok(())
     }
@@ -906,6 +975,13 @@ impl RedisStore {
             .arg(fingerprint.0 as i64);
         batch.ignore_last();
     }
+}
+
+/// A master of the cluster, and this store's connection to it once made.
+struct Node {
+    host: String,
+    port: u16,
+    link: Option<MultiplexedConnection>,
 }
 
 /// Commands sent together: one round trip. A Redis Cluster node runs only the commands whose
