@@ -21,7 +21,9 @@ use rand::{Rng, SeedableRng};
 use tantivy_dedup::bench::percentile;
 use tantivy_dedup::dedup::Signer;
 use tantivy_dedup::forest::redis::{RedisAddress, RedisStore};
-use tantivy_dedup::forest::{ForestStore, Signature, StoreError, Timestamp, new_token, place};
+use tantivy_dedup::forest::{
+    ForestStore, PlacementKind, Signature, StoreError, Timestamp, new_token, place,
+};
 use tantivy_dedup::{Article, DedupConfig, Forest, Mode};
 
 const T0: Timestamp = 1_750_000_000;
@@ -185,22 +187,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let mut store = RedisStore::connect(&address, &config)?;
             let signatures = Arc::clone(&signatures);
             let writers = options.writers;
-            Ok(std::thread::spawn(move || -> Result<(), String> {
+            Ok(std::thread::spawn(move || -> Result<RoundTrips, String> {
+                let mut round_trips = RoundTrips::default();
                 for i in (writer..signatures.len()).step_by(writers) {
-                    place(
+                    let before = store.round_trips();
+                    let placement = place(
                         &mut store,
                         &signatures[i],
                         T0 + i as Timestamp / 100,
                         new_token(),
                     )
                     .map_err(|error| error.to_string())?;
+                    round_trips.add(placement.kind, store.round_trips() - before);
                 }
-                Ok(())
+                Ok(round_trips)
             }))
         })
         .collect::<Result<_, tantivy_dedup::forest::StoreError>>()?;
+    let mut round_trips = RoundTrips::default();
     for writer in writers {
-        writer.join().map_err(|_| "a writer panicked")??;
+        round_trips.merge(&writer.join().map_err(|_| "a writer panicked")??);
     }
     let redis_rate = signatures.len() as f64 / start.elapsed().as_secs_f64();
     let after = used_memory(&address)?;
@@ -216,5 +222,59 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         before,
         after
     );
+    println!("round trips per insert: {round_trips}");
     Ok(())
+}
+
+/// Round trips to the cluster ([`RedisStore::round_trips`]) and inserts, by what the insert
+/// did: the paths of the protocol cost different numbers of steps.
+#[derive(Default)]
+struct RoundTrips {
+    /// Inserts and round trips: joined an existing node, made a new root, made a new leaf.
+    by_kind: [(u64, u64); 3],
+}
+
+impl RoundTrips {
+    fn slot(kind: PlacementKind) -> usize {
+        match kind {
+            PlacementKind::ExistingNode => 0,
+            PlacementKind::NewRoot => 1,
+            PlacementKind::NewLeaf => 2,
+        }
+    }
+
+    fn add(&mut self, kind: PlacementKind, round_trips: u64) {
+        let (inserts, total) = &mut self.by_kind[Self::slot(kind)];
+        *inserts += 1;
+        *total += round_trips;
+    }
+
+    fn merge(&mut self, other: &RoundTrips) {
+        for (mine, theirs) in self.by_kind.iter_mut().zip(other.by_kind) {
+            mine.0 += theirs.0;
+            mine.1 += theirs.1;
+        }
+    }
+}
+
+impl std::fmt::Display for RoundTrips {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mean = |(inserts, total): (u64, u64)| total as f64 / inserts.max(1) as f64;
+        let all = self
+            .by_kind
+            .iter()
+            .fold((0, 0), |(inserts, total), &(i, t)| (inserts + i, total + t));
+        let [existing, root, leaf] = self.by_kind;
+        write!(
+            formatter,
+            "{:.2} (existing node {:.2} over {} inserts, new root {:.2} over {}, new leaf {:.2} over {})",
+            mean(all),
+            mean(existing),
+            existing.0,
+            mean(root),
+            root.0,
+            mean(leaf),
+            leaf.0
+        )
+    }
 }

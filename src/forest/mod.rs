@@ -62,6 +62,6 @@ mod store;
 pub use memory::Forest;
 pub use placement::{ForestStats, NodeInfo, Placement, PlacementKind, Signature, Timestamp};
 pub use store::{
-    Claim, Edge, EdgeState, ForestStore, MAX_NODE_CANDIDATES, RootRank, Settlement, SharedForest,
-    StoreError, new_token, node_candidates, place,
+    Claim, Edge, EdgeState, ForestStore, MAX_NODE_CANDIDATES, Opening, RootRank, Settlement,
+    SharedForest, StoreError, new_token, node_candidates, place,
 };

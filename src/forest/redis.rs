@@ -18,17 +18,27 @@
 //! and off its root's child count) once its hour is an hour past the window.
 //!
 //! The store is synchronous (the forest's writer is one thread); each call runs on the
-//! store's own single-threaded tokio runtime and connection, and the operations of one step
-//! of the protocol go out together (a `Batch`: sent at once, each to its key's node).
+//! store's own single-threaded tokio runtime and connection. The operations of one step of the
+//! protocol go out together (a `Batch`: one pipeline to each node that owns some of its keys,
+//! all sent at once), scripts are called by their hash (`EVALSHA`), and writes that nothing
+//! waits for ride along with the next step: an insert takes one round trip when its node
+//! exists and is a root, two when it is a leaf, five to seven when it makes a new node
+//! (docs/scaling.md, "Round trips").
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
+use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, Value};
+use redis::{
+    AsyncConnectionConfig, Cmd, ConnectionAddr, ConnectionInfo, IntoConnectionInfo,
+    ServerErrorKind, Value,
+};
 
 use super::placement::{ForestStats, Timestamp};
 use super::store::{
-    Claim, Edge, EdgeState, ForestStore, RootRank, Settlement, SharedForest, StoreError, clamp_time,
+    Claim, Edge, EdgeState, ForestStore, Opening, RootRank, Settlement, SharedForest, StoreError,
+    clamp_time, seen_at,
 };
 use crate::Fingerprint;
 use crate::config::DedupConfig;
@@ -46,12 +56,41 @@ const MAX_HOURS_WALKED: i64 = 24 * 14;
 /// One hour: the time partition of the expiry sets.
 const PARTITION_SECONDS: i64 = 3_600;
 
+/// The hash slots of a Redis Cluster.
+const SLOTS: usize = 16_384;
+
+/// How long a connection or a reply is waited for.
+const TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A Lua script, called by its SHA1 (`EVALSHA`) so that a call carries a few bytes instead of
+/// the script's text, and Redis does not hash the text again at every call.
+struct Lua {
+    text: &'static str,
+    /// The text's SHA1 in hexadecimal, worked out at the first call.
+    hash: OnceLock<String>,
+}
+
+impl Lua {
+    const fn new(text: &'static str) -> Self {
+        Lua {
+            text,
+            hash: OnceLock::new(),
+        }
+    }
+
+    fn hash(&self) -> &str {
+        self.hash
+            .get_or_init(|| redis::Script::new(self.text).get_hash().to_owned())
+    }
+}
+
 /// Claims a node. ARGV: seen, token, cutoff. Replies {0, attached, root} for an existing live
 /// settled node (after counting the document, unless this token was the last counted: a
 /// retry, and marking it seen), {1, ticket or ''} when
 /// created (or already owned by this token: a retry, which keeps its ticket), {2, owner} when
 /// another insert (or the sweep) owns it.
-const CLAIM: &str = r"
+static CLAIM: Lua = Lua::new(
+    r"
 local r = redis.call('HMGET', KEYS[1], 'o', 't', 'a', 'r', 'q', 'l')
 if r[2] and tonumber(r[2]) >= tonumber(ARGV[3]) then
   if r[1] then
@@ -68,20 +107,24 @@ end
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'o', ARGV[2], 't', ARGV[1])
 return {1, ''}
-";
+",
+);
 
 /// Records a pending node's ticket if the token still owns it. ARGV: token, ticket.
-const SET_TICKET: &str = r"
+static SET_TICKET: Lua = Lua::new(
+    r"
 if redis.call('HGET', KEYS[1], 'o') == ARGV[1] then
   redis.call('HSET', KEYS[1], 'q', ARGV[2])
   return 1
 end
 return 0
-";
+",
+);
 
 /// Settles a pending node owned by the token. ARGV: token, seen, ticket or attached-through,
 /// root ('' for a root).
-const SETTLE: &str = r"
+static SETTLE: Lua = Lua::new(
+    r"
 local r = redis.call('HMGET', KEYS[1], 'o', 't')
 if r[1] ~= ARGV[1] then return 0 end
 redis.call('HDEL', KEYS[1], 'o', 'q')
@@ -92,69 +135,75 @@ else
   redis.call('HSET', KEYS[1], 'd', 1, 'l', ARGV[1], 'a', ARGV[3], 'r', ARGV[4])
 end
 return 1
-";
+",
+);
 
 /// Marks a live settled node seen. ARGV: seen, cutoff. Replies {} when missing, pending or
 /// expired (left as it is), else {attached-through or ''}.
-const TOUCH: &str = r"
+static TOUCH: Lua = Lua::new(
+    r"
 local r = redis.call('HMGET', KEYS[1], 't', 'a', 'o')
 if (not r[1]) or r[3] or tonumber(r[1]) < tonumber(ARGV[2]) then return {} end
 if tonumber(ARGV[1]) > tonumber(r[1]) then redis.call('HSET', KEYS[1], 't', ARGV[1]) end
 return {r[2] or ''}
-";
-
-/// Pushes ARGV[1] on a list and keeps its ARGV[2] + 1 newest entries.
-const PUSH_CAPPED: &str = r"
-redis.call('LPUSH', KEYS[1], ARGV[1])
-redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[2]))
-return 1
-";
+",
+);
 
 /// Deletes a pending node if ARGV[1] still owns it.
-const ABANDON: &str = r"
+static ABANDON: Lua = Lua::new(
+    r"
 if redis.call('HGET', KEYS[1], 'o') == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
-";
+",
+);
 
 /// Takes a document off a node's count if it has one.
-const REMOVE_DOCUMENT: &str = r"
+static REMOVE_DOCUMENT: Lua = Lua::new(
+    r"
 local d = tonumber(redis.call('HGET', KEYS[1], 'd') or '0')
 if d > 0 then redis.call('HINCRBY', KEYS[1], 'd', -1) return 1 end
 return 0
-";
+",
+);
 
 /// Takes back a document that CLAIM counted for token ARGV[1]: one off the count, and the
 /// token forgotten if it was the last one counted, so that its next claim counts again.
 /// Replies 1 when a document was taken off.
-const UNCOUNT_CLAIM: &str = r"
+static UNCOUNT_CLAIM: Lua = Lua::new(
+    r"
 local r = redis.call('HMGET', KEYS[1], 'd', 'l')
 if r[2] == ARGV[1] then redis.call('HDEL', KEYS[1], 'l') end
 if tonumber(r[1] or '0') > 0 then redis.call('HINCRBY', KEYS[1], 'd', -1) return 1 end
 return 0
-";
+",
+);
 
 /// Raises a number kept in a string to ARGV[1] if it is larger; replies {the value kept, the
 /// value before ('' if none)}.
-const RAISE: &str = r"
+static RAISE: Lua = Lua::new(
+    r"
 local v = redis.call('GET', KEYS[1])
 if (not v) or tonumber(ARGV[1]) > tonumber(v) then
   redis.call('SET', KEYS[1], ARGV[1])
   return {ARGV[1], v or ''}
 end
 return {v, v}
-";
+",
+);
 
 /// Starts removing a node last seen before ARGV[1], or the leftovers of one that is gone: the
 /// record becomes a pending marker owned by the sweep (token ARGV[2], seen ARGV[3]), so that a
 /// concurrent claim of the same fingerprint waits until the cleanup is done and the marker is
 /// deleted. Replies {attached-through or '', root or ''} when it did, {} for a live node.
-const EXPIRE_NODE: &str = r"
+static EXPIRE_NODE: Lua = Lua::new(
+    r"
 local r = redis.call('HMGET', KEYS[1], 't', 'a', 'r')
 if r[1] and tonumber(r[1]) >= tonumber(ARGV[1]) then return {} end
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'o', ARGV[2], 't', ARGV[3])
 return {r[2] or '', r[3] or ''}
-";
+",
+);
 
 impl From<redis::RedisError> for StoreError {
     fn from(error: redis::RedisError) -> Self {
@@ -281,6 +330,19 @@ pub struct RedisStore {
     pending_timeout: Duration,
     /// The ticket already recorded on the node the last claim found pending under its token.
     own_ticket: Option<u64>,
+    /// Writes whose replies nothing waits for, sent with the next batch instead of on their
+    /// own: a new node's ticket (recorded with its scan) and an existing leaf's child count.
+    deferred: Batch,
+    /// Which node owns each hash slot (an index of `nodes`), to send a batch as one pipeline a
+    /// node.
+    owners: Vec<Option<usize>>,
+    /// The masters, as `CLUSTER SLOTS` last listed them, and this store's connection to each.
+    nodes: Vec<Node>,
+    /// The first seed node's address: the credentials and settings of the connections to
+    /// the masters.
+    seed: ConnectionInfo,
+    /// Round trips made so far (batches, and single commands).
+    round_trips: u64,
     stats: ForestStats,
 }
 
@@ -295,12 +357,20 @@ impl RedisStore {
             .enable_all()
             .build()
             .map_err(|error| StoreError::Config(format!("cannot start a runtime: {error}")))?;
+        // Each step waits for its replies before the next is sent: Nagle's algorithm would
+        // hold small requests back for the previous reply's acknowledgement.
+        let tcp = redis::io::tcp::TcpSettings::default().set_nodelay(true);
+        let seed = address
+            .nodes
+            .first()
+            .ok_or_else(|| StoreError::Config("no Redis node given".into()))?
+            .as_str()
+            .into_connection_info()?
+            .set_tcp_settings(tcp.clone());
         let client = redis::cluster::ClusterClient::builder(address.nodes.clone())
-            // Each step waits for its replies before the next is sent: Nagle's algorithm would
-            // hold small requests back for the previous reply's acknowledgement.
-            .tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true))
-            .connection_timeout(Duration::from_secs(2))
-            .response_timeout(Duration::from_secs(2))
+            .tcp_settings(tcp)
+            .connection_timeout(TIMEOUT)
+            .response_timeout(TIMEOUT)
             // The client's own defaults retry a dead node for minutes; the caller retries
             // unacknowledged inserts itself, so fail within about a second.
             .retries(3)
@@ -322,8 +392,14 @@ impl RedisStore {
             swept_hour: None,
             pending_timeout: Duration::from_secs(5),
             own_ticket: None,
+            deferred: Batch::default(),
+            owners: Vec::new(),
+            nodes: Vec::new(),
+            seed,
+            round_trips: 0,
             stats: ForestStats::default(),
         };
+        store.load_slots()?;
         store.check_settings(config)?;
         Ok(store)
     }
@@ -392,39 +468,224 @@ impl RedisStore {
             .map_or(Timestamp::MIN, |newest| newest - self.window)
     }
 
+    /// Round trips to the cluster made so far: each batch counts one (however many nodes it
+    /// goes to), and one more when some of its commands had to be sent again.
+    pub fn round_trips(&self) -> u64 {
+        self.round_trips
+    }
+
+    /// Runs a command that has no key, or goes to every master (`KEYS`), through the client's
+    /// own routing.
     fn run<T: redis::FromRedisValue>(&mut self, command: Cmd) -> Result<T, StoreError> {
+        self.round_trips += 1;
         let connection = &mut self.connection;
         Ok(self.runtime.block_on(command.query_async(connection))?)
     }
 
-    /// Sends every command of the batch at once (the cluster client routes each to its key's
-    /// node and multiplexes them), and reads the kept replies as `T`, in order.
+    /// Sends the batch and reads the kept replies as `T`, in order.
     fn run_batch<T: redis::FromRedisValue>(&mut self, batch: &Batch) -> Result<T, StoreError> {
-        let replies = self.runtime.block_on(async {
-            let requests: Vec<_> = batch
-                .commands
-                .iter()
-                .map(|command| {
-                    let mut connection = self.connection.clone();
-                    let command = command.clone();
-                    tokio::spawn(async move { command.query_async::<Value>(&mut connection).await })
-                })
-                .collect();
-            let mut replies = Vec::with_capacity(requests.len());
-            for request in requests {
-                replies.push(request.await.map_err(|error| {
-                    StoreError::Inconsistent(format!("a Redis request was lost: {error}"))
-                })??);
-            }
-            Ok::<_, StoreError>(replies)
-        })?;
+        let replies = self.send(batch)?;
         let kept = replies
             .into_iter()
-            .zip(&batch.kept)
-            .filter(|(_, kept)| **kept)
+            .zip(&batch.requests)
+            .filter(|(_, request)| request.kept)
             .map(|(reply, _)| reply)
             .collect();
         redis::from_redis_value(Value::Array(kept)).map_err(parsing)
+    }
+
+    /// Sends the deferred writes and the batch's commands, one pipeline to each node that owns
+    /// some of their keys (over this store's own connection to that node), all at once, and
+    /// gives every reply of the batch in order. A command that did not run where it went (see
+    /// [`not_run`]), or whose node's connection had dropped, is sent again on its own through
+    /// the cluster client, which follows redirections, reconnects and retries a cluster that
+    /// is not ready; a script that the node had not cached goes again with its text.
+    ///
+    /// The pipelines bypass the cluster client on purpose: it answers a pipeline that met a
+    /// redirection by sending the whole pipeline again elsewhere, which could run twice the
+    /// commands that had run.
+    fn send(&mut self, batch: &Batch) -> Result<Vec<Value>, StoreError> {
+        let deferred = std::mem::take(&mut self.deferred);
+        let requests: Vec<&Request> = deferred.requests.iter().chain(&batch.requests).collect();
+        if requests.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.round_trips += 1;
+        let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
+        let mut again = Vec::new();
+        for (index, request) in requests.iter().enumerate() {
+            match self
+                .owners
+                .get(usize::from(request.slot))
+                .copied()
+                .flatten()
+            {
+                Some(node) => match groups.iter_mut().find(|(owner, _)| *owner == node) {
+                    Some((_, members)) => members.push(index),
+                    None => groups.push((node, vec![index])),
+                },
+                None => again.push(index),
+            }
+        }
+        let mut links = Vec::with_capacity(groups.len());
+        for (node, _) in &groups {
+            links.push(self.link(*node)?);
+        }
+        let answers = self.runtime.block_on(async {
+            let tasks: Vec<_> = groups
+                .iter()
+                .zip(links)
+                .map(|((_, members), mut link)| {
+                    let mut pipeline = redis::pipe();
+                    for &index in members {
+                        pipeline.add_command(requests[index].command.clone());
+                    }
+                    tokio::spawn(async move {
+                        link.send_packed_commands(&pipeline, 0, pipeline.len())
+                            .await
+                    })
+                })
+                .collect();
+            let mut answers = Vec::with_capacity(tasks.len());
+            for task in tasks {
+                answers.push(task.await);
+            }
+            answers
+        });
+        let mut replies = vec![Value::Nil; requests.len()];
+        let mut moved = false;
+        for ((node, members), answer) in groups.iter().zip(answers) {
+            let values = match answer.map_err(lost)? {
+                Ok(values) => values,
+                Err(error) if error.is_connection_dropped() || error.is_io_error() => {
+                    // The node went away (or was restarted): its commands go through the
+                    // cluster client, and the next batch connects again.
+                    self.nodes[*node].link = None;
+                    again.extend(members);
+                    continue;
+                }
+                Err(error) => return Err(error.into()),
+            };
+            if values.len() != members.len() {
+                return Err(StoreError::Inconsistent(format!(
+                    "{} replies to a pipeline of {} commands",
+                    values.len(),
+                    members.len()
+                )));
+            }
+            for (&index, value) in members.iter().zip(values) {
+                match &value {
+                    Value::ServerError(error) if not_run(error.kind()) => {
+                        moved |= matches!(
+                            error.kind(),
+                            Some(ServerErrorKind::Moved | ServerErrorKind::Ask)
+                        );
+                        again.push(index);
+                    }
+                    _ => replies[index] = value,
+                }
+            }
+        }
+        if !again.is_empty() {
+            self.round_trips += 1;
+            let connection = &self.connection;
+            let sent = self.runtime.block_on(async {
+                let tasks: Vec<_> = again
+                    .iter()
+                    .map(|&index| {
+                        let request = requests[index];
+                        let command = request.with_text.as_ref().unwrap_or(&request.command);
+                        let command = command.clone();
+                        let mut connection = connection.clone();
+                        tokio::spawn(
+                            async move { command.query_async::<Value>(&mut connection).await },
+                        )
+                    })
+                    .collect();
+                let mut sent = Vec::with_capacity(tasks.len());
+                for task in tasks {
+                    sent.push(task.await);
+                }
+                sent
+            });
+            for (&index, reply) in again.iter().zip(sent) {
+                replies[index] = reply.map_err(lost)??;
+            }
+            if moved {
+                self.load_slots()?;
+            }
+        }
+        if let Some(error) = replies.iter().find_map(|reply| match reply {
+            Value::ServerError(error) => Some(error.clone()),
+            _ => None,
+        }) {
+            return Err(redis::RedisError::from(error).into());
+        }
+        // The deferred writes' replies are not read.
+        Ok(replies.split_off(deferred.requests.len()))
+    }
+
+    /// This store's connection to node `node` (an index of `nodes`), made if there is none.
+    fn link(&mut self, node: usize) -> Result<MultiplexedConnection, StoreError> {
+        if let Some(link) = &self.nodes[node].link {
+            return Ok(link.clone());
+        }
+        let info = self.seed.clone().set_addr(ConnectionAddr::Tcp(
+            self.nodes[node].host.clone(),
+            self.nodes[node].port,
+        ));
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(TIMEOUT))
+            .set_response_timeout(Some(TIMEOUT));
+        let link = self.runtime.block_on(
+            redis::Client::open(info)?.get_multiplexed_async_connection_with_config(&config),
+        )?;
+        self.nodes[node].link = Some(link.clone());
+        Ok(link)
+    }
+
+    /// Reads which node owns each hash slot (`CLUSTER SLOTS`), keeping the connections to
+    /// nodes that are still masters.
+    fn load_slots(&mut self) -> Result<(), StoreError> {
+        let mut command = redis::cmd("CLUSTER");
+        command.arg("SLOTS");
+        let ranges: Vec<Vec<Value>> = self.run(command)?;
+        let mut nodes: Vec<Node> = Vec::new();
+        let mut owners = vec![None; SLOTS];
+        for range in ranges {
+            let [first, last, master, ..] = &range[..] else {
+                return Err(parsing(format!("a CLUSTER SLOTS range {range:?}")));
+            };
+            let first: usize = redis::from_redis_value(first.clone()).map_err(parsing)?;
+            let last: usize = redis::from_redis_value(last.clone()).map_err(parsing)?;
+            let master: Vec<Value> = redis::from_redis_value(master.clone()).map_err(parsing)?;
+            let [host, port, ..] = &master[..] else {
+                return Err(parsing(format!("a CLUSTER SLOTS master {master:?}")));
+            };
+            let host: String = redis::from_redis_value(host.clone()).map_err(parsing)?;
+            let port: u16 = redis::from_redis_value(port.clone()).map_err(parsing)?;
+            let node = match nodes
+                .iter()
+                .position(|node| node.host == host && node.port == port)
+            {
+                Some(node) => node,
+                None => {
+                    let link = self
+                        .nodes
+                        .iter_mut()
+                        .find(|node| node.host == host && node.port == port)
+                        .and_then(|node| node.link.take());
+                    nodes.push(Node { host, port, link });
+                    nodes.len() - 1
+                }
+            };
+            for owner in owners.iter_mut().take(last + 1).skip(first) {
+                *owner = Some(node);
+            }
+        }
+        self.nodes = nodes;
+        self.owners = owners;
+        Ok(())
     }
 
     /// Every node this store's prefix holds, read with KEYS on every master: for tests and
@@ -444,13 +705,8 @@ impl RedisStore {
                 let fingerprint = u64::from_str_radix(hex, 16)
                     .map_err(|_| StoreError::Inconsistent(format!("odd node key {key}")))?;
                 fingerprints.push(Fingerprint(fingerprint));
-                batch
-                    .cmd("HMGET")
-                    .arg(key)
-                    .arg(&["o", "q", "a", "r", "t", "d"]);
-                batch
-                    .cmd("SCARD")
-                    .arg(self.children_key(Fingerprint(fingerprint)));
+                batch.cmd("HMGET", key).arg(&["o", "q", "a", "r", "t", "d"]);
+                batch.cmd("SCARD", &self.children_key(Fingerprint(fingerprint)));
             }
             let replies: Vec<Value> = self.run_batch(&batch)?;
             for (&fingerprint, pair) in fingerprints.iter().zip(replies.chunks(2)) {
@@ -531,16 +787,16 @@ impl RedisStore {
             let mut batch = Batch::default();
             for &member in chunk {
                 let node = Fingerprint(member as u64);
-                batch.add_command(eval_with(
-                    EXPIRE_NODE,
+                batch.script(
+                    &EXPIRE_NODE,
                     &self.node_key(node),
                     &[
                         delete_before.to_string(),
                         (sweeper as i64).to_string(),
                         marker_seen.to_string(),
                     ],
-                ));
-                batch.cmd("GET").arg(self.sketch_key(node));
+                );
+                batch.cmd("GET", &self.sketch_key(node));
             }
             let replies: Vec<Value> = self.run_batch(&batch)?;
             let mut cleanup = Batch::default();
@@ -554,34 +810,33 @@ impl RedisStore {
                 self.stats.expired += 1;
                 swept.push(node);
                 for bucket in self.bucket_keys(node) {
-                    cleanup.cmd("SREM").arg(bucket).arg(member);
+                    cleanup.cmd("SREM", &bucket).arg(member);
                 }
                 let sketch: Option<Vec<u8>> =
                     redis::from_redis_value(pair[1].clone()).map_err(parsing)?;
                 if let Some(sketch) = sketch.as_deref().and_then(decode_sketch) {
                     for &hash in sketch.keys() {
                         cleanup
-                            .cmd("LREM")
-                            .arg(self.posting_key(hash))
+                            .cmd("LREM", &self.posting_key(hash))
                             .arg(0)
                             .arg(member);
                     }
                 }
-                cleanup.cmd("DEL").arg(self.sketch_key(node));
+                cleanup.cmd("DEL", &self.sketch_key(node));
                 match parse_fingerprint(&deleted[1])? {
-                    Some(root) => cleanup.cmd("SREM").arg(self.children_key(root)).arg(member),
-                    None => cleanup.cmd("DEL").arg(self.children_key(node)),
+                    Some(root) => cleanup.cmd("SREM", &self.children_key(root)).arg(member),
+                    None => cleanup.cmd("DEL", &self.children_key(node)),
                 };
             }
             let _: Value = self.run_batch(&cleanup)?;
             // The cleanup is done: the markers go, and a waiting claim may create the node anew.
             let mut release = Batch::default();
             for node in swept.drain(..) {
-                release.add_command(eval_with(
-                    ABANDON,
+                release.script(
+                    &ABANDON,
                     &self.node_key(node),
                     &[(sweeper as i64).to_string()],
-                ));
+                );
             }
             let _: Value = self.run_batch(&release)?;
         }
@@ -593,60 +848,246 @@ impl RedisStore {
 
     /// Raises the number kept under `name` to `value`; gives the number kept and the one before.
     fn raise(&mut self, name: &str, value: i64) -> Result<(i64, Option<i64>), StoreError> {
-        let mut raise = eval(RAISE, &self.key(name));
-        raise.arg(value);
-        let (kept, previous): (String, String) = self.run(raise)?;
-        let number = |text: &str| {
-            text.parse::<i64>()
-                .map_err(|_| StoreError::Inconsistent(format!("{name} holds {text:?}")))
+        let mut batch = Batch::default();
+        batch.script(&RAISE, &self.key(name), &[value.to_string()]);
+        let (raised,): ((String, String),) = self.run_batch(&batch)?;
+        raised_numbers(name, raised)
+    }
+
+    /// Takes in the shared clock as raised by this store (`newest`, and the time it held
+    /// before), and sweeps what has left the window since.
+    fn clock_read(
+        &mut self,
+        newest: Timestamp,
+        previous: Option<Timestamp>,
+    ) -> Result<(), StoreError> {
+        if previous.is_none() {
+            // The first insert of a cluster: nothing is older than its window, so the sweep
+            // starts there.
+            let start = (newest - self.window).div_euclid(PARTITION_SECONDS) - 2;
+            let mut mark = redis::cmd("SET");
+            mark.arg(self.key("swept")).arg(start).arg("NX");
+            let _: Value = self.run(mark)?;
+        }
+        self.newest = Some(newest);
+        self.sweep()
+    }
+
+    /// Adds the claim of `fingerprint` (script and expiry partition) to `batch`; the script's
+    /// reply is read back.
+    fn claim_into(
+        &self,
+        batch: &mut Batch,
+        fingerprint: Fingerprint,
+        seen: u32,
+        cutoff: Timestamp,
+        token: u64,
+    ) {
+        batch.script(
+            &CLAIM,
+            &self.node_key(fingerprint),
+            &[
+                seen.to_string(),
+                (token as i64).to_string(),
+                cutoff.to_string(),
+            ],
+        );
+        self.seen_in_partition(batch, fingerprint, seen);
+    }
+
+    /// Reads the claim script's reply.
+    fn read_claim(
+        &mut self,
+        fingerprint: Fingerprint,
+        reply: &[String],
+    ) -> Result<Claim, StoreError> {
+        match reply.first().map(String::as_str) {
+            Some("0") if reply.len() == 3 => {
+                let attached_to = parse_fingerprint(&reply[1])?;
+                let root = parse_fingerprint(&reply[2])?.unwrap_or(fingerprint);
+                if attached_to.is_some() {
+                    // Idempotent: repairs the count of a leaf whose insert stopped after its
+                    // settle (the retry of that insert comes this way). It goes with the chain's
+                    // refresh, which follows.
+                    self.deferred
+                        .cmd("SADD", &self.children_key(root))
+                        .arg(signed(fingerprint));
+                }
+                Ok(Claim::Existing {
+                    attached_to,
+                    root: Some(root),
+                })
+            }
+            Some("1") => {
+                // A retry of an insert that already took its ticket keeps it, so that the
+                // neighbours that are waiting for it (or it for them) keep their order.
+                self.own_ticket = reply.get(1).and_then(|ticket| ticket.parse().ok());
+                Ok(Claim::Created)
+            }
+            Some("2") if reply.len() == 2 => Ok(Claim::Busy {
+                owner: reply[1].parse::<i64>().map_err(|_| {
+                    StoreError::Inconsistent(format!("{fingerprint}: owner {:?}", reply[1]))
+                })? as u64,
+            }),
+            _ => Err(StoreError::Inconsistent(format!(
+                "claim of {fingerprint} answered {reply:?}"
+            ))),
+        }
+    }
+
+    /// Adds the settle of `fingerprint` (script and expiry partition) to `batch`; the script's
+    /// reply (1 when settled) is read back.
+    fn settle_into(
+        &self,
+        batch: &mut Batch,
+        fingerprint: Fingerprint,
+        token: u64,
+        settlement: Settlement,
+        seen: u32,
+    ) {
+        let (link, root) = match settlement {
+            Settlement::Root { ticket } => (ticket.to_string(), String::new()),
+            Settlement::Leaf { attached_to, root } => (signed(attached_to), signed(root)),
         };
-        let previous = if previous.is_empty() {
-            None
-        } else {
-            Some(number(&previous)?)
-        };
-        Ok((number(&kept)?, previous))
+        batch.script(
+            &SETTLE,
+            &self.node_key(fingerprint),
+            &[(token as i64).to_string(), seen.to_string(), link, root],
+        );
+        self.seen_in_partition(batch, fingerprint, seen);
+    }
+
+    /// Counts a settle's outcome in this writer's statistics.
+    fn count_settled(&mut self, settled: bool, settlement: Settlement) {
+        if settled {
+            self.stats.nodes += 1;
+            self.stats.roots += usize::from(matches!(settlement, Settlement::Root { .. }));
+        }
     }
 
     /// The partition command that records a node as seen in `seen`'s hour.
     fn seen_in_partition(&self, batch: &mut Batch, fingerprint: Fingerprint, seen: u32) {
         batch
-            .cmd("SADD")
-            .arg(self.partition_key(i64::from(seen).div_euclid(PARTITION_SECONDS)))
+            .cmd(
+                "SADD",
+                &self.partition_key(i64::from(seen).div_euclid(PARTITION_SECONDS)),
+            )
             .arg(fingerprint.0 as i64);
         batch.ignore_last();
     }
 }
 
-/// Commands sent together. Redis Cluster pipelines must stay within one hash slot, and one step
-/// of an insert touches keys in many, so a batch sends its commands concurrently over the
-/// multiplexed cluster connection instead: one round trip, each command to its own node.
+/// A master of the cluster, and this store's connection to it once made.
+struct Node {
+    host: String,
+    port: u16,
+    link: Option<MultiplexedConnection>,
+}
+
+/// Commands sent together: one round trip. A Redis Cluster node runs only the commands whose
+/// keys it owns, and one step of an insert touches keys on every node, so a batch goes out as
+/// one pipeline a node, all at once (`RedisStore::send`).
 #[derive(Default)]
 struct Batch {
-    commands: Vec<Cmd>,
-    /// Whether each command's reply is read back.
-    kept: Vec<bool>,
+    requests: Vec<Request>,
+}
+
+/// One command of a batch.
+struct Request {
+    command: Cmd,
+    /// The hash slot of the command's key, which decides its node.
+    slot: u16,
+    /// For a script called by its hash: the same call with the script's text (`EVAL`, which
+    /// also caches it), for a node that has not cached it (restarted, or new to the cluster).
+    with_text: Option<Cmd>,
+    /// Whether the reply is read back.
+    kept: bool,
 }
 
 impl Batch {
-    /// Adds a command whose reply is read back.
-    fn cmd(&mut self, name: &str) -> &mut Cmd {
-        self.add_command(redis::cmd(name))
+    /// Adds command `name` on `key`, whose reply is read back; the caller adds the other
+    /// arguments.
+    fn cmd(&mut self, name: &str, key: &str) -> &mut Cmd {
+        let mut command = redis::cmd(name);
+        command.arg(key);
+        self.push(command, key, None)
     }
 
-    fn add_command(&mut self, command: Cmd) -> &mut Cmd {
-        self.commands.push(command);
-        self.kept.push(true);
-        let last = self.commands.len() - 1;
-        &mut self.commands[last]
+    /// Adds a call of `script` on `key` with `args`, whose reply is read back.
+    fn script(&mut self, script: &Lua, key: &str, args: &[String]) {
+        let call = |name: &str, script: &str| {
+            let mut command = redis::cmd(name);
+            command.arg(script).arg(1).arg(key).arg(args);
+            command
+        };
+        self.push(
+            call("EVALSHA", script.hash()),
+            key,
+            Some(call("EVAL", script.text)),
+        );
+    }
+
+    fn push(&mut self, command: Cmd, key: &str, with_text: Option<Cmd>) -> &mut Cmd {
+        self.requests.push(Request {
+            command,
+            slot: slot(key.as_bytes()),
+            with_text,
+            kept: true,
+        });
+        let last = self.requests.len() - 1;
+        &mut self.requests[last].command
     }
 
     /// Drops the last command's reply from what the batch answers.
     fn ignore_last(&mut self) {
-        if let Some(kept) = self.kept.last_mut() {
-            *kept = false;
+        if let Some(request) = self.requests.last_mut() {
+            request.kept = false;
         }
     }
+}
+
+/// The hash slot of `key`, as Redis Cluster computes it: CRC16 (XMODEM) of the key, or of its
+/// hash tag (what is between the first `{` and the next `}`, if not empty), modulo 16384.
+fn slot(key: &[u8]) -> u16 {
+    let tag = key.iter().position(|&byte| byte == b'{').and_then(|open| {
+        let rest = &key[open + 1..];
+        let close = rest.iter().position(|&byte| byte == b'}')?;
+        (close > 0).then(|| &rest[..close])
+    });
+    let mut crc: u16 = 0;
+    for &byte in tag.unwrap_or(key) {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 == 0 {
+                crc << 1
+            } else {
+                (crc << 1) ^ 0x1021
+            };
+        }
+    }
+    crc % SLOTS as u16
+}
+
+/// Whether a command answered with this error did not run and can be sent again: a slot that
+/// moved, a node without the script cached, a cluster not ready yet.
+fn not_run(kind: Option<ServerErrorKind>) -> bool {
+    matches!(
+        kind,
+        Some(
+            ServerErrorKind::NoScript
+                | ServerErrorKind::Moved
+                | ServerErrorKind::Ask
+                | ServerErrorKind::TryAgain
+                | ServerErrorKind::ClusterDown
+                | ServerErrorKind::MasterDown
+                | ServerErrorKind::BusyLoading
+        )
+    )
+}
+
+/// A Redis request whose task went away.
+fn lost(error: tokio::task::JoinError) -> StoreError {
+    StoreError::Inconsistent(format!("a Redis request was lost: {error}"))
 }
 
 /// A node as stored in Redis, for checks and diagnostics.
@@ -710,18 +1151,21 @@ fn parsing(error: impl std::fmt::Display) -> StoreError {
     StoreError::Inconsistent(format!("unexpected reply: {error}"))
 }
 
-fn eval(script: &str, key: &str) -> Cmd {
-    let mut command = redis::cmd("EVAL");
-    command.arg(script).arg(1).arg(key);
-    command
-}
-
-fn eval_with(script: &str, key: &str, args: &[String]) -> Cmd {
-    let mut command = eval(script, key);
-    for arg in args {
-        command.arg(arg);
-    }
-    command
+/// The reply of the RAISE script on `name`: the number kept, and the one before if any.
+fn raised_numbers(
+    name: &str,
+    (kept, previous): (String, String),
+) -> Result<(Timestamp, Option<Timestamp>), StoreError> {
+    let number = |text: &str| {
+        text.parse::<Timestamp>()
+            .map_err(|_| StoreError::Inconsistent(format!("{name} holds {text:?}")))
+    };
+    let previous = if previous.is_empty() {
+        None
+    } else {
+        Some(number(&previous)?)
+    };
+    Ok((number(&kept)?, previous))
 }
 
 /// A fingerprint written as a signed decimal (`''` for none).
@@ -778,24 +1222,118 @@ impl ForestStore for RedisStore {
 
     fn advance_to(&mut self, time: Timestamp) -> Result<Timestamp, StoreError> {
         let time = Timestamp::from(clamp_time(time));
-        // Every insert reads the shared clock, so that no writer judges expiry by a clock
-        // older than the one its neighbours used when they started.
         let (newest, previous) = self.raise("clock", time)?;
-        if previous.is_none() {
-            // The first insert of a cluster: nothing is older than its window, so the sweep
-            // starts there.
-            let start = (newest - self.window).div_euclid(PARTITION_SECONDS) - 2;
-            let mut mark = redis::cmd("SET");
-            mark.arg(self.key("swept")).arg(start).arg("NX");
-            let _: Value = self.run(mark)?;
-        }
-        self.newest = Some(newest);
-        self.sweep()?;
+        self.clock_read(newest, previous)?;
         Ok(newest)
     }
 
     fn newest_time(&self) -> Option<Timestamp> {
         self.newest
+    }
+
+    /// Raises the clock, reads the node's sketch and claims the node in one batch, then checks
+    /// what the sequential order (clock, look, claim) would have checked first. The claim
+    /// judges expiry by the newest time this store read last (raised to the document's own):
+    /// the shared clock, read in the same batch, is at least that, and when it turns out to
+    /// be ahead by more than half the sweep's grace (the sweep could be deleting what the
+    /// claim took as live) or the document turns out late (its seen time, the window's start,
+    /// moved), the claim is taken back and made again with the clock just read.
+    fn open(
+        &mut self,
+        node: Fingerprint,
+        sketch: Option<&Sketch>,
+        time: Timestamp,
+        token: u64,
+    ) -> Result<Opening, StoreError> {
+        let time = Timestamp::from(clamp_time(time));
+        // A late document (or a store's first insert) reads the clock first: its seen time
+        // depends on the clock, which moves.
+        let late = self.newest.is_none_or(|newest| time < newest - self.window);
+        let assumed = match self.newest {
+            Some(newest) if !late => newest.max(time),
+            _ => self.advance_to(time)?,
+        };
+        let seen = seen_at(time, assumed, self.window);
+        let verify = sketch.filter(|_| self.verifier.is_some());
+        let mut batch = Batch::default();
+        // Only a document newer than any this store has seen can move the clock; the others
+        // read it (a plain GET: a script costs Redis several times more).
+        let raise = self.newest.is_some_and(|newest| time > newest);
+        if raise {
+            batch.script(&RAISE, &self.key("clock"), &[time.to_string()]);
+        } else if !late {
+            batch.cmd("GET", &self.key("clock"));
+        }
+        if verify.is_some() {
+            batch.cmd("GET", &self.sketch_key(node));
+        }
+        self.claim_into(&mut batch, node, seen, assumed - self.window, token);
+        let mut replies: Vec<Value> = self.run_batch(&batch)?;
+        let claimed: Vec<String> =
+            redis::from_redis_value(replies.pop().unwrap_or(Value::Nil)).map_err(parsing)?;
+        let stored: Option<Vec<u8>> = match verify {
+            Some(_) => {
+                redis::from_redis_value(replies.pop().unwrap_or(Value::Nil)).map_err(parsing)?
+            }
+            None => None,
+        };
+        let claim = self.read_claim(node, &claimed)?;
+        let mut again = false;
+        if let Some(clock) = replies.pop() {
+            let read = if raise {
+                Some(raised_numbers(
+                    "clock",
+                    redis::from_redis_value(clock).map_err(parsing)?,
+                )?)
+            } else {
+                let newest: Option<String> = redis::from_redis_value(clock).map_err(parsing)?;
+                newest
+                    .map(|newest| raised_numbers("clock", (newest.clone(), newest)))
+                    .transpose()?
+            };
+            match read {
+                Some((newest, previous)) => {
+                    self.clock_read(newest, previous)?;
+                    again = seen_at(time, newest, self.window) != seen
+                        || newest - assumed > SWEEP_GRACE_SECONDS / 2;
+                }
+                // No clock (the cluster was emptied): look again, raising it first.
+                None => {
+                    self.newest = None;
+                    again = true;
+                }
+            }
+        }
+        let stored = stored.as_deref().and_then(decode_sketch);
+        let verified = match (verify, claim) {
+            (Some(sketch), Claim::Existing { .. } | Claim::Busy { .. }) => stored.map(|stored| {
+                self.verifier
+                    .as_ref()
+                    .is_none_or(|verifier| verifier.matches(sketch, &stored))
+            }),
+            _ => Some(true),
+        };
+        match (claim, verified) {
+            // A live node whose text does not verify: try the next value, as the look before
+            // the claim would have.
+            (Claim::Existing { .. }, Some(false)) => {
+                self.uncount_claim(node, token)?;
+                Ok(Opening::Refused)
+            }
+            (Claim::Busy { .. }, Some(false)) => Ok(Opening::Refused),
+            // No sketch to verify against yet (it appeared between the look and the claim),
+            // or a clock that moved too far: take the count back and look again.
+            (Claim::Existing { .. }, None) => {
+                self.uncount_claim(node, token)?;
+                Ok(Opening::Again)
+            }
+            (Claim::Existing { .. }, _) if again => {
+                self.uncount_claim(node, token)?;
+                Ok(Opening::Again)
+            }
+            _ if again => Ok(Opening::Again),
+            _ => Ok(Opening::Claimed { claim, seen }),
+        }
     }
 
     fn claim(
@@ -805,46 +1343,9 @@ impl ForestStore for RedisStore {
         token: u64,
     ) -> Result<Claim, StoreError> {
         let mut batch = Batch::default();
-        batch.add_command(eval_with(
-            CLAIM,
-            &self.node_key(fingerprint),
-            &[
-                seen.to_string(),
-                (token as i64).to_string(),
-                self.cutoff().to_string(),
-            ],
-        ));
-        self.seen_in_partition(&mut batch, fingerprint, seen);
+        self.claim_into(&mut batch, fingerprint, seen, self.cutoff(), token);
         let (reply,): (Vec<String>,) = self.run_batch(&batch)?;
-        match reply.first().map(String::as_str) {
-            Some("0") if reply.len() == 3 => {
-                let attached_to = parse_fingerprint(&reply[1])?;
-                let root = parse_fingerprint(&reply[2])?.unwrap_or(fingerprint);
-                if attached_to.is_some() {
-                    // Idempotent: repairs the count of a leaf whose insert stopped after its
-                    // settle (the retry of that insert comes this way).
-                    self.add_child(root, fingerprint)?;
-                }
-                Ok(Claim::Existing {
-                    attached_to,
-                    root: Some(root),
-                })
-            }
-            Some("1") => {
-                // A retry of an insert that already took its ticket keeps it, so that the
-                // neighbours that are waiting for it (or it for them) keep their order.
-                self.own_ticket = reply.get(1).and_then(|ticket| ticket.parse().ok());
-                Ok(Claim::Created)
-            }
-            Some("2") if reply.len() == 2 => Ok(Claim::Busy {
-                owner: reply[1].parse::<i64>().map_err(|_| {
-                    StoreError::Inconsistent(format!("{fingerprint}: owner {:?}", reply[1]))
-                })? as u64,
-            }),
-            _ => Err(StoreError::Inconsistent(format!(
-                "claim of {fingerprint} answered {reply:?}"
-            ))),
-        }
+        self.read_claim(fingerprint, &reply)
     }
 
     fn verifies_node(
@@ -853,8 +1354,8 @@ impl ForestStore for RedisStore {
         sketch: &Sketch,
     ) -> Result<Option<bool>, StoreError> {
         let mut batch = Batch::default();
-        batch.cmd("HGET").arg(self.node_key(node)).arg("t");
-        batch.cmd("GET").arg(self.sketch_key(node));
+        batch.cmd("HGET", &self.node_key(node)).arg("t");
+        batch.cmd("GET", &self.sketch_key(node));
         let (last_seen, bytes): (Option<String>, Option<Vec<u8>>) = self.run_batch(&batch)?;
         // Gone, expired (its records wait for the sweep) or not yet published: nothing to
         // refuse; the claim decides.
@@ -882,23 +1383,23 @@ impl ForestStore for RedisStore {
         if self.verifier.is_some() {
             let sketch = sketch.cloned().unwrap_or_default();
             batch
-                .cmd("SET")
-                .arg(self.sketch_key(fingerprint))
+                .cmd("SET", &self.sketch_key(fingerprint))
                 .arg(encode_sketch(&sketch));
             batch.ignore_last();
             for &hash in sketch.keys() {
                 let posting = self.posting_key(hash);
-                // One more than the in-memory cap: the list also holds the new node itself.
-                batch.add_command(eval_with(
-                    PUSH_CAPPED,
-                    &posting,
-                    &[member.to_string(), POSTING_CAPACITY.to_string()],
-                ));
+                // Pushed, then cut to one more than the in-memory cap (the list also holds the
+                // new node itself). Two commands, not a script: they run in order on the
+                // key's node, and another writer's push between them only leaves one entry
+                // more until the next cut.
+                batch.cmd("LPUSH", &posting).arg(member);
+                batch.ignore_last();
+                batch.cmd("LTRIM", &posting).arg(0).arg(POSTING_CAPACITY);
                 batch.ignore_last();
             }
         }
         for bucket in self.bucket_keys(fingerprint) {
-            batch.cmd("SADD").arg(bucket).arg(member);
+            batch.cmd("SADD", &bucket).arg(member);
             batch.ignore_last();
         }
         let _: Value = self.run_batch(&batch)?;
@@ -907,15 +1408,18 @@ impl ForestStore for RedisStore {
         }
         // The ticket is taken only once every bucket holds the node: see the module docs of
         // `store` for why that order makes the later ticket see the earlier node.
-        let mut increment = redis::cmd("INCR");
-        increment.arg(self.key("ticket"));
-        let ticket: u64 = self.run(increment)?;
-        // Not recorded (0): a neighbour abandoned this insert; `settle` will fail and retry it.
-        let _recorded: i64 = self.run(eval_with(
-            SET_TICKET,
+        let mut batch = Batch::default();
+        batch.cmd("INCR", &self.key("ticket"));
+        let (ticket,): (u64,) = self.run_batch(&batch)?;
+        // Recorded with the scan's first batch, which comes next: until then a neighbour sees
+        // the node pending without a ticket and waits for it, as it would before the ticket
+        // was taken. Not recorded (0): a neighbour abandoned this insert; `settle` will fail
+        // and retry it.
+        self.deferred.script(
+            &SET_TICKET,
             &self.node_key(fingerprint),
             &[(token as i64).to_string(), ticket.to_string()],
-        ))?;
+        );
         Ok(ticket)
     }
 
@@ -935,14 +1439,10 @@ impl ForestStore for RedisStore {
         let mut batch = Batch::default();
         let buckets = self.bucket_keys(fingerprint);
         for bucket in &buckets {
-            batch.cmd("SMEMBERS").arg(bucket);
+            batch.cmd("SMEMBERS", bucket);
         }
         for &hash in keys {
-            batch
-                .cmd("LRANGE")
-                .arg(self.posting_key(hash))
-                .arg(0)
-                .arg(-1);
+            batch.cmd("LRANGE", &self.posting_key(hash)).arg(0).arg(-1);
         }
         let lists: Vec<Vec<i64>> = self.run_batch(&batch)?;
         let (tables, postings) = lists.split_at(buckets.len().min(lists.len()));
@@ -967,11 +1467,10 @@ impl ForestStore for RedisStore {
         let mut batch = Batch::default();
         for &node in &candidates {
             batch
-                .cmd("HMGET")
-                .arg(self.node_key(node))
+                .cmd("HMGET", &self.node_key(node))
                 .arg(&["o", "q", "t", "r"]);
             if self.verifier.is_some() {
-                batch.cmd("GET").arg(self.sketch_key(node));
+                batch.cmd("GET", &self.sketch_key(node));
             }
         }
         let replies: Vec<Value> = self.run_batch(&batch)?;
@@ -1025,10 +1524,9 @@ impl ForestStore for RedisStore {
         let mut batch = Batch::default();
         for &root in roots {
             batch
-                .cmd("HMGET")
-                .arg(self.node_key(root))
+                .cmd("HMGET", &self.node_key(root))
                 .arg(&["o", "a", "q", "t"]);
-            batch.cmd("SCARD").arg(self.children_key(root));
+            batch.cmd("SCARD", &self.children_key(root));
         }
         let replies: Vec<Value> = self.run_batch(&batch)?;
         let cutoff = self.cutoff();
@@ -1067,29 +1565,51 @@ impl ForestStore for RedisStore {
         _sketch: Option<&Sketch>,
         seen: u32,
     ) -> Result<bool, StoreError> {
-        let (link, root) = match settlement {
-            Settlement::Root { ticket } => (ticket.to_string(), String::new()),
-            Settlement::Leaf { attached_to, root } => (signed(attached_to), signed(root)),
-        };
         let mut batch = Batch::default();
-        batch.add_command(eval_with(
-            SETTLE,
-            &self.node_key(fingerprint),
-            &[(token as i64).to_string(), seen.to_string(), link, root],
-        ));
-        self.seen_in_partition(&mut batch, fingerprint, seen);
+        self.settle_into(&mut batch, fingerprint, token, settlement, seen);
         let (settled,): (i64,) = self.run_batch(&batch)?;
-        if settled == 1 {
-            self.stats.nodes += 1;
-            self.stats.roots += usize::from(matches!(settlement, Settlement::Root { .. }));
-        }
+        self.count_settled(settled == 1, settlement);
         Ok(settled == 1)
     }
 
+    /// The settle and, for a leaf, its count under the root go in one batch; if the settle
+    /// failed (the insert was abandoned), a count that it added is taken back.
+    fn settle_counted(
+        &mut self,
+        fingerprint: Fingerprint,
+        token: u64,
+        settlement: Settlement,
+        _sketch: Option<&Sketch>,
+        seen: u32,
+    ) -> Result<bool, StoreError> {
+        let mut batch = Batch::default();
+        self.settle_into(&mut batch, fingerprint, token, settlement, seen);
+        if let Settlement::Leaf { root, .. } = settlement {
+            batch
+                .cmd("SADD", &self.children_key(root))
+                .arg(signed(fingerprint));
+        }
+        let replies: Vec<i64> = self.run_batch(&batch)?;
+        let settled = replies.first() == Some(&1);
+        if let (false, Settlement::Leaf { root, .. }, Some(1)) =
+            (settled, settlement, replies.get(1))
+        {
+            let mut batch = Batch::default();
+            batch
+                .cmd("SREM", &self.children_key(root))
+                .arg(signed(fingerprint));
+            let _: Value = self.run_batch(&batch)?;
+        }
+        self.count_settled(settled, settlement);
+        Ok(settled)
+    }
+
     fn add_child(&mut self, root: Fingerprint, leaf: Fingerprint) -> Result<(), StoreError> {
-        let mut add = redis::cmd("SADD");
-        add.arg(self.children_key(root)).arg(leaf.0 as i64);
-        let _: i64 = self.run(add)?;
+        let mut batch = Batch::default();
+        batch
+            .cmd("SADD", &self.children_key(root))
+            .arg(signed(leaf));
+        let _: Value = self.run_batch(&batch)?;
         Ok(())
     }
 
@@ -1098,26 +1618,46 @@ impl ForestStore for RedisStore {
         fingerprint: Fingerprint,
         seen: u32,
     ) -> Result<Option<Option<Fingerprint>>, StoreError> {
+        let mut touched = self.touch_all(&[fingerprint], seen)?;
+        touched
+            .pop()
+            .ok_or_else(|| StoreError::Inconsistent("a touch without a reply".into()))
+    }
+
+    fn touch_all(
+        &mut self,
+        nodes: &[Fingerprint],
+        seen: u32,
+    ) -> Result<Vec<Option<Option<Fingerprint>>>, StoreError> {
         let mut batch = Batch::default();
-        batch.add_command(eval_with(
-            TOUCH,
-            &self.node_key(fingerprint),
-            &[seen.to_string(), self.cutoff().to_string()],
-        ));
-        self.seen_in_partition(&mut batch, fingerprint, seen);
-        let (reply,): (Vec<String>,) = self.run_batch(&batch)?;
-        match reply.first() {
-            None => Ok(None),
-            Some(attached) => Ok(Some(parse_fingerprint(attached)?)),
+        for &node in nodes {
+            batch.script(
+                &TOUCH,
+                &self.node_key(node),
+                &[seen.to_string(), self.cutoff().to_string()],
+            );
+            self.seen_in_partition(&mut batch, node, seen);
         }
+        let replies: Vec<Vec<String>> = self.run_batch(&batch)?;
+        replies
+            .iter()
+            .map(|reply| {
+                reply
+                    .first()
+                    .map(|attached| parse_fingerprint(attached))
+                    .transpose()
+            })
+            .collect()
     }
 
     fn abandon(&mut self, fingerprint: Fingerprint, owner: u64) -> Result<bool, StoreError> {
-        let removed: i64 = self.run(eval_with(
-            ABANDON,
+        let mut batch = Batch::default();
+        batch.script(
+            &ABANDON,
             &self.node_key(fingerprint),
             &[(owner as i64).to_string()],
-        ))?;
+        );
+        let (removed,): (i64,) = self.run_batch(&batch)?;
         Ok(removed == 1)
     }
 
@@ -1126,14 +1666,20 @@ impl ForestStore for RedisStore {
     }
 
     fn remove_document(&mut self, fingerprint: Fingerprint) -> Result<bool, StoreError> {
-        let removed: i64 = self.run(eval(REMOVE_DOCUMENT, &self.node_key(fingerprint)))?;
+        let mut batch = Batch::default();
+        batch.script(&REMOVE_DOCUMENT, &self.node_key(fingerprint), &[]);
+        let (removed,): (i64,) = self.run_batch(&batch)?;
         Ok(removed == 1)
     }
 
     fn uncount_claim(&mut self, fingerprint: Fingerprint, token: u64) -> Result<bool, StoreError> {
-        let key = self.node_key(fingerprint);
-        let token = (token as i64).to_string();
-        let taken: i64 = self.run(eval_with(UNCOUNT_CLAIM, &key, &[token]))?;
+        let mut batch = Batch::default();
+        batch.script(
+            &UNCOUNT_CLAIM,
+            &self.node_key(fingerprint),
+            &[(token as i64).to_string()],
+        );
+        let (taken,): (i64,) = self.run_batch(&batch)?;
         Ok(taken == 1)
     }
 
@@ -1154,6 +1700,16 @@ mod tests {
         );
         assert_eq!(decode_sketch(&encode_sketch(&sketch)), Some(sketch));
         assert_eq!(decode_sketch(&[1, 2, 3]), None);
+    }
+
+    #[test]
+    fn slots_are_the_clusters() {
+        // Values from the Redis Cluster specification and `CLUSTER KEYSLOT`.
+        assert_eq!(slot(b"123456789"), 0x31c3);
+        assert_eq!(slot(b"foo"), 12_182);
+        assert_eq!(slot(b"{user1000}.following"), slot(b"user1000"));
+        // An empty hash tag does not count: the whole key is hashed.
+        assert_eq!(slot(b"foo{}{bar}"), 8_363);
     }
 
     #[test]

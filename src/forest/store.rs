@@ -79,6 +79,24 @@ pub enum Claim {
     },
 }
 
+/// What [`ForestStore::open`] did at one of a document's node values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Opening {
+    /// The value was claimed ([`Claim`]); the insert marks nodes seen at `seen`.
+    Claimed {
+        /// What the claim found.
+        claim: Claim,
+        /// The event time the insert marks nodes seen at.
+        seen: u32,
+    },
+    /// A live node holds that value with a text the document does not verify against: the
+    /// insert tries the next value.
+    Refused,
+    /// Look at the same value again: a count the claim made on an existing node was taken
+    /// back; a node it created stays this insert's (claimed again under the same token).
+    Again,
+}
+
 /// A stored node with an edge to the node being inserted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Edge {
@@ -179,6 +197,42 @@ pub trait ForestStore {
         token: u64,
     ) -> Result<Claim, StoreError>;
 
+    /// Starts an insert at `node`, one of the document's [`node_candidates`]: moves the clock
+    /// to `time` ([`advance_to`](Self::advance_to)), checks in default mode (`sketch`) that a
+    /// live node already there holds a text the document verifies against
+    /// ([`verifies_node`](Self::verifies_node)), and [`claim`](Self::claim)s it. The default
+    /// runs the three one after the other; a shared store may send them together and check
+    /// the answers afterwards, as long as what it returns is what this order would give.
+    fn open(
+        &mut self,
+        node: Fingerprint,
+        sketch: Option<&Sketch>,
+        time: Timestamp,
+        token: u64,
+    ) -> Result<Opening, StoreError> {
+        let newest = self.advance_to(time)?;
+        let seen = seen_at(time, newest, self.window());
+        // Default mode: a document joins the node of its value only if its text verifies
+        // against that node's; otherwise it tries the next value.
+        let verified = match sketch {
+            None => true,
+            Some(sketch) => match self.verifies_node(node, sketch)? {
+                Some(false) => return Ok(Opening::Refused),
+                Some(true) => true,
+                None => false,
+            },
+        };
+        let claim = self.claim(node, seen, token)?;
+        if matches!(claim, Claim::Existing { .. }) && !verified {
+            // The node appeared between the look and the claim (another writer settled it):
+            // the claim counted this document on a text it has not verified against. Take the
+            // count back and look again.
+            self.uncount_claim(node, token)?;
+            return Ok(Opening::Again);
+        }
+        Ok(Opening::Claimed { claim, seen })
+    }
+
     /// Whether the live node stored under `node` holds a text that `sketch` verifies against:
     /// `None` when no live node has that value (or, in a shared store, its sketch is not
     /// written yet). A store that does not verify answers `Some(true)` for any live node.
@@ -221,6 +275,26 @@ pub trait ForestStore {
     /// Counts `leaf` as one more leaf under `root`.
     fn add_child(&mut self, root: Fingerprint, leaf: Fingerprint) -> Result<(), StoreError>;
 
+    /// [`settle`](Self::settle)s the node and, once it is a leaf, counts it under its root
+    /// ([`add_child`](Self::add_child)). The default runs the two in turn; a shared store may
+    /// send both at once, taking the count back if the settle failed.
+    fn settle_counted(
+        &mut self,
+        fingerprint: Fingerprint,
+        token: u64,
+        settlement: Settlement,
+        sketch: Option<&Sketch>,
+        seen: u32,
+    ) -> Result<bool, StoreError> {
+        if !self.settle(fingerprint, token, settlement, sketch, seen)? {
+            return Ok(false);
+        }
+        if let Settlement::Leaf { root, .. } = settlement {
+            self.add_child(root, fingerprint)?;
+        }
+        Ok(true)
+    }
+
     /// Marks a live settled node seen at `seen` (never moving its time back). Gives what it is
     /// attached through (`Some(None)` for a root), or `None` when the node is not there or has
     /// expired (it is then left as it is).
@@ -229,6 +303,16 @@ pub trait ForestStore {
         fingerprint: Fingerprint,
         seen: u32,
     ) -> Result<Option<Option<Fingerprint>>, StoreError>;
+
+    /// [`touch`](Self::touch)es each of `nodes` (nodes of one chain, whose order does not
+    /// matter); a shared store touches them all at once.
+    fn touch_all(
+        &mut self,
+        nodes: &[Fingerprint],
+        seen: u32,
+    ) -> Result<Vec<Option<Option<Fingerprint>>>, StoreError> {
+        nodes.iter().map(|&node| self.touch(node, seen)).collect()
+    }
 
     /// Removes the pending node of an insert that has not settled within
     /// [`pending_timeout`](Self::pending_timeout) (its writer died or stalled); `false` when
@@ -269,6 +353,12 @@ pub fn new_token() -> u64 {
 /// library callers can meet the clamp.
 pub(crate) fn clamp_time(time: Timestamp) -> u32 {
     time.clamp(0, Timestamp::from(u32::MAX)) as u32
+}
+
+/// The time an insert of event time `time` marks nodes seen at, when the newest event time is
+/// `newest`: a late document counts as seen at the window's start, so that it is live.
+pub(crate) fn seen_at(time: Timestamp, newest: Timestamp, window: Timestamp) -> u32 {
+    clamp_time(time.max(newest - window))
 }
 
 /// Places a document with event time `time` by its signature, by the protocol above; `token`
@@ -335,40 +425,28 @@ fn place_once<S: ForestStore + ?Sized>(
     let mut nodes = node_candidates(signature.fingerprint);
     let mut fingerprint = signature.fingerprint;
     nodes.next(); // the fingerprint itself, tried first
+    // Whether a lone tree among the edges is ranked like several: only after its chain failed
+    // to refresh, when the ranks tell a gone root from a gone node on the way to it.
+    let mut rank_lone_tree = false;
     loop {
-        let newest = store.advance_to(time)?;
-        // A late document counts as seen at the window's start, so that it is live.
-        let seen = clamp_time(time.max(newest - store.window()));
-        // Default mode: a document joins the node of its value only if its text verifies
-        // against that node's; otherwise it tries the next value.
-        let verified = match sketch {
-            None => true,
-            Some(sketch) => match store.verifies_node(fingerprint, sketch)? {
-                Some(false) => {
-                    fingerprint = nodes.next().ok_or_else(|| {
-                        StoreError::Inconsistent(format!(
-                            "{MAX_NODE_CANDIDATES} nodes near {} refuse its text",
-                            signature.fingerprint
-                        ))
-                    })?;
-                    continue;
-                }
-                Some(true) => true,
-                None => false,
-            },
-        };
-        match store.claim(fingerprint, seen, token)? {
-            Claim::Existing { .. } if !verified => {
-                // The node appeared between the look and the claim (another writer settled
-                // it): the claim counted this document on a text it has not verified against.
-                // Take the count back and look again.
-                store.uncount_claim(fingerprint, token)?;
+        let (claim, seen) = match store.open(fingerprint, sketch, time, token)? {
+            Opening::Claimed { claim, seen } => (claim, seen),
+            Opening::Again => continue,
+            Opening::Refused => {
+                fingerprint = nodes.next().ok_or_else(|| {
+                    StoreError::Inconsistent(format!(
+                        "{MAX_NODE_CANDIDATES} nodes near {} refuse its text",
+                        signature.fingerprint
+                    ))
+                })?;
                 continue;
             }
+        };
+        match claim {
             Claim::Existing { attached_to, root } => {
                 let top = match attached_to {
                     None => Some(fingerprint),
-                    Some(parent) => refresh_chain(store, parent, seen)?,
+                    Some(parent) => refresh_chain(store, parent, root, seen)?,
                 };
                 let root = root.or(top).ok_or_else(|| {
                     StoreError::Inconsistent(format!("{fingerprint}'s chain reaches a gone node"))
@@ -407,20 +485,22 @@ fn place_once<S: ForestStore + ?Sized>(
                 }
             }
         };
-        let settlement = match best_tree(store, &edges)? {
+        let settlement = match best_tree(store, &edges, rank_lone_tree)? {
             None => Settlement::Root { ticket },
             Some((root, attached_to)) => {
                 // The chain the leaf will hang from is refreshed *before* the leaf exists, so
                 // that a leaf is never newer than its parent, even if this insert stops right
                 // after its settle. A node found gone on the way means the scan saw a tree
-                // that has expired meanwhile: scan again.
-                if refresh_chain(store, attached_to, seen)? != Some(root) {
+                // that has expired meanwhile (or, for a tree not ranked, a root that is gone):
+                // scan again, ranking every tree.
+                if refresh_chain(store, attached_to, Some(root), seen)? != Some(root) {
+                    rank_lone_tree = true;
                     continue;
                 }
                 Settlement::Leaf { attached_to, root }
             }
         };
-        if !store.settle(fingerprint, token, settlement, sketch, seen)? {
+        if !store.settle_counted(fingerprint, token, settlement, sketch, seen)? {
             // Abandoned by a neighbour that waited too long: start again with a fresh view.
             continue;
         }
@@ -431,30 +511,37 @@ fn place_once<S: ForestStore + ?Sized>(
                 kind: PlacementKind::NewRoot,
                 via: None,
             },
-            Settlement::Leaf { root, attached_to } => {
-                store.add_child(root, fingerprint)?;
-                Placement {
-                    node: fingerprint,
-                    root,
-                    kind: PlacementKind::NewLeaf,
-                    via: Some(attached_to),
-                }
-            }
+            Settlement::Leaf { root, attached_to } => Placement {
+                node: fingerprint,
+                root,
+                kind: PlacementKind::NewLeaf,
+                via: Some(attached_to),
+            },
         });
     }
 }
 
 /// Touches every node from `start` up to its root; gives back the root, or `None` when a
-/// node on the way is gone (expired, or lost).
+/// node on the way is gone (expired, or lost). `root`, when known, is touched together with
+/// `start`, so that a chain of one or two links takes one step of the store.
 fn refresh_chain<S: ForestStore + ?Sized>(
     store: &mut S,
     start: Fingerprint,
+    root: Option<Fingerprint>,
     seen: u32,
 ) -> Result<Option<Fingerprint>, StoreError> {
+    let first: Vec<Fingerprint> = std::iter::once(start)
+        .chain(root.filter(|&root| root != start))
+        .collect();
+    let touched = store.touch_all(&first, seen)?;
     let mut current = start;
     // A chain is acyclic; the bound only guards against a corrupted store looping forever.
     for _ in 0..MAX_CHAIN {
-        match store.touch(current, seen)? {
+        let state = match first.iter().position(|&node| node == current) {
+            Some(index) => touched[index],
+            None => store.touch(current, seen)?,
+        };
+        match state {
             None => return Ok(None),
             Some(None) => return Ok(Some(current)),
             Some(Some(parent)) => current = parent,
@@ -470,9 +557,13 @@ const MAX_CHAIN: usize = 1 << 20;
 
 /// The tree a new node joins, and the neighbour it attaches through; `None` without settled
 /// edges.
+///
+/// A lone tree needs no ranks unless `rank_lone_tree`: the refresh of its chain, which comes
+/// next, already finds out whether its root is a live root.
 fn best_tree<S: ForestStore + ?Sized>(
     store: &mut S,
     edges: &[Edge],
+    rank_lone_tree: bool,
 ) -> Result<Option<(Fingerprint, Fingerprint)>, StoreError> {
     // Each tree's best contact: the nearest, then the root itself, then the smaller fingerprint.
     let mut trees: Vec<(Fingerprint, (u32, bool, Fingerprint))> = Vec::new();
@@ -486,8 +577,10 @@ fn best_tree<S: ForestStore + ?Sized>(
             None => trees.push((root, contact)),
         }
     }
-    if trees.is_empty() {
-        return Ok(None);
+    match trees[..] {
+        [] => return Ok(None),
+        [(root, contact)] if !rank_lone_tree => return Ok(Some((root, contact.2))),
+        _ => {}
     }
     let roots: Vec<Fingerprint> = trees.iter().map(|(root, _)| *root).collect();
     let ranks = store.root_ranks(&roots)?;
