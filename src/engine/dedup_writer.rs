@@ -278,25 +278,25 @@ pub struct CheckpointReport {
     pub error: Option<String>,
 }
 
-/// A checkpoint being made durable by a thread of its own.
+/// A checkpoint being made durable by a thread of its own, which gives its size and how long
+/// it took from the start of the checkpoint.
 #[derive(Debug)]
 struct InFlight {
-    thread: std::thread::JoinHandle<std::io::Result<u64>>,
+    thread: std::thread::JoinHandle<(std::io::Result<u64>, std::time::Duration)>,
     /// Its report, but for its size, duration and outcome.
     report: CheckpointReport,
-    started: Instant,
 }
 
 impl InFlight {
     /// Waits for it; its report.
     fn join(self) -> CheckpointReport {
-        let outcome = self
-            .thread
-            .join()
-            .unwrap_or_else(|_| Err(std::io::Error::other("the checkpoint's thread panicked")));
+        let (outcome, elapsed) = self.thread.join().unwrap_or_else(|_| {
+            let panicked = std::io::Error::other("the checkpoint's thread panicked");
+            (Err(panicked), std::time::Duration::ZERO)
+        });
         CheckpointReport {
             bytes: *outcome.as_ref().unwrap_or(&0),
-            elapsed_ms: self.started.elapsed().as_secs_f64() * 1e3,
+            elapsed_ms: elapsed.as_secs_f64() * 1e3,
             error: outcome.err().map(|error| error.to_string()),
             ..self.report
         }
@@ -689,16 +689,12 @@ impl DedupWriter {
         };
         let thread = std::thread::Builder::new()
             .name("checkpoint".to_owned())
-            .spawn(move || saved.make_durable())
+            .spawn(move || (saved.make_durable(), started.elapsed()))
             .map_err(|source| Error::Io {
                 path: self.location.clone(),
                 source,
             })?;
-        Ok(Some(InFlight {
-            thread,
-            report,
-            started,
-        }))
+        Ok(Some(InFlight { thread, report }))
     }
 
     /// Takes in the checkpoint in flight once it is done (waiting for it with `wait`).

@@ -374,6 +374,12 @@ impl DedupIndex {
         self.dedup.forest()
     }
 
+    /// The last forest checkpoint the writer finished saving or failed to (a checkpoint due
+    /// at a commit is reported at a later commit, once its thread is done).
+    pub fn last_checkpoint(&self) -> Option<&crate::engine::CheckpointReport> {
+        self.dedup.last_checkpoint()
+    }
+
     /// Node and root counts of the forest in use.
     pub fn forest_stats(&self) -> crate::forest::ForestStats {
         self.dedup.forest_stats()

@@ -87,6 +87,9 @@ pub struct Metrics {
     latency: Family<RouteLabels, Histogram, fn() -> Histogram>,
     documents: Family<OutcomeLabels, Counter>,
     commit_latency: Histogram,
+    checkpoint_pause: Histogram,
+    checkpoint_failures: Counter,
+    checkpoint_sequence: Gauge,
     queue_documents: Gauge,
     queue_bytes: Gauge,
     forest_nodes: Gauge,
@@ -137,6 +140,18 @@ impl Metrics {
             "commit_duration_seconds",
             "Time of each group commit",
             commit_latency.clone(),
+        );
+        let checkpoint_pause = latency_histogram();
+        registry.register(
+            "checkpoint_pause_seconds",
+            "Time the writer waited while each forest checkpoint was copied (the file is written and made durable by a thread of its own)",
+            checkpoint_pause.clone(),
+        );
+        let checkpoint_failures = Counter::default();
+        registry.register(
+            "checkpoint_failures",
+            "Forest checkpoints that could not be saved (the previous one stays; a restart then replays more)",
+            checkpoint_failures.clone(),
         );
         let gauge = |registry: &mut Registry, name: &str, help: &str| {
             let gauge = Gauge::default();
@@ -190,11 +205,18 @@ impl Metrics {
                 "Clusters among the live documents",
             ),
             index_segments: gauge(&mut registry, "index_segments", "Tantivy segments"),
+            checkpoint_sequence: gauge(
+                &mut registry,
+                "checkpoint_inserts",
+                "Inserts the last forest checkpoint saved holds: a restart replays those made since",
+            ),
             registry,
             requests,
             latency,
             documents,
             commit_latency,
+            checkpoint_pause,
+            checkpoint_failures,
         }
     }
 
@@ -252,6 +274,20 @@ impl Metrics {
     pub fn observe_commit(&self, elapsed: Duration, forest: ForestStats) {
         self.commit_latency.observe(elapsed.as_secs_f64());
         self.set_forest(forest);
+    }
+
+    /// Records a forest checkpoint the writer finished (saved or failed).
+    pub fn observe_checkpoint(&self, report: &crate::engine::CheckpointReport) {
+        self.checkpoint_pause.observe(report.pause_ms / 1e3);
+        match report.error {
+            Some(_) => {
+                self.checkpoint_failures.inc();
+            }
+            None => {
+                let inserts = i64::try_from(report.next_sequence).unwrap_or(i64::MAX);
+                self.checkpoint_sequence.set(inserts);
+            }
+        }
     }
 
     /// The forest's nodes, roots and expired nodes after the last commit.

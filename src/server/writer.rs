@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 use crate::Decision;
-use crate::engine::{DedupIndex, PreparedArticle};
+use crate::engine::{CheckpointReport, DedupIndex, PreparedArticle};
 use crate::server::metrics::Metrics;
 
 /// What the writer is asked to do. Each write carries its queue reservation, given back when
@@ -224,6 +224,7 @@ pub fn start(
         waiting: Vec::new(),
         last_commit: Instant::now(),
         recovery: None,
+        checkpoint_counted: None,
     };
     let thread_shared = shared.clone();
     let thread = std::thread::Builder::new()
@@ -376,6 +377,8 @@ struct Writer {
     last_commit: Instant,
     /// Set while the index is being reopened after a failure; writes are refused meanwhile.
     recovery: Option<Recovery>,
+    /// The last forest checkpoint the metrics counted.
+    checkpoint_counted: Option<CheckpointReport>,
 }
 
 /// The schedule of attempts to reopen the index after a failure.
@@ -547,6 +550,29 @@ impl Writer {
         }
     }
 
+    /// Counts in the metrics (and logs) the last forest checkpoint, if it is one not counted.
+    fn count_checkpoint(&mut self) {
+        let Some(report) = self.index.last_checkpoint() else {
+            return;
+        };
+        if self.checkpoint_counted.as_ref() == Some(report) {
+            return;
+        }
+        self.shared.metrics.observe_checkpoint(report);
+        match &report.error {
+            Some(error) => {
+                tracing::warn!(%error, "the forest checkpoint failed; the last one stays")
+            }
+            None => tracing::info!(
+                inserts = report.next_sequence,
+                bytes = report.bytes,
+                pause_ms = report.pause_ms,
+                "forest checkpoint saved"
+            ),
+        }
+        self.checkpoint_counted = Some(report.clone());
+    }
+
     /// When the next commit may be made.
     fn next_commit(&self) -> Instant {
         self.last_commit + self.commit_delay
@@ -575,6 +601,7 @@ impl Writer {
                 self.shared
                     .metrics
                     .observe_commit(elapsed, self.index.forest_stats());
+                self.count_checkpoint();
                 tracing::debug!(
                     retention_deleted = expired,
                     ms = crate::server::log_ms(elapsed),

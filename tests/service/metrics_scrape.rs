@@ -144,6 +144,41 @@ fn promtool_accepts_a_live_scrape() {
     assert!(lint.trim().is_empty(), "promtool's lint: {lint}");
 }
 
+/// The value of the sample `name` (no labels) in an exposition.
+fn sample(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[test]
+fn forest_checkpoints_show_in_the_metrics() {
+    // The test servers save a checkpoint every 2 inserts, on a thread of its own; the writer
+    // counts it at the commit after the thread is done.
+    let server = server_with_traffic();
+    let mut saved = None;
+    for attempt in 0..50 {
+        let text = format!("{OTHER_STORY}（第{attempt}次转载）");
+        let reply = server.post_json(
+            "/v1/documents",
+            &json!([{"id": format!("again-{attempt}"), "content": text}]),
+        );
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        let metrics = scrape(&server, PLAIN_ACCEPT).text;
+        saved =
+            sample(&metrics, "tantivy_dedup_checkpoint_inserts").filter(|&inserts| inserts > 0.0);
+        if saved.is_some() {
+            assert!(sample(&metrics, "tantivy_dedup_checkpoint_pause_seconds_count") >= Some(1.0));
+            assert_eq!(
+                sample(&metrics, "tantivy_dedup_checkpoint_failures_total"),
+                Some(0.0)
+            );
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(saved.is_some(), "no checkpoint was counted");
+}
+
 #[test]
 fn prometheus_gets_openmetrics_with_the_same_series() {
     let server = server_with_traffic();

@@ -95,6 +95,8 @@ fn small_index_config(server: ServerConfig) -> Config {
         index: IndexConfig {
             writer_threads: Some(1),
             writer_memory_mb: 15,
+            // Forest checkpoints at most commits, so that the server tests run through them.
+            checkpoint_inserts: 2,
             ..IndexConfig::default()
         },
         server,
