@@ -224,12 +224,17 @@ impl SavedCheckpoint {
         std::fs::rename(&self.temporary, &self.path)?;
         sync_directory(&self.path)?;
         for path in &self.files.obsolete {
-            match std::fs::remove_file(path) {
-                Err(error) if error.kind() != io::ErrorKind::NotFound => return Err(error),
-                _ => {}
-            }
+            remove_if_present(path)?;
         }
         Ok(self.bytes)
+    }
+}
+
+/// Deletes `path`; one already gone is no error.
+pub(crate) fn remove_if_present(path: &Path) -> io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(error) if error.kind() != io::ErrorKind::NotFound => Err(error),
+        _ => Ok(()),
     }
 }
 

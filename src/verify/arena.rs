@@ -12,7 +12,7 @@ use memmap2::MmapMut;
 
 use super::SketchView;
 use crate::Fingerprint;
-use crate::forest::checkpoint::{CheckpointReader, CheckpointWriter};
+use crate::forest::checkpoint::{CheckpointReader, CheckpointWriter, remove_if_present};
 
 /// Words (`u32`) a chunk holds: 64 MiB (16 KiB in unit tests, so that chunks fill, empty and
 /// are evacuated after a few records).
@@ -112,13 +112,6 @@ fn remove_chunk_files(dir: &Path, keep: &[u64]) -> io::Result<()> {
         }
     }
     Ok(())
-}
-
-fn remove_if_present(path: &Path) -> io::Result<()> {
-    match std::fs::remove_file(path) {
-        Err(error) if error.kind() != io::ErrorKind::NotFound => Err(error),
-        _ => Ok(()),
-    }
 }
 
 /// A chunk's named file ([`Backing::Files`]).
