@@ -283,11 +283,15 @@ impl Metrics {
             Some(_) => {
                 self.checkpoint_failures.inc();
             }
-            None => {
-                let inserts = i64::try_from(report.next_sequence).unwrap_or(i64::MAX);
-                self.checkpoint_sequence.set(inserts);
-            }
+            None => self.set_checkpoint_inserts(report.next_sequence),
         }
+    }
+
+    /// Sets the inserts the last forest checkpoint holds (at start: the one the index opened
+    /// from).
+    pub fn set_checkpoint_inserts(&self, inserts: u64) {
+        self.checkpoint_sequence
+            .set(i64::try_from(inserts).unwrap_or(i64::MAX));
     }
 
     /// The forest's nodes, roots and expired nodes after the last commit.

@@ -76,6 +76,7 @@ impl Server {
         let searcher = index.searcher();
         let preparer = index.preparer();
         let recovery = index.recovery().clone();
+        metrics.set_checkpoint_inserts(recovery.checkpoint_sequence.unwrap_or(0));
         let time_zone = index.config().index.time_zone;
         let path = index.path().to_owned();
         let (handle, writer) = writer::start(
