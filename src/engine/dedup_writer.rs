@@ -600,11 +600,7 @@ impl DedupWriter {
             let sketches = SketchStore::in_checkpoint_directory(dir).map_err(io_error)?;
             Deduplicator::with_sketches(config.clone(), sketches)
         };
-        let last_opstamp = self
-            .index
-            .load_metas()
-            .map_err(|source| index_error(&self.location, source))?
-            .opstamp;
+        let last_opstamp = self.last_opstamp()?;
         let mut dedup = fresh()?;
         match recovery::load_checkpoint(dir, self.settings_id(), last_opstamp, dedup.forest_mut()) {
             Ok(mark) => Ok((dedup, mark, None)),
@@ -613,6 +609,15 @@ impl DedupWriter {
                 Ok((fresh()?, None, Some(refused.to_string())))
             }
         }
+    }
+
+    /// The opstamp of the index's last commit (what a checkpoint is tagged with).
+    fn last_opstamp(&self) -> Result<u64> {
+        let metas = self
+            .index
+            .load_metas()
+            .map_err(|source| index_error(&self.location, source))?;
+        Ok(metas.opstamp)
     }
 
     /// What identifies the `[dedup]` settings in a checkpoint.
@@ -665,11 +670,7 @@ impl DedupWriter {
             ));
         }
         let started = Instant::now();
-        let opstamp = self
-            .index
-            .load_metas()
-            .map_err(|source| index_error(&self.location, source))?
-            .opstamp;
+        let opstamp = self.last_opstamp()?;
         self.tombstones.sort_unstable();
         let mark = CheckpointMark {
             opstamp,

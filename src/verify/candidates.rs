@@ -285,6 +285,36 @@ mod tests {
         Sketch::from_values(std::iter::once(0).chain(values)).unwrap_or_default()
     }
 
+    /// One step of churn: node `node` is removed if its number is even and it is there (so
+    /// that sizes churn), else given the sketch of `hashes`; `model` follows.
+    fn churn(
+        store: &mut SketchStore,
+        model: &mut HashMap<Fingerprint, Sketch>,
+        node: u64,
+        hashes: &std::collections::BTreeSet<u32>,
+    ) {
+        let node = Fingerprint(node);
+        if node.0.is_multiple_of(2) && model.remove(&node).is_some() {
+            store.remove(node);
+        } else {
+            let sketch = sketch(hashes);
+            store.insert(node, &sketch).unwrap();
+            model.insert(node, sketch);
+        }
+    }
+
+    /// Every node of `model` reads back its sketch from `store`.
+    fn reads_back(
+        store: &SketchStore,
+        model: &HashMap<Fingerprint, Sketch>,
+    ) -> Result<(), TestCaseError> {
+        for (&node, sketch) in model {
+            let stored = store.get(node).map(SketchView::to_sketch);
+            prop_assert_eq!(stored.as_ref(), Some(sketch));
+        }
+        Ok(())
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
 
@@ -307,21 +337,10 @@ mod tests {
             };
             let mut model = HashMap::new();
             for (node, hashes) in operations {
-                let node = Fingerprint(node);
-                // Nodes with an even number remove when they are there, so that sizes churn.
-                if node.0.is_multiple_of(2) && model.remove(&node).is_some() {
-                    store.remove(node);
-                } else {
-                    let sketch = sketch(&hashes);
-                    store.insert(node, &sketch).unwrap();
-                    model.insert(node, sketch);
-                }
+                churn(&mut store, &mut model, node, &hashes);
                 store.check_invariants().map_err(TestCaseError::fail)?;
                 prop_assert_eq!(store.len(), model.len());
-                for (&node, sketch) in &model {
-                    let stored = store.get(node).map(SketchView::to_sketch);
-                    prop_assert_eq!(stored.as_ref(), Some(sketch));
-                }
+                reads_back(&store, &model)?;
                 let (live, used) = store.arena.usage();
                 prop_assert!(used <= 4 * live + super::super::arena::CHUNK_WORDS, "{used} words for {live} live");
             }
@@ -344,14 +363,7 @@ mod tests {
             let mut store = SketchStore::in_checkpoint_directory(dir.path()).unwrap();
             let mut model = HashMap::new();
             for (step, (node, hashes)) in operations.into_iter().enumerate() {
-                let node = Fingerprint(node);
-                if node.0.is_multiple_of(2) && model.remove(&node).is_some() {
-                    store.remove(node);
-                } else {
-                    let sketch = sketch(&hashes);
-                    store.insert(node, &sketch).unwrap();
-                    model.insert(node, sketch);
-                }
+                churn(&mut store, &mut model, node, &hashes);
                 if step % every == every - 1 {
                     let mut out = CheckpointWriter::create(&path).unwrap();
                     store.save(&mut out).unwrap();
@@ -366,10 +378,7 @@ mod tests {
                     prop_assert_eq!(files, store.arena.chunk_count() + 1);
                 }
                 store.check_invariants().map_err(TestCaseError::fail)?;
-                for (&node, sketch) in &model {
-                    let stored = store.get(node).map(SketchView::to_sketch);
-                    prop_assert_eq!(stored.as_ref(), Some(sketch));
-                }
+                reads_back(&store, &model)?;
             }
         }
     }
