@@ -561,6 +561,13 @@ pub struct IndexConfig {
     /// instead of all of them. Fewer: faster reopening, more writing (at 10M live documents
     /// a checkpoint is about 1.5 GB).
     pub checkpoint_inserts: u64,
+    /// Whether a commit after a durable checkpoint deletes the tombstones (records of deleted
+    /// documents, kept for the replay) that the checkpoint holds and that are older than the
+    /// dedup window. They are not needed to reopen; without pruning, an index whose documents
+    /// are deleted as they age (`retention`) keeps one per document ever written. Once they
+    /// are gone, only the checkpoint records those inserts: a full replay (the checkpoint
+    /// lost) rebuilds a forest close to the writer's, not the same one.
+    pub prune_tombstones: bool,
     /// The zone of the people who read the index: a date or time given without an offset
     /// (`search --from 2024-04-21`, `/v1/search?from=2024-04-21`) is read in it, and the
     /// command line prints times in it. Kept with the index, so that its readers need not
@@ -575,6 +582,7 @@ impl Default for IndexConfig {
             writer_memory_mb: 256,
             writer_threads: None,
             checkpoint_inserts: crate::engine::DEFAULT_CHECKPOINT_INSERTS,
+            prune_tombstones: true,
             time_zone: TimeZone::default(),
         }
     }

@@ -154,6 +154,14 @@ pub fn run(args: IngestArgs) -> anyhow::Result<ExitCode> {
         ),
         None => {}
     }
+    if recovered.pruned_inserts > 0 {
+        eprintln!(
+            "ingest: warning: the index no longer records {} (their tombstones were pruned \
+             after a checkpoint held them) and that checkpoint was not used: the forest is \
+             close to, not the same as, the one the writer had",
+            counted(recovered.pruned_inserts, "insert", "inserts"),
+        );
+    }
     if recovered.mismatched_roots > 0 {
         eprintln!(
             "ingest: warning: {} another root than the replay gives; the index was written \

@@ -541,17 +541,34 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
             ),
             counted(report.fast_values, "fast field value", "fast field values")
         )?;
+        let differ = |roots: u64| match roots {
+            1 => "1 root differs".to_owned(),
+            roots => format!("{roots} roots differ"),
+        };
         match &report.replay {
+            Some(replay) if replay.pruned_inserts > 0 => writeln!(
+                out,
+                "forest replayed: {} ({} pruned), {} from the stored ones",
+                counted(replay.replayed, "insert", "inserts"),
+                replay.pruned_inserts,
+                differ(replay.mismatched_roots)
+            )?,
             Some(replay) => writeln!(
                 out,
                 "forest replayed: {}, {} from the stored ones",
                 counted(replay.replayed, "insert", "inserts"),
-                match replay.mismatched_roots {
-                    1 => "1 root differs".to_owned(),
-                    roots => format!("{roots} roots differ"),
-                }
+                differ(replay.mismatched_roots)
             )?,
             None => writeln!(out, "forest not replayed: the index is damaged")?,
+        }
+        if let Some(replay) = &report.checkpoint_replay {
+            writeln!(
+                out,
+                "forest checkpoint of {} loaded, then {} replayed; {} from the stored ones",
+                counted(replay.checkpoint_sequence.unwrap_or(0), "insert", "inserts"),
+                replay.replayed,
+                differ(replay.mismatched_roots)
+            )?;
         }
         for damage in &report.damaged {
             writeln!(

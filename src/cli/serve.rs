@@ -198,6 +198,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if let Some(why) = &recovery.checkpoint_refused {
         tracing::warn!(%why, "the forest checkpoint was not used: replaying every insert");
     }
+    if recovery.pruned_inserts > 0 {
+        tracing::warn!(
+            pruned = recovery.pruned_inserts,
+            "the index no longer records these inserts (their tombstones were pruned after the \
+             checkpoint held them): the forest replayed without them is close to, not the same \
+             as, the writer's"
+        );
+    }
     tracing::info!(
         checkpoint = recovery.checkpoint_sequence.unwrap_or(0),
         replayed = recovery.replayed,

@@ -3,19 +3,23 @@
 
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use serde::Serialize;
 use tantivy::directory::error::LockError;
 use tantivy::directory::{Directory, INDEX_WRITER_LOCK};
 use tantivy::index::SegmentComponent;
-use tantivy::{ReloadPolicy, SegmentMeta, SegmentReader, TantivyDocument, TantivyError};
+use tantivy::{ReloadPolicy, Searcher, SegmentMeta, SegmentReader, TantivyDocument, TantivyError};
 
+use crate::DedupConfig;
 use crate::dedup::Deduplicator;
 use crate::engine::directory::{
-    META_FILE, index_error, open_tantivy, read_failure, segment_files, stored_settings,
+    FOREST_DIR, META_FILE, index_error, open_tantivy, read_failure, segment_files, stored_settings,
 };
-use crate::engine::recovery::{self, RecoveryReport};
+use crate::engine::recovery::{self, CHECKPOINT_FILE, RecoveryReport};
 use crate::engine::schema::ROOT;
+use crate::forest::NodeInfo;
+use crate::verify::SketchStore;
 use crate::{Error, Result};
 
 /// A file [`check_index`] found missing or damaged.
@@ -45,8 +49,13 @@ pub struct CheckReport {
     pub files: usize,
     /// Their bytes.
     pub bytes: u64,
-    /// What the forest's replay did; `None` when damage kept it from running.
+    /// What replaying every insert the index records did; `None` when damage kept it from
+    /// running.
     pub replay: Option<RecoveryReport>,
+    /// What loading the forest checkpoint and replaying the inserts after it did, as opening
+    /// does; `None` without a usable checkpoint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint_replay: Option<RecoveryReport>,
     /// Everything found missing or damaged, in the order found; empty for a sound index.
     pub damaged: Vec<Damage>,
 }
@@ -66,8 +75,12 @@ impl CheckReport {
 ///   CRC32 Tantivy wrote into the footer);
 /// - in each segment whose files are sound: every stored document and every value of every
 ///   fast field, decoded, and the live documents counted against meta.json's;
-/// - when nothing is damaged, the forest's replay (as an open does), with its invariants
-///   checked.
+/// - when nothing is damaged, the forest's replays, with their invariants checked: of every
+///   insert the index records, and, with a forest checkpoint, of the checkpoint (read
+///   without changing it) and the inserts after it, as an open does. The two must give the
+///   same forest while the index records every insert; once tombstones were pruned, only the
+///   checkpoint's can be exact, so it must be usable and give every live document its stored
+///   root.
 ///
 /// Holds the index's writer lock meanwhile, so that no merge or garbage collection changes
 /// files under it: while a server or an `ingest` writes, it fails with [`Error::Busy`]. An
@@ -119,29 +132,132 @@ pub fn check_index(dir: &Path) -> Result<CheckReport> {
         }
     }
     if report.is_sound() {
-        let reader = index
-            .reader_builder()
-            .reload_policy(ReloadPolicy::Manual)
-            .try_into()
-            .map_err(|source| index_error(dir, source))?;
-        // Sketches in the temporary directory: the index's own may be read-only here.
-        let mut dedup = Deduplicator::with_sketches_in(config.dedup, &std::env::temp_dir())?;
-        // Every insert, whatever checkpoint there is: the index alone must rebuild the forest.
-        let replayed = recovery::replay(&reader.searcher(), Some(dedup.forest_mut()), None)
-            .map_err(|error| error.to_string())
-            .and_then(|replayed| {
-                dedup.forest().check_invariants()?;
-                Ok(replayed.report)
-            });
-        match replayed {
-            Ok(replay) => report.replay = Some(replay),
-            Err(problem) => report.damaged.push(Damage {
-                path: dir.to_owned(),
-                problem: format!("the forest's replay failed: {problem}"),
-            }),
-        }
+        replay_both_ways(dir, &index, &config.dedup, metas.opstamp, &mut report)?;
     }
     Ok(report)
+}
+
+/// Replays the forest as opening does, and checks what it gives: every insert the index
+/// records into an empty forest, and, when the index has a checkpoint, the checkpoint (read,
+/// never changed) and the inserts after it; both must keep the forest's invariants, the
+/// checkpoint's must give every live document its stored root, and while the index still
+/// records every insert, the two forests must be the same.
+fn replay_both_ways(
+    dir: &Path,
+    index: &tantivy::Index,
+    config: &DedupConfig,
+    opstamp: u64,
+    report: &mut CheckReport,
+) -> Result<()> {
+    let reader = index
+        .reader_builder()
+        .reload_policy(ReloadPolicy::Manual)
+        .try_into()
+        .map_err(|source| index_error(dir, source))?;
+    let searcher = reader.searcher();
+    let checkpoint_dir = dir.join(FOREST_DIR);
+    let checkpoint_file = checkpoint_dir.join(CHECKPOINT_FILE);
+    let full = replay_every_insert(&searcher, config);
+    let from_checkpoint = checkpoint_file
+        .exists()
+        .then(|| replay_from_checkpoint(&checkpoint_dir, &searcher, config, opstamp));
+    let mut damage = |path: &Path, problem: String| {
+        report.damaged.push(Damage {
+            path: path.to_owned(),
+            problem,
+        })
+    };
+    let full = match full {
+        Ok(full) => Some(full),
+        Err(problem) => {
+            damage(dir, format!("the forest's replay failed: {problem}"));
+            None
+        }
+    };
+    let from_checkpoint = match from_checkpoint {
+        Some(Ok(replayed)) if replayed.1.mismatched_roots > 0 => {
+            let problem = format!(
+                "replayed from it, {} live documents get another root than the one stored",
+                replayed.1.mismatched_roots
+            );
+            damage(&checkpoint_file, problem);
+            None
+        }
+        Some(Ok(replayed)) => Some(replayed),
+        Some(Err(problem)) => {
+            damage(&checkpoint_file, format!("it cannot be used: {problem}"));
+            None
+        }
+        None => None,
+    };
+    if let Some((full, full_report)) = &full {
+        let pruned = full_report.pruned_inserts;
+        match &from_checkpoint {
+            Some((replayed, _)) if pruned == 0 && nodes(replayed) != nodes(full) => damage(
+                &checkpoint_file,
+                "it and the inserts after it give another forest than replaying every insert"
+                    .to_owned(),
+            ),
+            None if pruned > 0 => damage(
+                dir,
+                format!(
+                    "{pruned} inserts whose tombstones were pruned are recorded only by the \
+                     forest checkpoint, which is missing or unusable: opening rebuilds a forest \
+                     close to the writer's, not the same one"
+                ),
+            ),
+            _ => {}
+        }
+    }
+    report.replay = full.map(|(_, report)| report);
+    report.checkpoint_replay = from_checkpoint.map(|(_, report)| report);
+    Ok(())
+}
+
+/// Every insert the index records, replayed into an empty forest.
+fn replay_every_insert(
+    searcher: &Searcher,
+    config: &DedupConfig,
+) -> std::result::Result<(Deduplicator, RecoveryReport), String> {
+    // Sketches in the temporary directory: the index's own may be read-only here.
+    let mut dedup = Deduplicator::with_sketches_in(config.clone(), &std::env::temp_dir())
+        .map_err(|error| error.to_string())?;
+    let replayed = recovery::replay(searcher, Some(dedup.forest_mut()), None)
+        .map_err(|error| error.to_string())?;
+    dedup.forest().check_invariants()?;
+    Ok((dedup, replayed.report))
+}
+
+/// The checkpoint of `dir`, read without changing anything there, and the inserts after it.
+fn replay_from_checkpoint(
+    dir: &Path,
+    searcher: &Searcher,
+    config: &DedupConfig,
+    opstamp: u64,
+) -> std::result::Result<(Deduplicator, RecoveryReport), String> {
+    let started = Instant::now();
+    let sketches = SketchStore::snapshot_of_checkpoint_directory(dir);
+    let mut dedup =
+        Deduplicator::with_sketches(config.clone(), sketches).map_err(|error| error.to_string())?;
+    let settings = recovery::settings_id(config);
+    let mark = recovery::load_checkpoint(dir, settings, opstamp, dedup.forest_mut())
+        .map_err(|error| error.to_string())?
+        .ok_or("it is gone")?;
+    let replayed = recovery::replay(searcher, Some(dedup.forest_mut()), Some(&mark))
+        .map_err(|error| error.to_string())?;
+    dedup.forest().check_invariants()?;
+    let report = RecoveryReport {
+        elapsed: started.elapsed(),
+        ..replayed.report
+    };
+    Ok((dedup, report))
+}
+
+/// A forest's nodes, in fingerprint order.
+fn nodes(dedup: &Deduplicator) -> Vec<NodeInfo> {
+    let mut nodes: Vec<NodeInfo> = dedup.forest().nodes().collect();
+    nodes.sort_unstable_by_key(|node| node.fingerprint);
+    nodes
 }
 
 /// Decodes every stored document and every fast field value of a segment whose files are

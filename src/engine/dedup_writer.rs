@@ -18,6 +18,7 @@ use tantivy::{
 use crate::config::DedupConfig;
 use crate::dedup::{Change, Decision, Deduplicator, Signer, now};
 use crate::engine::directory::index_error;
+use crate::engine::prune::{self, PrunePlan, TombstonesQuery};
 use crate::engine::recovery::{self, CheckpointMark, RecoveryReport};
 use crate::engine::schema::{self, DedupFields, fast_value, stored_sketch};
 use crate::forest::{Forest, ForestStats, SharedForest, Signature, Timestamp};
@@ -250,11 +251,12 @@ pub struct DedupWriterBuilder {
     checkpoints: Option<Checkpoints>,
 }
 
-/// Where and how often a writer saves its forest.
+/// Where and how often a writer saves its forest, and whether it then prunes tombstones.
 #[derive(Debug, Clone)]
 struct Checkpoints {
     dir: PathBuf,
     every: u64,
+    prune_tombstones: bool,
 }
 
 /// Inserts between two checkpoints, by default: reopening then replays at most about this
@@ -285,21 +287,25 @@ struct InFlight {
     thread: std::thread::JoinHandle<(std::io::Result<u64>, std::time::Duration)>,
     /// Its report, but for its size, duration and outcome.
     report: CheckpointReport,
+    /// The tombstones it lets the writer prune once it is durable.
+    prune: Option<PrunePlan>,
 }
 
 impl InFlight {
-    /// Waits for it; its report.
-    fn join(self) -> CheckpointReport {
+    /// Waits for it; its report, and what it lets the writer prune if it is durable.
+    fn join(self) -> (CheckpointReport, Option<PrunePlan>) {
         let (outcome, elapsed) = self.thread.join().unwrap_or_else(|_| {
             let panicked = std::io::Error::other("the checkpoint's thread panicked");
             (Err(panicked), std::time::Duration::ZERO)
         });
-        CheckpointReport {
+        let prune = self.prune.filter(|_| outcome.is_ok());
+        let report = CheckpointReport {
             bytes: *outcome.as_ref().unwrap_or(&0),
             elapsed_ms: elapsed.as_secs_f64() * 1e3,
             error: outcome.err().map(|error| error.to_string()),
             ..self.report
-        }
+        };
+        (report, prune)
     }
 }
 
@@ -347,11 +353,29 @@ impl DedupWriterBuilder {
     /// inserts after it (see [`RecoveryReport`]). Default mode's sketches are kept in mapped
     /// files of `dir`, which the checkpoint names instead of copying (this replaces
     /// [`sketches_in`](Self::sketches_in)). Without it, opening replays every insert.
+    ///
+    /// Once a checkpoint is durable, the next commit deletes the tombstones it lists whose
+    /// inserts are older than the window (see [`prune_tombstones`](Self::prune_tombstones)).
     pub fn checkpoints_in(mut self, dir: impl Into<PathBuf>, every: u64) -> Self {
         self.checkpoints = Some(Checkpoints {
             dir: dir.into(),
             every: every.max(1),
+            prune_tombstones: true,
         });
+        self
+    }
+
+    /// Whether the tombstones a durable checkpoint lists whose inserts are older than the
+    /// window are deleted from the index (by default they are, with
+    /// [`checkpoints_in`](Self::checkpoints_in)). They are not needed to reopen, and with
+    /// deletes of aged documents they would otherwise grow without bound; but once they are
+    /// gone only the checkpoint records those inserts, so a full replay (after the checkpoint
+    /// was lost) gives a forest close to the writer's rather than the same one
+    /// ([`RecoveryReport::pruned_inserts`]). Call it after `checkpoints_in`.
+    pub fn prune_tombstones(mut self, prune: bool) -> Self {
+        if let Some(checkpoints) = &mut self.checkpoints {
+            checkpoints.prune_tombstones = prune;
+        }
         self
     }
 
@@ -384,6 +408,8 @@ impl DedupWriterBuilder {
             checkpoint_sequence: 0,
             last_checkpoint: None,
             in_flight: None,
+            prunable: None,
+            pruned_tombstones: 0,
             layout: BlockLayout::new(self.config.max_distance)?,
             signer: Signer::new(&self.config),
             dedup: Deduplicator::new(self.config.clone())?,
@@ -529,6 +555,10 @@ pub struct DedupWriter {
     checkpoint_sequence: u64,
     last_checkpoint: Option<CheckpointReport>,
     in_flight: Option<InFlight>,
+    /// What the last durable checkpoint lets the next commit prune.
+    prunable: Option<PrunePlan>,
+    /// Tombstones this writer pruned.
+    pruned_tombstones: u64,
 }
 
 impl DedupWriter {
@@ -558,6 +588,10 @@ impl DedupWriter {
         self.dedup = Deduplicator::new(self.config.clone())?;
         let started = Instant::now();
         let (mut dedup, mark, refused) = self.open_forest()?;
+        // The checkpoint loaded is durable: what it lets go can be pruned at the next commit.
+        self.prunable = mark
+            .as_ref()
+            .and_then(|mark| self.prune_plan(mark.tombstones.clone(), dedup.newest_time()));
         let replay_into = (!dedup.is_shared()).then(|| dedup.forest_mut());
         let replayed = recovery::replay(&self.reader.searcher(), replay_into, mark.as_ref())
             .map_err(|source| index_error(&self.location, source))?;
@@ -602,7 +636,12 @@ impl DedupWriter {
         };
         let last_opstamp = self.last_opstamp()?;
         let mut dedup = fresh()?;
-        match recovery::load_checkpoint(dir, self.settings_id(), last_opstamp, dedup.forest_mut()) {
+        match recovery::load_checkpoint(
+            dir,
+            recovery::settings_id(&self.config),
+            last_opstamp,
+            dedup.forest_mut(),
+        ) {
             Ok(mark) => Ok((dedup, mark, None)),
             Err(refused) => {
                 drop(dedup);
@@ -620,12 +659,6 @@ impl DedupWriter {
         Ok(metas.opstamp)
     }
 
-    /// What identifies the `[dedup]` settings in a checkpoint.
-    fn settings_id(&self) -> u64 {
-        let settings = serde_json::to_vec(&self.config).unwrap_or_default();
-        xxhash_rust::xxh3::xxh3_64(&settings)
-    }
-
     /// Saves the forest of the last commit as the checkpoint, so that reopening replays only
     /// what comes after (with [`checkpoints_in`](DedupWriterBuilder::checkpoints_in); else
     /// `Ok(None)`), and returns once it is durable. Refused while anything added or deleted
@@ -634,8 +667,7 @@ impl DedupWriter {
         let Some(in_flight) = self.start_checkpoint()? else {
             return Ok(None);
         };
-        let report = in_flight.join();
-        self.last_checkpoint = Some(report.clone());
+        let report = self.take_in(in_flight);
         match &report.error {
             Some(error) => Err(Error::Io {
                 path: self
@@ -677,9 +709,10 @@ impl DedupWriter {
             next_sequence: self.next_sequence,
             tombstones: self.tombstones.clone(),
         };
-        let settings = self.settings_id();
+        let settings = recovery::settings_id(&self.config);
         let saved = recovery::save_checkpoint(&dir, settings, &mark, self.dedup.forest_mut())
             .map_err(|source| Error::Io { path: dir, source })?;
+        let prune = self.prune_plan(mark.tombstones, self.dedup.newest_time());
         self.checkpoint_sequence = mark.next_sequence;
         let report = CheckpointReport {
             next_sequence: mark.next_sequence,
@@ -695,7 +728,22 @@ impl DedupWriter {
                 path: self.location.clone(),
                 source,
             })?;
-        Ok(Some(InFlight { thread, report }))
+        Ok(Some(InFlight {
+            thread,
+            report,
+            prune,
+        }))
+    }
+
+    /// What a checkpoint listing the tombstones `listed`, taken when the newest time seen was
+    /// `newest`, lets the writer prune once it is durable (`None` when pruning is off).
+    fn prune_plan(&self, listed: Vec<u64>, newest: Option<Timestamp>) -> Option<PrunePlan> {
+        let checkpoints = self.checkpoints.as_ref()?;
+        let window = i64::try_from(self.config.window_seconds()).unwrap_or(i64::MAX);
+        (checkpoints.prune_tombstones && !listed.is_empty()).then_some(PrunePlan {
+            listed,
+            before: newest?.saturating_sub(window),
+        })
     }
 
     /// Takes in the checkpoint in flight once it is done (waiting for it with `wait`).
@@ -706,13 +754,45 @@ impl DedupWriter {
             .is_some_and(|in_flight| wait || in_flight.thread.is_finished())
             && let Some(in_flight) = self.in_flight.take()
         {
-            self.last_checkpoint = Some(in_flight.join());
+            self.take_in(in_flight);
         }
+    }
+
+    /// Waits for a checkpoint made durable by its own thread and takes in its report and what
+    /// it lets the writer prune.
+    fn take_in(&mut self, in_flight: InFlight) -> CheckpointReport {
+        let (report, prune) = in_flight.join();
+        if prune.is_some() {
+            self.prunable = prune;
+        }
+        self.last_checkpoint = Some(report.clone());
+        report
+    }
+
+    /// Asks `writer` to delete the tombstones the last durable checkpoint lets go, as part of
+    /// the next commit; their sequence numbers.
+    fn prune<D: DedupDocument>(&mut self, writer: &IndexWriter<D>) -> Result<Arc<[u64]>> {
+        let Some(plan) = self.prunable.take() else {
+            return Ok(Arc::from([]));
+        };
+        let pruned = prune::prunable(&self.reader.searcher(), &plan).map_err(self.error())?;
+        if !pruned.is_empty() {
+            let query = TombstonesQuery::new(Arc::clone(&pruned));
+            writer.delete_query(Box::new(query)).map_err(self.error())?;
+        }
+        Ok(pruned)
     }
 
     /// The last checkpoint this writer finished saving or failed to, if any.
     pub fn last_checkpoint(&self) -> Option<&CheckpointReport> {
         self.last_checkpoint.as_ref()
+    }
+
+    /// Tombstones this writer deleted from the index since it was opened, because a durable
+    /// checkpoint held their inserts and they were older than the window
+    /// ([`prune_tombstones`](DedupWriterBuilder::prune_tombstones)).
+    pub fn pruned_tombstones(&self) -> u64 {
+        self.pruned_tombstones
     }
 
     /// Inserts committed or not since the last checkpoint (all of them without one).
@@ -946,15 +1026,21 @@ impl DedupWriter {
     /// durable; its failure does not fail the commit
     /// ([`last_checkpoint`](Self::last_checkpoint) reports it).
     pub fn persist<D: DedupDocument>(&mut self, writer: &mut IndexWriter<D>) -> Result<Opstamp> {
+        self.finish_checkpoint(false);
+        let pruned = self.prune(writer)?;
         let opstamp = writer.commit().map_err(self.error())?;
         self.uncommitted.clear();
         self.committed_sequence = self.next_sequence;
         self.tombstones.append(&mut self.pending_tombstones);
+        if !pruned.is_empty() {
+            self.tombstones
+                .retain(|sequence| pruned.binary_search(sequence).is_err());
+            self.pruned_tombstones += pruned.len() as u64;
+        }
         let due = self
             .checkpoints
             .as_ref()
             .is_some_and(|checkpoints| self.inserts_since_checkpoint() >= checkpoints.every);
-        self.finish_checkpoint(false);
         if due {
             // The commit itself is done: a checkpoint that fails is only reported.
             match self.start_checkpoint() {

@@ -11,7 +11,9 @@
 //! - [`FacetCollector`]: values and time buckets counted over all matches (facets, histogram);
 //! - [`Highlighter`]: snippets of stored raw text with the matched words marked;
 //! - [`DedupSearcher`]: list pages, detail pages, near-duplicate checks, statistics;
-//! - [`check_index`]: every file of an index read and checked (`tantivy-dedup check`).
+//! - [`check_index`]: every file of an index read and checked (`tantivy-dedup check`);
+//! - recovery and pruning (private): the forest rebuilt on open from its checkpoint and the
+//!   inserts after it, and the tombstones a checkpoint made unnecessary deleted.
 
 mod check;
 mod collapse;
@@ -21,6 +23,7 @@ mod document;
 mod facets;
 mod filter;
 mod histogram;
+mod prune;
 mod recovery;
 pub mod schema;
 mod search;

@@ -15,6 +15,13 @@
 //! document off the node's count, as a full replay would. The forest that gives is the one a
 //! full replay gives (tested), and a checkpoint that cannot be used (missing, damaged, of
 //! other settings, newer than the index's last commit) means a full replay.
+//!
+//! Once a checkpoint is durable, the tombstones it lists whose inserts are older than the
+//! window at that checkpoint are no longer needed to reopen, and the writer deletes them from
+//! the index ([`prune`](super::prune)), which keeps an index whose documents are deleted as
+//! they age from growing without bound. The checkpoint is then the only record of those
+//! inserts: a full replay of such an index misses them ([`RecoveryReport::pruned_inserts`]),
+//! and gives a forest close to the writer's, not the same one.
 
 use std::io;
 use std::path::Path;
@@ -22,14 +29,21 @@ use std::time::{Duration, Instant};
 
 use tantivy::Searcher;
 
-use crate::Fingerprint;
 use crate::engine::schema::{EVENT_TIME, ROOT, SEQUENCE, SIMHASH, SKETCH, sketch_in};
 use crate::forest::checkpoint::{CheckpointReader, CheckpointWriter, SavedCheckpoint};
 use crate::forest::{Forest, Signature, Timestamp};
 use crate::verify::Sketch;
+use crate::{DedupConfig, Fingerprint};
 
 /// The checkpoint's file in a checkpoint directory (the sketch chunks it names lie beside it).
 pub const CHECKPOINT_FILE: &str = "forest.checkpoint";
+
+/// What identifies the `[dedup]` settings in a checkpoint: a forest saved under other
+/// settings would not decide as this one does.
+pub(crate) fn settings_id(config: &DedupConfig) -> u64 {
+    let settings = serde_json::to_vec(config).unwrap_or_default();
+    xxhash_rust::xxh3::xxh3_64(&settings)
+}
 
 /// Where a checkpoint stands in the index's history.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -105,8 +119,15 @@ pub struct RecoveryReport {
     /// Of those, the inserts of documents since deleted or replaced.
     pub tombstones: u64,
     /// Live documents whose stored root differs from the replayed one. Always 0 unless the
-    /// index was written with other dedup settings (such as a different window).
+    /// index was written with other dedup settings (such as a different window), or the
+    /// replay missed pruned inserts.
     pub mismatched_roots: u64,
+    /// Inserts this replay should have started from that the index no longer records (their
+    /// tombstones were pruned once a checkpoint held them): only a full replay, after the
+    /// checkpoint was refused or removed, misses any, and its forest then differs a little
+    /// from the writer's. (A lower bound: pruned inserts numbered after every recorded one
+    /// leave no gap to count.)
+    pub pruned_inserts: u64,
     /// Inserts numbered below this came from the forest checkpoint, not from a replay; `None`
     /// when no checkpoint was used.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -240,6 +261,9 @@ pub(crate) fn replay(
         ..RecoveryReport::default()
     };
     let next_sequence = events.last().map_or(start, |event| event.sequence + 1);
+    // Sequence numbers are handed out one by one, and every insert leaves a live document or
+    // a tombstone: a gap is a pruned tombstone.
+    report.pruned_inserts = (next_sequence - start).saturating_sub(events.len() as u64);
     for event in &mut events {
         let signature = Signature {
             fingerprint: event.simhash,

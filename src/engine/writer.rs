@@ -313,7 +313,8 @@ impl DedupIndex {
             .time_field(fields.published_at)
             .text_fields(text_fields)
             .location(dir)
-            .checkpoints_in(dir.join(FOREST_DIR), config.index.checkpoint_inserts);
+            .checkpoints_in(dir.join(FOREST_DIR), config.index.checkpoint_inserts)
+            .prune_tombstones(config.index.prune_tombstones);
         if let Some(store) = store {
             builder = builder.shared_forest(store);
         }

@@ -75,6 +75,11 @@ pub(super) enum Backing {
     /// dropped: a checkpoint names them instead of copying them. A file that a checkpoint
     /// names is deleted only once a later checkpoint no longer does.
     Files(PathBuf),
+    /// The named files of a checkpoint in this directory, read and never changed: they are
+    /// mapped copy-on-write, so what is written to their records stays in this process, new
+    /// chunks are on the heap, and no file is created or deleted (what `check` replays into
+    /// while the index's own writer may later use the directory).
+    Snapshot(PathBuf),
 }
 
 /// The extension of a chunk's file in a [`Backing::Files`] directory.
@@ -155,7 +160,7 @@ impl Chunk {
     /// A new empty chunk; with [`Backing::Files`] its file is number `file_id`.
     fn new(backing: &Backing, file_id: u64) -> io::Result<Chunk> {
         let (words, file) = match backing {
-            Backing::Memory => (Words::Memory(Vec::new()), None),
+            Backing::Memory | Backing::Snapshot(_) => (Words::Memory(Vec::new()), None),
             Backing::Directory(dir) => (Words::Mapped(map_new_file(dir)?), None),
             Backing::Files(dir) => {
                 let file = ChunkFile {
@@ -248,20 +253,37 @@ fn map_named_file(path: &Path, create: bool) -> io::Result<MmapMut> {
         .write(true)
         .create_new(create)
         .open(path)?;
-    let bytes = (CHUNK_WORDS * std::mem::size_of::<u32>()) as u64;
     if create {
-        file.set_len(bytes)?;
-    } else if file.metadata()?.len() != bytes {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("sketch chunk {} is not {bytes} bytes long", path.display()),
-        ));
+        file.set_len((CHUNK_WORDS * std::mem::size_of::<u32>()) as u64)?;
+    } else {
+        check_chunk_length(&file, path)?;
     }
     // SAFETY: the file lives in the directory of the index whose writer owns this store, and
     // the index's writer lock keeps every other process from writing to that directory; this
     // process maps each chunk file once, and only its arena writes it (never the bytes a live
     // record holds).
     unsafe { MmapMut::map_mut(&file) }
+}
+
+/// The chunk file at `path`, mapped copy-on-write: writes to the mapping never reach the file.
+fn map_file_privately(path: &Path) -> io::Result<MmapMut> {
+    let file = std::fs::File::open(path)?;
+    check_chunk_length(&file, path)?;
+    // SAFETY: a private mapping; the index's writer lock, which `check` holds while it reads,
+    // keeps every other process from changing the file meanwhile.
+    unsafe { memmap2::MmapOptions::new().map_copy(&file) }
+}
+
+/// Fails unless `file` (at `path`) is a whole chunk long.
+fn check_chunk_length(file: &std::fs::File, path: &Path) -> io::Result<()> {
+    let bytes = (CHUNK_WORDS * std::mem::size_of::<u32>()) as u64;
+    if file.metadata()?.len() != bytes {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("sketch chunk {} is not {bytes} bytes long", path.display()),
+        ));
+    }
+    Ok(())
 }
 
 /// Words a record of `hashes` hashes takes, padding included.
@@ -475,6 +497,12 @@ impl SketchArena {
                     "sketches kept in unlinked files cannot be checkpointed",
                 ));
             }
+            Backing::Snapshot(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "sketches read from a checkpoint to check it cannot be checkpointed",
+                ));
+            }
         };
         out.put_u64(kind)?;
         out.put_u64(self.chunks.len() as u64)?;
@@ -525,9 +553,10 @@ impl SketchArena {
         let kind = input.get_u64()?;
         let dir = match (&self.backing, kind) {
             (Backing::Memory, 0) => None,
-            (Backing::Files(dir), 1) => Some(dir.clone()),
+            (Backing::Files(dir) | Backing::Snapshot(dir), 1) => Some(dir.clone()),
             _ => return Err(input.invalid("its sketches were kept elsewhere")),
         };
+        let read_only = matches!(self.backing, Backing::Snapshot(_));
         let count = input.get_usize(MAX_CHUNKS)?;
         let mut files = Vec::new();
         for _ in 0..count {
@@ -544,6 +573,10 @@ impl SketchArena {
                         return Err(input.invalid("a sketch chunk is cut off"));
                     }
                     (Words::Memory(words), None)
+                }
+                Some(dir) if read_only => {
+                    let map = map_file_privately(&chunk_path(dir, input.get_u64()?))?;
+                    (Words::Mapped(map), None)
                 }
                 Some(dir) => {
                     let id = input.get_u64()?;
@@ -587,7 +620,7 @@ impl SketchArena {
         let slot = |number: u64| (number != u64::MAX).then_some(number as usize);
         (self.head, self.sealed) = (slot(head), slot(sealed));
         self.free = free.into_iter().map(|number| number as usize).collect();
-        if let Some(dir) = dir {
+        if let Some(dir) = dir.filter(|_| !read_only) {
             remove_chunk_files(&dir, &files)?;
             self.retired.clear();
         }

@@ -85,6 +85,13 @@ impl SketchStore {
         Ok(SketchStore::with_arena(SketchArena::in_files(dir)?))
     }
 
+    /// A store to [load](crate::Forest::load) the checkpoint of `dir` into without changing
+    /// anything there: its chunk files are mapped copy-on-write, new sketches stay on the
+    /// heap, and no file is made or deleted. It cannot be saved.
+    pub(crate) fn snapshot_of_checkpoint_directory(dir: &Path) -> Self {
+        SketchStore::with_backing(Backing::Snapshot(dir.to_path_buf()))
+    }
+
     fn with_backing(backing: Backing) -> Self {
         SketchStore::with_arena(SketchArena::new(backing))
     }

@@ -11,7 +11,8 @@ use std::time::Duration;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use tantivy_dedup::config::Config;
-use tantivy_dedup::engine::{CHECKPOINT_FILE, DedupIndex, FOREST_DIR};
+use tantivy_dedup::engine::{CHECKPOINT_FILE, DedupIndex, DedupSearcher, FOREST_DIR, check_index};
+use tantivy_dedup::forest::NodeInfo;
 use tantivy_dedup::{Article, Change, Decision, Deduplicator, Fingerprint};
 
 mod damage;
@@ -189,10 +190,12 @@ fn copy_without_checkpoint(from: &Path, to: &Path) {
 fn a_checkpoint_and_the_inserts_after_it_rebuild_the_forest_of_a_full_replay() {
     // Checkpoints every 50 inserts at commits every 40 steps; the process then dies without
     // closing, so reopening loads the last checkpoint and replays the inserts after it,
-    // including deletes made since of documents the checkpoint holds.
+    // including deletes made since of documents the checkpoint holds. Tombstones are kept,
+    // so that the full replay it is compared with is exact.
     let steps = workload(3, 600);
     let mut config = config();
     config.index.checkpoint_inserts = 50;
+    config.index.prune_tombstones = false;
     let dir = tempfile::tempdir().unwrap();
     let mut straight = DedupIndex::create(&dir.path().join("straight"), config.clone()).unwrap();
     let expected = run(&mut straight, &steps);
@@ -218,12 +221,11 @@ fn a_checkpoint_and_the_inserts_after_it_rebuild_the_forest_of_a_full_replay() {
             "{recovery:?}"
         );
         assert_eq!(recovery.mismatched_roots, 0, "split {split}: {recovery:?}");
-        let nodes = |index: &DedupIndex| {
-            let mut nodes: Vec<_> = index.forest().nodes().collect();
-            nodes.sort_unstable_by_key(|node| node.fingerprint);
-            nodes
-        };
-        assert_eq!(nodes(&index), nodes(&replayed), "split {split}");
+        assert_eq!(
+            sorted_nodes(&index),
+            sorted_nodes(&replayed),
+            "split {split}"
+        );
         let counts = |index: &DedupIndex| {
             let stats = index.forest().stats();
             (stats.nodes, stats.roots, stats.expired)
@@ -241,6 +243,8 @@ fn a_damaged_checkpoint_is_refused_and_every_insert_replayed() {
     let steps = workload(4, 300);
     let mut config = config();
     config.index.checkpoint_inserts = 100;
+    // Kept tombstones: the full replay that replaces the checkpoint is then exact.
+    config.index.prune_tombstones = false;
     let dir = tempfile::tempdir().unwrap();
     let mut straight = DedupIndex::create(&dir.path().join("straight"), config.clone()).unwrap();
     let expected = run(&mut straight, &steps);
@@ -260,8 +264,120 @@ fn a_damaged_checkpoint_is_refused_and_every_insert_replayed() {
     assert_eq!(recovery.checkpoint_sequence, None);
     assert!(recovery.checkpoint_refused.is_some(), "{recovery:?}");
     assert_eq!(recovery.mismatched_roots, 0);
+    assert_eq!(recovery.pruned_inserts, 0);
     roots.extend(run(&mut index, &steps[200..]));
     assert_eq!(roots, expected);
+}
+
+/// The forest's nodes, in fingerprint order.
+fn sorted_nodes(index: &DedupIndex) -> Vec<NodeInfo> {
+    let mut nodes: Vec<_> = index.forest().nodes().collect();
+    nodes.sort_unstable_by_key(|node| node.fingerprint);
+    nodes
+}
+
+/// Tombstones counted by the index's statistics.
+fn tombstones(path: &Path) -> u64 {
+    DedupSearcher::open(path)
+        .unwrap()
+        .stats()
+        .unwrap()
+        .tombstones
+}
+
+#[test]
+fn pruning_tombstones_a_checkpoint_holds_keeps_restart_equal_to_no_restart() {
+    // Checkpoints every 50 inserts at commits every 20 steps, clusters expiring within the
+    // run: the commits after each checkpoint prune the old tombstones it lists. The writer
+    // dies without closing seven times; each reopening loads the checkpoint, prunes at its
+    // first commit what that checkpoint lists (not the deletes made after it), and gives the
+    // forest of an uninterrupted run, node by node. Only a full replay (the checkpoint
+    // removed) misses the pruned inserts, and `check` says so.
+    let mut steps = workload(5, 800);
+    // Just before the first restart of each pair, deletes of the three newest documents,
+    // whose nodes are still in the window: tombstones the loaded checkpoint does not list,
+    // which must survive the prune after reopening for the second reopening to see them.
+    let mut restarts = vec![150, 170, 333, 353, 517, 537, 650, 800];
+    for pair in (0..3).rev() {
+        let at = restarts[2 * pair];
+        let newest = steps[..at].iter().rev().filter_map(|step| match step {
+            Step::Add(article) => Some(Step::Delete(article.id.clone())),
+            Step::Delete(_) => None,
+        });
+        let deletes: Vec<Step> = newest.take(3).collect();
+        steps.splice(at..at, deletes);
+        for later in &mut restarts[2 * pair..] {
+            *later += 3;
+        }
+    }
+    let mut config = config();
+    config.index.checkpoint_inserts = 50;
+    let dir = tempfile::tempdir().unwrap();
+    let mut straight = DedupIndex::create(&dir.path().join("straight"), config.clone()).unwrap();
+    let path = dir.path().join("pruned");
+    let mut index = DedupIndex::create(&path, config.clone()).unwrap();
+    let mut done = 0;
+    // Each second restart comes one commit after the one before: that commit pruned what the
+    // loaded checkpoint lets go, and the next reopening loads that same checkpoint again.
+    for restart in restarts {
+        let expected = run(&mut straight, &steps[done..restart]);
+        let roots = run_committing(&mut index, &steps[done..restart], 20);
+        assert_eq!(roots, expected, "up to {restart}");
+        done = restart;
+        drop(index);
+        index = DedupIndex::open(&path).unwrap();
+        let recovery = index.recovery().clone();
+        assert!(recovery.checkpoint_sequence.is_some(), "{recovery:?}");
+        assert_eq!(
+            (recovery.mismatched_roots, recovery.pruned_inserts),
+            (0, 0),
+            "at {restart}: {recovery:?}"
+        );
+        // Node by node, document counts included (a delete made after a checkpoint of an
+        // insert it holds changes only a count).
+        assert_eq!(
+            sorted_nodes(&index),
+            sorted_nodes(&straight),
+            "at {restart}"
+        );
+        index.forest().check_invariants().unwrap();
+    }
+    drop(index);
+
+    let mut kept = config;
+    kept.index.prune_tombstones = false;
+    let unpruned = dir.path().join("unpruned");
+    let mut index = DedupIndex::create(&unpruned, kept).unwrap();
+    run_committing(&mut index, &steps, 20);
+    drop(index);
+    assert!(
+        tombstones(&path) < tombstones(&unpruned) / 2,
+        "{} tombstones kept, {} without pruning",
+        tombstones(&path),
+        tombstones(&unpruned)
+    );
+
+    let report = check_index(&path).unwrap();
+    assert!(report.is_sound(), "{report:?}");
+    let full = report.replay.unwrap();
+    assert!(full.pruned_inserts > 0, "{full:?}");
+    let from_checkpoint = report.checkpoint_replay.unwrap();
+    assert_eq!(from_checkpoint.mismatched_roots, 0, "{from_checkpoint:?}");
+    assert_eq!(from_checkpoint.pruned_inserts, 0, "{from_checkpoint:?}");
+
+    // Without its checkpoint the index cannot be rebuilt exactly, and says so.
+    let full = dir.path().join("without-checkpoint");
+    copy_without_checkpoint(&path, &full);
+    let report = check_index(&full).unwrap();
+    assert!(
+        report
+            .damaged
+            .iter()
+            .any(|damage| damage.problem.contains("pruned")),
+        "{report:?}"
+    );
+    let replayed = DedupIndex::open(&full).unwrap();
+    assert!(replayed.recovery().pruned_inserts > 0);
 }
 
 #[test]
