@@ -566,7 +566,8 @@ pub struct IndexConfig {
     /// dedup window. They are not needed to reopen; without pruning, an index whose documents
     /// are deleted as they age (`retention`) keeps one per document ever written. Once they
     /// are gone, only the checkpoint records those inserts: a full replay (the checkpoint
-    /// lost) rebuilds a forest close to the writer's, not the same one.
+    /// lost) rebuilds a forest close to the writer's, not the same one. Nothing is pruned
+    /// with a shared (Redis) forest, nor by a run with another `window` or `tables`.
     pub prune_tombstones: bool,
     /// The zone of the people who read the index: a date or time given without an offset
     /// (`search --from 2024-04-21`, `/v1/search?from=2024-04-21`) is read in it, and the

@@ -163,9 +163,13 @@ pub fn run(args: IngestArgs) -> anyhow::Result<ExitCode> {
         );
     }
     if recovered.mismatched_roots > 0 {
+        let why = if recovered.pruned_inserts > 0 {
+            "the replay missed the pruned inserts"
+        } else {
+            "the index was written with other settings (window?)"
+        };
         eprintln!(
-            "ingest: warning: {} another root than the replay gives; the index was written \
-             with other settings (window?)",
+            "ingest: warning: {} another root than the replay gives; {why}",
             counted(recovered.mismatched_roots, "document has", "documents have")
         );
     }

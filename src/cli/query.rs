@@ -570,6 +570,12 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
                 differ(replay.mismatched_roots)
             )?;
         }
+        if let Some(why) = &report.checkpoint_refused {
+            writeln!(
+                out,
+                "forest checkpoint not used ({why}): opening replays every insert"
+            )?;
+        }
         for damage in &report.damaged {
             writeln!(
                 out,

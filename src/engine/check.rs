@@ -9,7 +9,9 @@ use serde::Serialize;
 use tantivy::directory::error::LockError;
 use tantivy::directory::{Directory, INDEX_WRITER_LOCK};
 use tantivy::index::SegmentComponent;
-use tantivy::{ReloadPolicy, Searcher, SegmentMeta, SegmentReader, TantivyDocument, TantivyError};
+use tantivy::{
+    IndexMeta, ReloadPolicy, Searcher, SegmentMeta, SegmentReader, TantivyDocument, TantivyError,
+};
 
 use crate::DedupConfig;
 use crate::dedup::Deduplicator;
@@ -18,7 +20,6 @@ use crate::engine::directory::{
 };
 use crate::engine::recovery::{self, CHECKPOINT_FILE, RecoveryReport};
 use crate::engine::schema::ROOT;
-use crate::forest::NodeInfo;
 use crate::verify::SketchStore;
 use crate::{Error, Result};
 
@@ -56,6 +57,11 @@ pub struct CheckReport {
     /// does; `None` without a usable checkpoint.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checkpoint_replay: Option<RecoveryReport>,
+    /// Why the forest checkpoint could not be used, on an index that records every insert
+    /// (not damage: opening then replays every insert; written, for instance, by a run with
+    /// another `window`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint_refused: Option<String>,
     /// Everything found missing or damaged, in the order found; empty for a sound index.
     pub damaged: Vec<Damage>,
 }
@@ -79,8 +85,7 @@ impl CheckReport {
 ///   insert the index records, and, with a forest checkpoint, of the checkpoint (read
 ///   without changing it) and the inserts after it, as an open does. The two must give the
 ///   same forest while the index records every insert; once tombstones were pruned, only the
-///   checkpoint's can be exact, so it must be usable and give every live document its stored
-///   root.
+///   checkpoint records those inserts, so it must be there and usable.
 ///
 /// Holds the index's writer lock meanwhile, so that no merge or garbage collection changes
 /// files under it: while a server or an `ingest` writes, it fails with [`Error::Busy`]. An
@@ -132,21 +137,23 @@ pub fn check_index(dir: &Path) -> Result<CheckReport> {
         }
     }
     if report.is_sound() {
-        replay_both_ways(dir, &index, &config.dedup, metas.opstamp, &mut report)?;
+        replay_both_ways(dir, &index, &config.dedup, &metas, &mut report)?;
     }
     Ok(report)
 }
 
-/// Replays the forest as opening does, and checks what it gives: every insert the index
-/// records into an empty forest, and, when the index has a checkpoint, the checkpoint (read,
-/// never changed) and the inserts after it; both must keep the forest's invariants, the
-/// checkpoint's must give every live document its stored root, and while the index still
-/// records every insert, the two forests must be the same.
+/// Replays the forest and checks what it gives: every insert the index records into an empty
+/// forest, and, when the index has a checkpoint, the checkpoint (read, never changed) and the
+/// inserts after it, as opening does. Both must keep the forest's invariants; while the index
+/// still records every insert the two forests must be the same; once tombstones were pruned,
+/// only the checkpoint holds those inserts, and a pruned index without a usable checkpoint is
+/// damaged. A checkpoint refused on an index that records every insert is only noted: opening
+/// replays every insert then, and loses nothing.
 fn replay_both_ways(
     dir: &Path,
     index: &tantivy::Index,
     config: &DedupConfig,
-    opstamp: u64,
+    metas: &IndexMeta,
     report: &mut CheckReport,
 ) -> Result<()> {
     let reader = index
@@ -155,62 +162,73 @@ fn replay_both_ways(
         .try_into()
         .map_err(|source| index_error(dir, source))?;
     let searcher = reader.searcher();
+    let recorded_next = recovery::recorded_next_sequence(metas.payload.as_deref());
     let checkpoint_dir = dir.join(FOREST_DIR);
     let checkpoint_file = checkpoint_dir.join(CHECKPOINT_FILE);
-    let full = replay_every_insert(&searcher, config);
-    let from_checkpoint = checkpoint_file
-        .exists()
-        .then(|| replay_from_checkpoint(&checkpoint_dir, &searcher, config, opstamp));
+    let has_checkpoint = checkpoint_file.exists();
+    // One forest at a time: the full replay's goes before the checkpoint is loaded, and only
+    // its nodes stay for the comparison.
+    let (full_report, full_nodes) = match replay_every_insert(&searcher, config, recorded_next) {
+        Ok((dedup, full)) => {
+            let compare = has_checkpoint && full.pruned_inserts == 0;
+            (Some(full), compare.then(|| dedup.forest().nodes_in_order()))
+        }
+        Err(problem) => {
+            report.damaged.push(Damage {
+                path: dir.to_owned(),
+                problem: format!("the forest's replay failed: {problem}"),
+            });
+            (None, None)
+        }
+    };
+    let pruned = full_report.as_ref().map_or(0, |full| full.pruned_inserts);
+    let from_checkpoint = has_checkpoint.then(|| {
+        replay_from_checkpoint(
+            &checkpoint_dir,
+            &searcher,
+            config,
+            metas.opstamp,
+            recorded_next,
+        )
+    });
     let mut damage = |path: &Path, problem: String| {
         report.damaged.push(Damage {
             path: path.to_owned(),
             problem,
         })
     };
-    let full = match full {
-        Ok(full) => Some(full),
-        Err(problem) => {
-            damage(dir, format!("the forest's replay failed: {problem}"));
-            None
+    match from_checkpoint {
+        Some(Ok((dedup, replayed))) => {
+            if full_nodes.is_some_and(|nodes| nodes != dedup.forest().nodes_in_order()) {
+                damage(
+                    &checkpoint_file,
+                    "it and the inserts after it give another forest than replaying every \
+                     insert"
+                        .to_owned(),
+                );
+            }
+            report.checkpoint_replay = Some(replayed);
         }
-    };
-    let from_checkpoint = match from_checkpoint {
-        Some(Ok(replayed)) if replayed.1.mismatched_roots > 0 => {
-            let problem = format!(
-                "replayed from it, {} live documents get another root than the one stored",
-                replayed.1.mismatched_roots
-            );
-            damage(&checkpoint_file, problem);
-            None
-        }
-        Some(Ok(replayed)) => Some(replayed),
-        Some(Err(problem)) => {
-            damage(&checkpoint_file, format!("it cannot be used: {problem}"));
-            None
-        }
-        None => None,
-    };
-    if let Some((full, full_report)) = &full {
-        let pruned = full_report.pruned_inserts;
-        match &from_checkpoint {
-            Some((replayed, _)) if pruned == 0 && nodes(replayed) != nodes(full) => damage(
-                &checkpoint_file,
-                "it and the inserts after it give another forest than replaying every insert"
-                    .to_owned(),
+        Some(Err(problem)) if pruned > 0 => damage(
+            &checkpoint_file,
+            format!(
+                "it cannot be used ({problem}), and only it records the {pruned} inserts whose \
+                 tombstones were pruned: opening rebuilds a forest close to the writer's, not \
+                 the same one"
             ),
-            None if pruned > 0 => damage(
-                dir,
-                format!(
-                    "{pruned} inserts whose tombstones were pruned are recorded only by the \
-                     forest checkpoint, which is missing or unusable: opening rebuilds a forest \
-                     close to the writer's, not the same one"
-                ),
+        ),
+        Some(Err(problem)) => report.checkpoint_refused = Some(problem),
+        None if pruned > 0 => damage(
+            dir,
+            format!(
+                "the forest checkpoint is missing, and only it recorded the {pruned} inserts \
+                 whose tombstones were pruned: opening rebuilds a forest close to the writer's, \
+                 not the same one"
             ),
-            _ => {}
-        }
+        ),
+        None => {}
     }
-    report.replay = full.map(|(_, report)| report);
-    report.checkpoint_replay = from_checkpoint.map(|(_, report)| report);
+    report.replay = full_report;
     Ok(())
 }
 
@@ -218,11 +236,12 @@ fn replay_both_ways(
 fn replay_every_insert(
     searcher: &Searcher,
     config: &DedupConfig,
+    recorded_next: Option<u64>,
 ) -> std::result::Result<(Deduplicator, RecoveryReport), String> {
     // Sketches in the temporary directory: the index's own may be read-only here.
     let mut dedup = Deduplicator::with_sketches_in(config.clone(), &std::env::temp_dir())
         .map_err(|error| error.to_string())?;
-    let replayed = recovery::replay(searcher, Some(dedup.forest_mut()), None)
+    let replayed = recovery::replay(searcher, Some(dedup.forest_mut()), None, recorded_next)
         .map_err(|error| error.to_string())?;
     dedup.forest().check_invariants()?;
     Ok((dedup, replayed.report))
@@ -234,30 +253,28 @@ fn replay_from_checkpoint(
     searcher: &Searcher,
     config: &DedupConfig,
     opstamp: u64,
+    recorded_next: Option<u64>,
 ) -> std::result::Result<(Deduplicator, RecoveryReport), String> {
     let started = Instant::now();
     let sketches = SketchStore::snapshot_of_checkpoint_directory(dir);
-    let mut dedup =
-        Deduplicator::with_sketches(config.clone(), sketches).map_err(|error| error.to_string())?;
-    let settings = recovery::settings_id(config);
-    let mark = recovery::load_checkpoint(dir, settings, opstamp, dedup.forest_mut())
+    let (mut dedup, mark) = recovery::open_checkpoint(dir, config, opstamp, sketches)
+        .map_err(|error| error.to_string())?;
+    let mark = mark
         .map_err(|error| error.to_string())?
         .ok_or("it is gone")?;
-    let replayed = recovery::replay(searcher, Some(dedup.forest_mut()), Some(&mark))
-        .map_err(|error| error.to_string())?;
+    let replayed = recovery::replay(
+        searcher,
+        Some(dedup.forest_mut()),
+        Some(&mark),
+        recorded_next,
+    )
+    .map_err(|error| error.to_string())?;
     dedup.forest().check_invariants()?;
     let report = RecoveryReport {
         elapsed: started.elapsed(),
         ..replayed.report
     };
     Ok((dedup, report))
-}
-
-/// A forest's nodes, in fingerprint order.
-fn nodes(dedup: &Deduplicator) -> Vec<NodeInfo> {
-    let mut nodes: Vec<NodeInfo> = dedup.forest().nodes().collect();
-    nodes.sort_unstable_by_key(|node| node.fingerprint);
-    nodes
 }
 
 /// Decodes every stored document and every fast field value of a segment whose files are

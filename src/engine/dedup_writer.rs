@@ -249,14 +249,14 @@ pub struct DedupWriterBuilder {
     /// Where the forest keeps default mode's sketches; `None`: on the heap.
     sketch_dir: Option<PathBuf>,
     checkpoints: Option<Checkpoints>,
+    prune_tombstones: bool,
 }
 
-/// Where and how often a writer saves its forest, and whether it then prunes tombstones.
+/// Where and how often a writer saves its forest.
 #[derive(Debug, Clone)]
 struct Checkpoints {
     dir: PathBuf,
     every: u64,
-    prune_tombstones: bool,
 }
 
 /// Inserts between two checkpoints, by default: reopening then replays at most about this
@@ -360,7 +360,6 @@ impl DedupWriterBuilder {
         self.checkpoints = Some(Checkpoints {
             dir: dir.into(),
             every: every.max(1),
-            prune_tombstones: true,
         });
         self
     }
@@ -371,11 +370,9 @@ impl DedupWriterBuilder {
     /// deletes of aged documents they would otherwise grow without bound; but once they are
     /// gone only the checkpoint records those inserts, so a full replay (after the checkpoint
     /// was lost) gives a forest close to the writer's rather than the same one
-    /// ([`RecoveryReport::pruned_inserts`]). Call it after `checkpoints_in`.
+    /// ([`RecoveryReport::pruned_inserts`]). Without checkpoints nothing is pruned.
     pub fn prune_tombstones(mut self, prune: bool) -> Self {
-        if let Some(checkpoints) = &mut self.checkpoints {
-            checkpoints.prune_tombstones = prune;
-        }
+        self.prune_tombstones = prune;
         self
     }
 
@@ -406,9 +403,11 @@ impl DedupWriterBuilder {
             pending_tombstones: Vec::new(),
             committed_sequence: 0,
             checkpoint_sequence: 0,
+            deletes_since_checkpoint: 0,
             last_checkpoint: None,
             in_flight: None,
             prunable: None,
+            prune_tombstones: self.prune_tombstones,
             pruned_tombstones: 0,
             layout: BlockLayout::new(self.config.max_distance)?,
             signer: Signer::new(&self.config),
@@ -553,8 +552,12 @@ pub struct DedupWriter {
     committed_sequence: u64,
     /// `next_sequence` at the last checkpoint saved or loaded.
     checkpoint_sequence: u64,
+    /// Deletes committed since then.
+    deletes_since_checkpoint: u64,
     last_checkpoint: Option<CheckpointReport>,
     in_flight: Option<InFlight>,
+    /// Whether tombstones a durable checkpoint holds are pruned.
+    prune_tombstones: bool,
     /// What the last durable checkpoint lets the next commit prune.
     prunable: Option<PrunePlan>,
     /// Tombstones this writer pruned.
@@ -574,6 +577,7 @@ impl DedupWriter {
             store: None,
             sketch_dir: None,
             checkpoints: None,
+            prune_tombstones: true,
         }
     }
 
@@ -593,8 +597,15 @@ impl DedupWriter {
             .as_ref()
             .and_then(|mark| self.prune_plan(mark.tombstones.clone(), dedup.newest_time()));
         let replay_into = (!dedup.is_shared()).then(|| dedup.forest_mut());
-        let replayed = recovery::replay(&self.reader.searcher(), replay_into, mark.as_ref())
-            .map_err(|source| index_error(&self.location, source))?;
+        let recorded_next =
+            recovery::recorded_next_sequence(self.last_commit()?.payload.as_deref());
+        let replayed = recovery::replay(
+            &self.reader.searcher(),
+            replay_into,
+            mark.as_ref(),
+            recorded_next,
+        )
+        .map_err(|source| index_error(&self.location, source))?;
         self.dedup = dedup;
         self.recovery = RecoveryReport {
             checkpoint_refused: refused,
@@ -603,6 +614,10 @@ impl DedupWriter {
         };
         self.next_sequence = replayed.next_sequence;
         self.committed_sequence = replayed.next_sequence;
+        let listed: &[u64] = mark.as_ref().map_or(&[], |mark| &mark.tombstones);
+        let unlisted = replayed.tombstones.iter();
+        let unlisted = unlisted.filter(|sequence| listed.binary_search(sequence).is_err());
+        self.deletes_since_checkpoint = unlisted.count() as u64;
         self.checkpoint_sequence = mark.map_or(0, |mark| mark.next_sequence);
         self.tombstones = replayed.tombstones;
         self.pending_tombstones.clear();
@@ -626,37 +641,29 @@ impl DedupWriter {
             return Ok((dedup, None, None));
         };
         let dir = &checkpoints.dir;
-        let io_error = |source| Error::Io {
-            path: dir.clone(),
-            source,
+        let sketches = || {
+            SketchStore::in_checkpoint_directory(dir).map_err(|source| Error::Io {
+                path: dir.clone(),
+                source,
+            })
         };
-        let fresh = || {
-            let sketches = SketchStore::in_checkpoint_directory(dir).map_err(io_error)?;
-            Deduplicator::with_sketches(config.clone(), sketches)
-        };
-        let last_opstamp = self.last_opstamp()?;
-        let mut dedup = fresh()?;
-        match recovery::load_checkpoint(
-            dir,
-            recovery::settings_id(&self.config),
-            last_opstamp,
-            dedup.forest_mut(),
-        ) {
-            Ok(mark) => Ok((dedup, mark, None)),
-            Err(refused) => {
+        let last_opstamp = self.last_commit()?.opstamp;
+        match recovery::open_checkpoint(dir, &config, last_opstamp, sketches()?)? {
+            (dedup, Ok(mark)) => Ok((dedup, mark, None)),
+            (dedup, Err(refused)) => {
                 drop(dedup);
-                Ok((fresh()?, None, Some(refused.to_string())))
+                let dedup = Deduplicator::with_sketches(config, sketches()?)?;
+                Ok((dedup, None, Some(refused.to_string())))
             }
         }
     }
 
-    /// The opstamp of the index's last commit (what a checkpoint is tagged with).
-    fn last_opstamp(&self) -> Result<u64> {
-        let metas = self
-            .index
+    /// The metadata of the index's last commit: its opstamp (what a checkpoint is tagged
+    /// with) and payload.
+    fn last_commit(&self) -> Result<tantivy::IndexMeta> {
+        self.index
             .load_metas()
-            .map_err(|source| index_error(&self.location, source))?;
-        Ok(metas.opstamp)
+            .map_err(|source| index_error(&self.location, source))
     }
 
     /// Saves the forest of the last commit as the checkpoint, so that reopening replays only
@@ -702,7 +709,7 @@ impl DedupWriter {
             ));
         }
         let started = Instant::now();
-        let opstamp = self.last_opstamp()?;
+        let opstamp = self.last_commit()?.opstamp;
         self.tombstones.sort_unstable();
         let mark = CheckpointMark {
             opstamp,
@@ -714,6 +721,7 @@ impl DedupWriter {
             .map_err(|source| Error::Io { path: dir, source })?;
         let prune = self.prune_plan(mark.tombstones, self.dedup.newest_time());
         self.checkpoint_sequence = mark.next_sequence;
+        self.deletes_since_checkpoint = 0;
         let report = CheckpointReport {
             next_sequence: mark.next_sequence,
             bytes: 0,
@@ -738,9 +746,8 @@ impl DedupWriter {
     /// What a checkpoint listing the tombstones `listed`, taken when the newest time seen was
     /// `newest`, lets the writer prune once it is durable (`None` when pruning is off).
     fn prune_plan(&self, listed: Vec<u64>, newest: Option<Timestamp>) -> Option<PrunePlan> {
-        let checkpoints = self.checkpoints.as_ref()?;
         let window = i64::try_from(self.config.window_seconds()).unwrap_or(i64::MAX);
-        (checkpoints.prune_tombstones && !listed.is_empty()).then_some(PrunePlan {
+        (self.prune_tombstones && !listed.is_empty()).then_some(PrunePlan {
             listed,
             before: newest?.saturating_sub(window),
         })
@@ -770,17 +777,23 @@ impl DedupWriter {
     }
 
     /// Asks `writer` to delete the tombstones the last durable checkpoint lets go, as part of
-    /// the next commit; their sequence numbers.
-    fn prune<D: DedupDocument>(&mut self, writer: &IndexWriter<D>) -> Result<Arc<[u64]>> {
+    /// the next commit; their sequence numbers. Pruning only saves space: when the committed
+    /// tombstones cannot be read, nothing is pruned now and the next commit tries again.
+    fn prune<D: DedupDocument>(&mut self, writer: &IndexWriter<D>) -> Arc<[u64]> {
         let Some(plan) = self.prunable.take() else {
-            return Ok(Arc::from([]));
+            return Arc::from([]);
         };
-        let pruned = prune::prunable(&self.reader.searcher(), &plan).map_err(self.error())?;
-        if !pruned.is_empty() {
-            let query = TombstonesQuery::new(Arc::clone(&pruned));
-            writer.delete_query(Box::new(query)).map_err(self.error())?;
-        }
-        Ok(pruned)
+        let found = prune::prunable(&self.reader.searcher(), &plan).and_then(|pruned| {
+            if !pruned.is_empty() {
+                let query = TombstonesQuery::new(Arc::clone(&pruned));
+                writer.delete_query(Box::new(query))?;
+            }
+            Ok(pruned)
+        });
+        found.unwrap_or_else(|_| {
+            self.prunable = Some(plan);
+            Arc::from([])
+        })
     }
 
     /// The last checkpoint this writer finished saving or failed to, if any.
@@ -793,6 +806,12 @@ impl DedupWriter {
     /// ([`prune_tombstones`](DedupWriterBuilder::prune_tombstones)).
     pub fn pruned_tombstones(&self) -> u64 {
         self.pruned_tombstones
+    }
+
+    /// Whether anything was committed since the last checkpoint (inserts or deletes): then
+    /// reopening would replay something, or take a delete off its node.
+    pub fn changed_since_checkpoint(&self) -> bool {
+        self.committed_sequence > self.checkpoint_sequence || self.deletes_since_checkpoint > 0
     }
 
     /// Inserts committed or not since the last checkpoint (all of them without one).
@@ -987,6 +1006,37 @@ impl DedupWriter {
     /// Takes effect at the next commit. Refused while anything added or deleted is
     /// uncommitted: Tantivy would delete matching uncommitted documents too, and those would
     /// leave no tombstone, so a reopened index would decide differently.
+    ///
+    /// ```
+    /// use tantivy::collector::Count;
+    /// use tantivy::query::AllQuery;
+    /// use tantivy::schema::{Schema, STORED, STRING, TEXT};
+    /// use tantivy::{Index, IndexWriter, doc};
+    /// use tantivy_dedup::DedupConfig;
+    /// use tantivy_dedup::engine::DedupWriter;
+    /// use tantivy_dedup::engine::schema::DedupFields;
+    ///
+    /// let mut builder = Schema::builder();
+    /// let id = builder.add_text_field("id", STRING | STORED);
+    /// let body = builder.add_text_field("body", TEXT);
+    /// DedupFields::add_to(&mut builder, &DedupConfig::default())?;
+    /// let index = Index::create_in_ram(builder.build());
+    /// let mut writer: IndexWriter = index.writer_with_num_threads(1, 15_000_000)?;
+    /// let mut dedup = DedupWriter::builder(DedupConfig::default())
+    ///     .id_field(id)
+    ///     .text_fields([body])
+    ///     .open(&index)?;
+    /// dedup.add_document(&writer, doc!(id => "a", body => "国务院召开常务会议，部署下半年经济工作。"))?;
+    /// dedup.add_document(&writer, doc!(id => "b", body => "气象台发布暴雨蓝色预警，提醒市民雨天注意出行安全。"))?;
+    /// dedup.commit(&mut writer)?;
+    /// // A match-all query deletes both documents, not the tombstones they leave.
+    /// assert_eq!(dedup.delete_query(&writer, Box::new(AllQuery))?, 2);
+    /// dedup.commit(&mut writer)?;
+    /// let searcher = dedup.reader().searcher();
+    /// assert_eq!(searcher.search(&dedup.fields().live(Box::new(AllQuery)), &Count)?, 0);
+    /// assert_eq!(searcher.num_docs(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn delete_query<D: DedupDocument>(
         &mut self,
         writer: &IndexWriter<D>,
@@ -1013,7 +1063,9 @@ impl DedupWriter {
             self.pending_tombstones.push(insert.sequence);
             self.dedup.remove_document(insert.simhash)?;
         }
-        writer.delete_query(query).map_err(self.error())?;
+        // Only the live documents matched: the query could match the tombstones just added.
+        let live = self.fields.live(query);
+        writer.delete_query(Box::new(live)).map_err(self.error())?;
         Ok(inserts.len() as u64)
     }
 
@@ -1027,10 +1079,13 @@ impl DedupWriter {
     /// ([`last_checkpoint`](Self::last_checkpoint) reports it).
     pub fn persist<D: DedupDocument>(&mut self, writer: &mut IndexWriter<D>) -> Result<Opstamp> {
         self.finish_checkpoint(false);
-        let pruned = self.prune(writer)?;
-        let opstamp = writer.commit().map_err(self.error())?;
+        let pruned = self.prune(writer);
+        let mut commit = writer.prepare_commit().map_err(self.error())?;
+        commit.set_payload(&recovery::commit_payload(self.next_sequence));
+        let opstamp = commit.commit().map_err(self.error())?;
         self.uncommitted.clear();
         self.committed_sequence = self.next_sequence;
+        self.deletes_since_checkpoint += self.pending_tombstones.len() as u64;
         self.tombstones.append(&mut self.pending_tombstones);
         if !pruned.is_empty() {
             self.tombstones

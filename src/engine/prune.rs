@@ -180,4 +180,39 @@ mod tests {
         let query = TombstonesQuery::new(Arc::from([1, 4, 5]));
         assert_eq!(sequences(&index, &query), [1, 5]);
     }
+
+    #[test]
+    fn deleting_by_the_query_removes_exactly_its_tombstones_in_every_segment() {
+        let mut builder = Schema::builder();
+        let fields = DedupFields::add_to(&mut builder, &DedupConfig::default()).unwrap();
+        let index = Index::create_in_ram(builder.build());
+        let mut writer: IndexWriter = index.writer_with_num_threads(1, 15_000_000).unwrap();
+        let add = |writer: &mut IndexWriter, sequence: u64, live: bool| {
+            let mut document = TantivyDocument::default();
+            document.add_u64(fields.sequence, sequence);
+            document.add_i64(fields.event_time, 100);
+            if live {
+                document.add_u64(fields.root, 7);
+            }
+            writer.add_document(document).unwrap();
+        };
+        // Two segments, each with tombstones and live documents.
+        for (sequence, live) in [(1, false), (2, true), (3, false)] {
+            add(&mut writer, sequence, live);
+        }
+        writer.commit().unwrap();
+        for (sequence, live) in [(4, false), (5, true), (6, false)] {
+            add(&mut writer, sequence, live);
+        }
+        writer.commit().unwrap();
+        writer
+            .delete_query(Box::new(TombstonesQuery::new(Arc::from([1, 2, 6, 9]))))
+            .unwrap();
+        // Added after the delete in the same commit: Tantivy applies the delete only to
+        // documents added before it.
+        add(&mut writer, 9, false);
+        writer.commit().unwrap();
+        let everything = tantivy::query::AllQuery;
+        assert_eq!(sequences(&index, &everything), [2, 3, 4, 5, 9]);
+    }
 }

@@ -29,10 +29,12 @@ use std::time::{Duration, Instant};
 
 use tantivy::Searcher;
 
+use crate::dedup::Deduplicator;
 use crate::engine::schema::{EVENT_TIME, ROOT, SEQUENCE, SIMHASH, SKETCH, sketch_in};
 use crate::forest::checkpoint::{CheckpointReader, CheckpointWriter, SavedCheckpoint};
 use crate::forest::{Forest, Signature, Timestamp};
 use crate::verify::Sketch;
+use crate::verify::SketchStore;
 use crate::{DedupConfig, Fingerprint};
 
 /// The checkpoint's file in a checkpoint directory (the sketch chunks it names lie beside it).
@@ -75,10 +77,41 @@ pub(crate) fn save_checkpoint(
     out.finish()
 }
 
+/// A deduplicator of `config` whose forest keeps its sketches in `sketches` (an empty store
+/// of the checkpoint directory `dir`, or a read-only snapshot of it), with the checkpoint of
+/// `dir` loaded into it when there is one: then its mark, or why it cannot be used (and the
+/// deduplicator must be dropped). The outer error is one that keeps any deduplicator from
+/// being made. `last_opstamp` is the index's last commit.
+pub(crate) fn open_checkpoint(
+    dir: &Path,
+    config: &DedupConfig,
+    last_opstamp: u64,
+    sketches: SketchStore,
+) -> crate::Result<(Deduplicator, io::Result<Option<CheckpointMark>>)> {
+    let mut dedup = Deduplicator::with_sketches(config.clone(), sketches)?;
+    let mark = load_checkpoint(dir, settings_id(config), last_opstamp, dedup.forest_mut());
+    Ok((dedup, mark))
+}
+
+/// What a commit records in Tantivy's commit payload: the next free sequence number, which
+/// the documents alone may not tell once the newest inserts' tombstones were pruned.
+pub(crate) fn commit_payload(next_sequence: u64) -> String {
+    format!("{{\"{PAYLOAD_KEY}\":{next_sequence}}}")
+}
+
+/// The key of [`commit_payload`].
+const PAYLOAD_KEY: &str = "tantivy_dedup_next_sequence";
+
+/// The next sequence number a commit's payload records, if it is one of ours.
+pub(crate) fn recorded_next_sequence(payload: Option<&str>) -> Option<u64> {
+    let payload: serde_json::Value = serde_json::from_str(payload?).ok()?;
+    payload.get(PAYLOAD_KEY)?.as_u64()
+}
+
 /// Loads the checkpoint of `dir` into `forest` (new and empty, its sketches in `dir`), if there
 /// is one; an error when it cannot be used: then `forest` must be dropped. `last_opstamp` is
 /// the index's last commit.
-pub(crate) fn load_checkpoint(
+fn load_checkpoint(
     dir: &Path,
     settings: u64,
     last_opstamp: u64,
@@ -125,8 +158,9 @@ pub struct RecoveryReport {
     /// Inserts this replay should have started from that the index no longer records (their
     /// tombstones were pruned once a checkpoint held them): only a full replay, after the
     /// checkpoint was refused or removed, misses any, and its forest then differs a little
-    /// from the writer's. (A lower bound: pruned inserts numbered after every recorded one
-    /// leave no gap to count.)
+    /// from the writer's. (Exact for indexes whose commits record the next sequence number
+    /// in their payload; for older ones, pruned inserts numbered after every recorded one go
+    /// uncounted.)
     pub pruned_inserts: u64,
     /// Inserts numbered below this came from the forest checkpoint, not from a replay; `None`
     /// when no checkpoint was used.
@@ -193,11 +227,13 @@ pub(crate) struct Replayed {
 /// Replays the inserts the index remembers into `forest`: every one into an empty forest, or,
 /// with `checkpoint` (the forest was loaded from it), those numbered from its sequence number
 /// on. Without a forest (the forest is shared and already holds them) only the sequence number
-/// is read.
+/// is read. `recorded_next` is the next sequence number the last commit recorded
+/// ([`recorded_next_sequence`]; `None` for an index written before it was recorded).
 pub(crate) fn replay(
     searcher: &Searcher,
     forest: Option<&mut Forest>,
     checkpoint: Option<&CheckpointMark>,
+    recorded_next: Option<u64>,
 ) -> tantivy::Result<Replayed> {
     let started = Instant::now();
     let Some(forest) = forest else {
@@ -207,7 +243,7 @@ pub(crate) fn replay(
         };
         return Ok(Replayed {
             report,
-            next_sequence: next_sequence(searcher)?,
+            next_sequence: next_sequence(searcher)?.max(recorded_next.unwrap_or(0)),
             tombstones: Vec::new(),
         });
     };
@@ -260,9 +296,14 @@ pub(crate) fn replay(
         checkpoint_sequence: checkpoint.map(|mark| mark.next_sequence),
         ..RecoveryReport::default()
     };
-    let next_sequence = events.last().map_or(start, |event| event.sequence + 1);
+    // Never below what the commit recorded: the newest inserts' tombstones may have been
+    // pruned, and their numbers must not be handed out again.
+    let next_sequence = events
+        .last()
+        .map_or(start, |event| event.sequence + 1)
+        .max(recorded_next.unwrap_or(0));
     // Sequence numbers are handed out one by one, and every insert leaves a live document or
-    // a tombstone: a gap is a pruned tombstone.
+    // a tombstone: a number missing is a pruned tombstone.
     report.pruned_inserts = (next_sequence - start).saturating_sub(events.len() as u64);
     for event in &mut events {
         let signature = Signature {

@@ -312,9 +312,19 @@ impl DedupIndex {
             .id_field(fields.id)
             .time_field(fields.published_at)
             .text_fields(text_fields)
-            .location(dir)
-            .checkpoints_in(dir.join(FOREST_DIR), config.index.checkpoint_inserts)
-            .prune_tombstones(config.index.prune_tombstones);
+            .location(dir);
+        // A run with another window or tables (all `check_compatible` lets change) can use
+        // no checkpoint of the index's own settings, and must not replace it with one of its
+        // own, which the next run with the index's settings could not use either: it replays
+        // every insert, keeps its sketches in unlinked files, and neither checkpoints nor
+        // prunes.
+        builder = if stored_settings(dir)?.dedup == config.dedup {
+            builder
+                .checkpoints_in(dir.join(FOREST_DIR), config.index.checkpoint_inserts)
+                .prune_tombstones(config.index.prune_tombstones)
+        } else {
+            builder.sketches_in(dir)
+        };
         if let Some(store) = store {
             builder = builder.shared_forest(store);
         }
@@ -379,6 +389,12 @@ impl DedupIndex {
     /// at a commit is reported at a later commit, once its thread is done).
     pub fn last_checkpoint(&self) -> Option<&crate::engine::CheckpointReport> {
         self.dedup.last_checkpoint()
+    }
+
+    /// Tombstones this writer deleted from the index since it was opened
+    /// (`[index] prune_tombstones`).
+    pub fn pruned_tombstones(&self) -> u64 {
+        self.dedup.pruned_tombstones()
     }
 
     /// Node and root counts of the forest in use.
@@ -586,12 +602,12 @@ impl DedupIndex {
         dedup.delete_query(writer, Box::new(query))
     }
 
-    /// Saves a checkpoint of the forest if inserts were committed since the last one (so that
-    /// the next open replays nothing), waits for background merges to finish (they continue
+    /// Saves a checkpoint of the forest if inserts or deletes were committed since the last
+    /// one (so that the next open replays nothing), waits for background merges to finish (they continue
     /// in the background otherwise) and releases the writer. A failed checkpoint is not an
     /// error: the next open replays more.
     pub fn close(mut self) -> Result<()> {
-        if self.dedup.inserts_since_checkpoint() > 0 {
+        if self.dedup.changed_since_checkpoint() {
             let _ = self.dedup.checkpoint();
         }
         let path = self.path;

@@ -558,6 +558,14 @@ impl Forest {
         })
     }
 
+    /// Every node, in fingerprint order: two forests hold the same clusters exactly when
+    /// these are equal (what recovery's tests and `check` compare).
+    pub fn nodes_in_order(&self) -> Vec<NodeInfo> {
+        let mut nodes: Vec<NodeInfo> = self.nodes().collect();
+        nodes.sort_unstable_by_key(|node| node.fingerprint);
+        nodes
+    }
+
     /// Node and root counts and memory.
     pub fn stats(&self) -> ForestStats {
         ForestStats {

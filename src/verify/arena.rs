@@ -468,6 +468,48 @@ impl SketchArena {
         records
     }
 
+    /// Whether this arena reads a checkpoint's files without changing them
+    /// ([`Backing::Snapshot`]).
+    pub(super) fn is_snapshot(&self) -> bool {
+        matches!(self.backing, Backing::Snapshot(_))
+    }
+
+    /// Checks that every chunk's records lie inside what was written to it and that each of
+    /// `addresses` is where a record starts; what reading a checkpoint's chunk files for
+    /// `check` needs first, since they carry no checksum and a damaged length would otherwise
+    /// make a read run past its chunk.
+    pub(super) fn check_records(&self, addresses: &[Address]) -> io::Result<()> {
+        let damaged = |what: String| io::Error::new(io::ErrorKind::InvalidData, what);
+        let mut starts = std::collections::HashSet::new();
+        for (number, chunk) in self.chunks.iter().enumerate() {
+            let Some(chunk) = chunk else { continue };
+            let words = chunk.words.as_slice();
+            let mut word = 0;
+            while word < chunk.used {
+                let runs_past = || {
+                    damaged(format!(
+                        "sketch chunk {number}: the record at word {word} runs past the chunk"
+                    ))
+                };
+                let header = words.get(word..word + HEADER_WORDS).ok_or_else(runs_past)?;
+                // At most 2^24 - 1: no overflow.
+                let hashes = (header[2] & 0xff_ffff) as usize;
+                if word + HEADER_WORDS + hashes > words.len() {
+                    return Err(runs_past());
+                }
+                starts.insert(Address::new(number, word));
+                word += record_words(hashes);
+            }
+        }
+        match addresses.iter().find(|address| !starts.contains(address)) {
+            Some(address) => Err(damaged(format!(
+                "no sketch record starts at address {:#x}",
+                address.0
+            ))),
+            None => Ok(()),
+        }
+    }
+
     /// Heap bytes of chunks kept in memory and of the arena's own tables.
     pub(super) fn heap_bytes(&self) -> usize {
         self.chunks

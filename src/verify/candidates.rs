@@ -125,6 +125,11 @@ impl SketchStore {
         if nodes.len() != records.len() {
             return Err(input.invalid("sketch records and nodes differ in number"));
         }
+        if self.arena.is_snapshot() {
+            self.arena
+                .check_records(&records)
+                .map_err(|error| input.invalid(error.to_string()))?;
+        }
         self.records.reserve(nodes.len());
         self.records.extend(nodes.into_iter().zip(records));
         self.postings = KeyPostings::load(input)?;

@@ -12,7 +12,6 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use tantivy_dedup::config::Config;
 use tantivy_dedup::engine::{CHECKPOINT_FILE, DedupIndex, DedupSearcher, FOREST_DIR, check_index};
-use tantivy_dedup::forest::NodeInfo;
 use tantivy_dedup::{Article, Change, Decision, Deduplicator, Fingerprint};
 
 mod damage;
@@ -222,8 +221,8 @@ fn a_checkpoint_and_the_inserts_after_it_rebuild_the_forest_of_a_full_replay() {
         );
         assert_eq!(recovery.mismatched_roots, 0, "split {split}: {recovery:?}");
         assert_eq!(
-            sorted_nodes(&index),
-            sorted_nodes(&replayed),
+            index.forest().nodes_in_order(),
+            replayed.forest().nodes_in_order(),
             "split {split}"
         );
         let counts = |index: &DedupIndex| {
@@ -269,11 +268,17 @@ fn a_damaged_checkpoint_is_refused_and_every_insert_replayed() {
     assert_eq!(roots, expected);
 }
 
-/// The forest's nodes, in fingerprint order.
-fn sorted_nodes(index: &DedupIndex) -> Vec<NodeInfo> {
-    let mut nodes: Vec<_> = index.forest().nodes().collect();
-    nodes.sort_unstable_by_key(|node| node.fingerprint);
-    nodes
+/// The names and contents of the files of `dir`.
+fn files_of(dir: &Path) -> Vec<(std::ffi::OsString, Vec<u8>)> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| {
+            let entry = entry.unwrap();
+            (entry.file_name(), std::fs::read(entry.path()).unwrap())
+        })
+        .collect();
+    files.sort();
+    files
 }
 
 /// Tombstones counted by the index's statistics.
@@ -289,25 +294,66 @@ fn tombstones(path: &Path) -> u64 {
 fn pruning_tombstones_a_checkpoint_holds_keeps_restart_equal_to_no_restart() {
     // Checkpoints every 50 inserts at commits every 20 steps, clusters expiring within the
     // run: the commits after each checkpoint prune the old tombstones it lists. The writer
-    // dies without closing seven times; each reopening loads the checkpoint, prunes at its
+    // dies without closing eight times; each reopening loads the checkpoint, prunes at its
     // first commit what that checkpoint lists (not the deletes made after it), and gives the
     // forest of an uninterrupted run, node by node. Only a full replay (the checkpoint
     // removed) misses the pruned inserts, and `check` says so.
     let mut steps = workload(5, 800);
-    // Just before the first restart of each pair, deletes of the three newest documents,
-    // whose nodes are still in the window: tombstones the loaded checkpoint does not list,
-    // which must survive the prune after reopening for the second reopening to see them.
-    let mut restarts = vec![150, 170, 333, 353, 517, 537, 650, 800];
+    // Pairs of restarts a few steps apart: the first reopening prunes at its first commit,
+    // and the second loads the same checkpoint again. Just before the first of each pair:
+    // deletes of the three newest documents, and an old document reposted word for word (so
+    // its node is still in the window) and then deleted. None of these tombstones is listed
+    // by the checkpoint, and the old one is older than the window: the prune must leave them
+    // all, or the second reopening cannot take their documents off their nodes.
+    let mut restarts = vec![150, 155, 333, 338, 517, 522, 650, 800];
     for pair in (0..3).rev() {
         let at = restarts[2 * pair];
-        let newest = steps[..at].iter().rev().filter_map(|step| match step {
-            Step::Add(article) => Some(Step::Delete(article.id.clone())),
+        let added = |step: &Step| match step {
+            Step::Add(article) => Some(article.clone()),
             Step::Delete(_) => None,
-        });
-        let deletes: Vec<Step> = newest.take(3).collect();
-        steps.splice(at..at, deletes);
+        };
+        let mut inserted: Vec<Step> = steps[..at]
+            .iter()
+            .rev()
+            .filter_map(added)
+            .take(3)
+            .map(|article| Step::Delete(article.id))
+            .collect();
+        let newest_time = steps[..at]
+            .iter()
+            .filter_map(added)
+            .filter_map(|article| article.published_at)
+            .max()
+            .unwrap();
+        let touched_later = |id: &str, from: usize| {
+            steps[from..at].iter().any(|step| match step {
+                Step::Add(article) => article.id == id,
+                Step::Delete(deleted) => deleted == id,
+            })
+        };
+        let old = (0..at)
+            .filter_map(|i| added(&steps[i]).map(|article| (i, article)))
+            .find(|(i, article)| {
+                article
+                    .published_at
+                    .is_some_and(|time| time < newest_time - 4 * 3600)
+                    && !touched_later(&article.id, i + 1)
+                    && !inserted
+                        .iter()
+                        .any(|step| matches!(step, Step::Delete(id) if *id == article.id))
+            })
+            .map(|(_, article)| article)
+            .expect("an old document still live");
+        inserted.push(Step::Add(Article {
+            id: format!("repost-{at}"),
+            published_at: Some(newest_time),
+            ..old.clone()
+        }));
+        inserted.push(Step::Delete(old.id));
+        let count = inserted.len();
+        steps.splice(at..at, inserted);
         for later in &mut restarts[2 * pair..] {
-            *later += 3;
+            *later += count;
         }
     }
     let mut config = config();
@@ -317,9 +363,8 @@ fn pruning_tombstones_a_checkpoint_holds_keeps_restart_equal_to_no_restart() {
     let path = dir.path().join("pruned");
     let mut index = DedupIndex::create(&path, config.clone()).unwrap();
     let mut done = 0;
-    // Each second restart comes one commit after the one before: that commit pruned what the
-    // loaded checkpoint lets go, and the next reopening loads that same checkpoint again.
-    for restart in restarts {
+    let mut loaded = None;
+    for (number, restart) in restarts.into_iter().enumerate() {
         let expected = run(&mut straight, &steps[done..restart]);
         let roots = run_committing(&mut index, &steps[done..restart], 20);
         assert_eq!(roots, expected, "up to {restart}");
@@ -327,7 +372,11 @@ fn pruning_tombstones_a_checkpoint_holds_keeps_restart_equal_to_no_restart() {
         drop(index);
         index = DedupIndex::open(&path).unwrap();
         let recovery = index.recovery().clone();
-        assert!(recovery.checkpoint_sequence.is_some(), "{recovery:?}");
+        if number % 2 == 1 && number < 6 {
+            assert_eq!(recovery.checkpoint_sequence, loaded, "at {restart}");
+        }
+        loaded = recovery.checkpoint_sequence;
+        assert!(loaded.is_some(), "{recovery:?}");
         assert_eq!(
             (recovery.mismatched_roots, recovery.pruned_inserts),
             (0, 0),
@@ -336,8 +385,8 @@ fn pruning_tombstones_a_checkpoint_holds_keeps_restart_equal_to_no_restart() {
         // Node by node, document counts included (a delete made after a checkpoint of an
         // insert it holds changes only a count).
         assert_eq!(
-            sorted_nodes(&index),
-            sorted_nodes(&straight),
+            index.forest().nodes_in_order(),
+            straight.forest().nodes_in_order(),
             "at {restart}"
         );
         index.forest().check_invariants().unwrap();
@@ -357,7 +406,13 @@ fn pruning_tombstones_a_checkpoint_holds_keeps_restart_equal_to_no_restart() {
         tombstones(&unpruned)
     );
 
+    let before = files_of(&path.join(FOREST_DIR));
     let report = check_index(&path).unwrap();
+    assert_eq!(
+        files_of(&path.join(FOREST_DIR)),
+        before,
+        "check changed forest/"
+    );
     assert!(report.is_sound(), "{report:?}");
     let full = report.replay.unwrap();
     assert!(full.pruned_inserts > 0, "{full:?}");
@@ -378,6 +433,67 @@ fn pruning_tombstones_a_checkpoint_holds_keeps_restart_equal_to_no_restart() {
     );
     let replayed = DedupIndex::open(&full).unwrap();
     assert!(replayed.recovery().pruned_inserts > 0);
+}
+
+#[test]
+fn the_newest_insert_pruned_keeps_its_number() {
+    // The newest insert is an old article, deleted: once a checkpoint lists its tombstone the
+    // next commit prunes it, and no document records its sequence number any more. The
+    // commit's payload still does, so a full replay counts it as pruned and never hands the
+    // number out again.
+    let mut config = config();
+    config.index.checkpoint_inserts = 1;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("news");
+    let mut index = DedupIndex::create(&path, config).unwrap();
+    let article = |id: &str, sentence: usize, time: i64| Article {
+        id: id.to_owned(),
+        title: None,
+        content: SENTENCES[sentence..sentence + 6].concat(),
+        source: None,
+        url: None,
+        published_at: Some(time),
+    };
+    let t = 1_700_000_000;
+    index.add_article(article("a", 0, t)).unwrap();
+    index.add_article(article("b", 5, t + 86_400)).unwrap();
+    index.commit().unwrap();
+    index.add_article(article("late", 10, t)).unwrap();
+    index.commit().unwrap();
+    assert!(index.delete("late").unwrap());
+    index.commit().unwrap();
+    index.close().unwrap(); // a checkpoint that lists the tombstone
+
+    let mut index = DedupIndex::open(&path).unwrap();
+    index.commit().unwrap();
+    assert_eq!(index.pruned_tombstones(), 1);
+    index.close().unwrap();
+
+    let full = dir.path().join("without-checkpoint");
+    copy_without_checkpoint(&path, &full);
+    let mut replayed = DedupIndex::open(&full).unwrap();
+    assert_eq!(replayed.recovery().pruned_inserts, 1);
+    assert_eq!(replayed.recovery().replayed, 2);
+    // The next insert gets number 3, after the pruned one, as it would have without the copy.
+    replayed.add_article(article("c", 3, t + 86_400)).unwrap();
+    replayed.commit().unwrap();
+    replayed.close().unwrap();
+    let reopened = DedupIndex::open(&full).unwrap();
+    assert_eq!(
+        reopened.recovery().pruned_inserts,
+        0,
+        "the checkpoint after the copy"
+    );
+    drop(reopened);
+    std::fs::remove_dir_all(full.join(FOREST_DIR)).unwrap();
+    let reopened = DedupIndex::open(&full).unwrap();
+    assert_eq!(
+        (
+            reopened.recovery().replayed,
+            reopened.recovery().pruned_inserts
+        ),
+        (3, 1)
+    );
 }
 
 #[test]
@@ -520,4 +636,38 @@ fn an_existing_index_refuses_settings_that_would_change_its_fingerprints() {
     let mut longer = config();
     longer.dedup.window = Duration::from_secs(86_400);
     DedupIndex::open_or_create(dir.path(), Some(longer)).unwrap();
+}
+
+#[test]
+fn a_run_with_another_window_leaves_the_checkpoint_of_the_index_settings() {
+    // A run with another window replays every insert and neither checkpoints nor prunes:
+    // the checkpoint stays the one of the index's own settings, which the next ordinary run
+    // loads, and `check` (with the index's settings) finds nothing wrong.
+    let steps = workload(6, 300);
+    let mut config = config();
+    config.index.checkpoint_inserts = 50;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("news");
+    let mut index = DedupIndex::create(&path, config.clone()).unwrap();
+    run_committing(&mut index, &steps[..150], 20);
+    index.close().unwrap();
+    let checkpoint = path.join(FOREST_DIR).join(CHECKPOINT_FILE);
+    let saved = std::fs::read(&checkpoint).unwrap();
+
+    let mut longer = config;
+    longer.dedup.window = Duration::from_secs(86_400);
+    let mut index = DedupIndex::open_or_create(&path, Some(longer)).unwrap();
+    let recovery = index.recovery().clone();
+    assert_eq!(recovery.checkpoint_sequence, None, "{recovery:?}");
+    assert_eq!(recovery.checkpoint_refused, None, "{recovery:?}");
+    run_committing(&mut index, &steps[150..], 20);
+    assert_eq!(index.pruned_tombstones(), 0);
+    index.close().unwrap();
+    assert_eq!(std::fs::read(&checkpoint).unwrap(), saved);
+
+    let report = check_index(&path).unwrap();
+    assert!(report.is_sound(), "{report:?}");
+    assert_eq!(report.checkpoint_refused, None, "{report:?}");
+    let index = DedupIndex::open(&path).unwrap();
+    assert!(index.recovery().checkpoint_sequence.is_some());
 }

@@ -154,6 +154,16 @@ fn place_until_acknowledged(store: &mut RedisStore, document: &Document) -> (Fin
     }
 }
 
+/// The documents counted on the store's nodes, summed.
+fn documents_counted(store: &mut RedisStore) -> i64 {
+    store
+        .dump()
+        .unwrap()
+        .iter()
+        .map(|node| node.documents)
+        .sum()
+}
+
 /// Checks the forest's invariants (docs/algorithm.md, "Invariants") on what the cluster holds,
 /// by brute force, and that every
 /// acknowledged document's node has the root it was answered with. Nodes last seen before
@@ -327,14 +337,9 @@ fn one_writer_decides_as_the_in_memory_forest() {
         assert!(store.uncount_claim(node, token).unwrap());
     }
     store.claim(node, seen, token).unwrap();
-    let counted: i64 = store
-        .dump()
-        .unwrap()
-        .iter()
-        .map(|node| node.documents)
-        .sum();
     assert_eq!(
-        counted, 2,
+        documents_counted(&mut store),
+        2,
         "the first insert and the one that claimed three times"
     );
 }
@@ -576,14 +581,8 @@ fn a_node_killed_and_restarted_during_ingest_loses_no_acknowledged_insert() {
         .map(|&(number, root)| (documents[number].signature.fingerprint, root))
         .collect();
     check_invariants(&mut store, &config, &acknowledged, Timestamp::MIN);
-    let documents: i64 = store
-        .dump()
-        .unwrap()
-        .iter()
-        .map(|node| node.documents)
-        .sum();
     assert_eq!(
-        documents,
+        documents_counted(&mut store),
         answers.len() as i64,
         "a retried insert counted twice"
     );
