@@ -548,3 +548,51 @@ fn equal_fingerprints_are_verified() {
     forest.check_invariants().unwrap();
     assert_eq!(forest.stats().nodes, 2);
 }
+
+/// A wire story in English (invented), one sentence a line.
+const WIRE: [&str; 6] = [
+    "HARBOR CITY PORT TO EXPAND CONTAINER TERMINAL",
+    "The Harbor City Port Authority said on Tuesday it would spend 420 mln dlrs over five years \
+     to expand its main container terminal, adding two deep-water berths and six cranes.",
+    "Authority chairman Daniel Reeve told reporters the expansion would lift annual capacity to \
+     3.2 mln containers from 2.1 mln by 2029.",
+    "He said shipping lines had asked for more berth space after volumes rose 14 pct last year, \
+     the fastest growth among the region's ports.",
+    "The authority will fund the work from retained earnings and a bond issue planned for the \
+     second half of the year, Reeve said.",
+    "Construction is expected to begin in March, pending an environmental review by the state.",
+];
+
+/// A second version of a wire story, as agencies and the outlets that rewrite them send it, joins
+/// the first: a new headline and five phrases changed across the body. By character 5-grams it
+/// keeps 86% of its text, by shingles of three words 82%; by shingles of four words, as English
+/// was shingled before, 78%, under the containment floor. A story on the same beat, told in the
+/// same phrases about another port, stays apart.
+#[test]
+fn an_english_rewrite_is_found_and_a_story_on_the_same_beat_is_not() {
+    let story = WIRE.join("\n");
+    let rewrite = [
+        "HARBOR CITY PORT PLANS 420 MLN DLR TERMINAL EXPANSION",
+        &WIRE[1].replace("would spend", "will spend"),
+        &WIRE[2].replace("would lift", "would raise"),
+        &WIRE[3].replace("among the region's ports", "of any port in the region"),
+        &WIRE[4].replace("fund the work", "pay for the work"),
+        "Construction is due to begin in March, pending an environmental review by the state.",
+    ]
+    .join("\n");
+    assert_found("a rewritten English wire story", &story, &rewrite);
+    let other_port = [
+        "BAYSIDE PORT TO BUILD NEW BULK TERMINAL",
+        "The Bayside Port Corporation said on Monday it would spend 180 mln dlrs over three years \
+         to build a new bulk terminal, adding one deep-water berth and four cranes.",
+        "Corporation president Helen Marsh told reporters the terminal would lift annual capacity \
+         to 9.5 mln tonnes from 6.8 mln by 2028.",
+        "She said grain exporters had asked for more berth space after shipments rose 22 pct last \
+         year, the fastest growth in the port's history.",
+        "The corporation will fund the work from a state loan and a bond issue planned for next \
+         year, Marsh said.",
+        "Construction is expected to begin in June, pending approval by the city council.",
+    ]
+    .join("\n");
+    assert_apart("two English stories on one beat", &story, &other_port);
+}
