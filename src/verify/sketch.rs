@@ -9,14 +9,13 @@ use crate::text::SENTENCE_ENDS;
 /// short enough that a typo costs only four.
 pub const SHINGLE_CHARACTERS: usize = 4;
 
-/// Words per shingle, in a script written with spaces (English). A word carries more than a
-/// Chinese character and less than two, and so does a shingle of three words against one of
-/// four characters. Four words, the usual word shingle, made English verification much
-/// stricter than Chinese: an edited word takes four shingles of a text that has about one a
-/// word, where a Chinese edit of two characters takes five of one a character; on rewritten
-/// English newswire, copies that keep 91-95% of their text (by characters) kept only 71-80% of
-/// their 4-word shingles, under the containment floor. Two words would be shared by unrelated
-/// texts too often ("of the", "said the").
+/// Words per shingle, in a script written with spaces (English). A word weighs 4/3 of a
+/// character, so three words weigh as much as four characters. Four words, the usual word
+/// shingle, made English verification stricter than Chinese: an edited word takes four shingles
+/// of a text that has about one a word, where a Chinese edit of two characters takes five of
+/// one a character. On rewritten English newswire, copies that keep 91-99% of their text (by
+/// character 5-grams) kept only 71-80% of their four-word shingles, under the containment
+/// floor. Two words would be shared by unrelated texts too often ("of the", "said the").
 pub const SHINGLE_WORDS: usize = 3;
 
 /// How many of a sketch's smallest hashes are its candidate keys (see [`Sketch::keys`]).
@@ -26,9 +25,10 @@ pub const KEYS: usize = 8;
 ///
 /// A text's shingles are the shortest runs of units inside each sentence of its normalised text
 /// that hold [`SHINGLE_CHARACTERS`] characters' or [`SHINGLE_WORDS`] words' worth of text, one
-/// starting at each unit (punctuation, spaces and symbols only separate units; a sentence
-/// shorter than a shingle is one shingle). Shingles never span a sentence boundary, so moving sentences
-/// or paragraphs around keeps every shingle.
+/// starting at each unit with that much text after it in its sentence, and every unit is in
+/// one (punctuation, spaces and symbols only separate units; a sentence shorter than a shingle
+/// is one shingle). Shingles never span a sentence boundary, so moving sentences or paragraphs
+/// around keeps every shingle.
 ///
 /// The sketch keeps the hashes below a threshold `2^32 >> shift`, with the smallest `shift`
 /// that keeps at most `capacity` of them: a text with at most `capacity` distinct shingles is
@@ -244,10 +244,10 @@ impl Sketch {
     }
 }
 
-/// Appends a sentence's units: a character of a script written
-/// without spaces is its code point, a digit its code point tagged with [`DIGIT_UNIT`]; a word
-/// of a script written with spaces is a hash of its letters with the top bit set. No two kinds
-/// overlap, since code points end at 0x10FFFF.
+/// Appends a sentence's units: a character of a script written without spaces is its code
+/// point, a digit its code point tagged with [`DIGIT_UNIT`]; a word of a script written with
+/// spaces is a hash of its letters with the top bit set. No two kinds overlap, since code
+/// points end at 0x10FFFF.
 fn push_units(sentence: &str, units: &mut Vec<u32>) {
     let mut word_start = None;
     for (at, c) in sentence.char_indices() {
@@ -306,32 +306,70 @@ fn threshold(shift: u8) -> u64 {
     (1u64 << 32) >> shift
 }
 
-/// What a unit weighs in a shingle: a shingle is [`SHINGLE_WEIGHT`], which is
-/// [`SHINGLE_CHARACTERS`] characters or [`SHINGLE_WORDS`] words.
+/// The weight of a shingle: [`SHINGLE_CHARACTERS`] characters or [`SHINGLE_WORDS`] words.
+const SHINGLE_WEIGHT: usize = SHINGLE_CHARACTERS * SHINGLE_WORDS;
+
+/// What a character (or digit) weighs in a shingle.
+const CHARACTER_WEIGHT: usize = SHINGLE_WEIGHT / SHINGLE_CHARACTERS;
+
+/// What a word weighs in a shingle.
+const WORD_WEIGHT: usize = SHINGLE_WEIGHT / SHINGLE_WORDS;
+
+// A word is the heavier unit, which `MAX_SHINGLE_UNITS` counts on.
+const _: () = assert!(WORD_WEIGHT >= CHARACTER_WEIGHT);
+
+/// The most units a shingle holds: every unit weighs at least [`CHARACTER_WEIGHT`], and a
+/// shingle is a run lighter than [`SHINGLE_WEIGHT`] plus the unit that completes it.
+const MAX_SHINGLE_UNITS: usize = SHINGLE_WEIGHT.div_ceil(CHARACTER_WEIGHT);
+
 fn weight(unit: u32) -> usize {
     if unit & WORD_UNIT != 0 {
-        SHINGLE_CHARACTERS
+        WORD_WEIGHT
     } else {
-        SHINGLE_WORDS
+        CHARACTER_WEIGHT
     }
 }
 
-/// The weight of a shingle (see [`weight`]).
-const SHINGLE_WEIGHT: usize = SHINGLE_CHARACTERS * SHINGLE_WORDS;
-
-/// The most units a shingle holds: each unit weighs at least the lighter weight, and a shingle
-/// ends with the unit that brings it to [`SHINGLE_WEIGHT`].
-const MAX_SHINGLE_UNITS: usize = if SHINGLE_CHARACTERS > SHINGLE_WORDS {
-    SHINGLE_CHARACTERS
-} else {
-    SHINGLE_WORDS
-};
-
-/// Appends the hashes of a sentence's shingles (see [`Sketch`]): for each unit, the shortest
-/// run from it that weighs [`SHINGLE_WEIGHT`]; a sentence lighter than that is one shingle.
+/// Appends the hashes of a sentence's shingles (see [`Sketch`]).
 fn shingle_hashes(units: &[u32], out: &mut Vec<u32>) {
-    // The run units[start..end], its weight and how many digits it holds.
-    let (mut end, mut held, mut digits) = (0, 0, 0);
+    if units.iter().any(|&unit| unit & WORD_UNIT != 0) {
+        weighted_shingles(units, out);
+    } else {
+        character_shingles(units, out);
+    }
+}
+
+/// [`weighted_shingles`] of a sentence without words (Chinese text, figures), where every unit
+/// weighs the same: each run of [`SHINGLE_CHARACTERS`] units, or the whole sentence when it is
+/// shorter. The same shingles, without weighing each unit: most text takes this path.
+fn character_shingles(units: &[u32], out: &mut Vec<u32>) {
+    if units.len() <= SHINGLE_CHARACTERS {
+        if !units.is_empty() {
+            out.push(hash32(units, units.iter().any(|&unit| is_digit(unit))));
+        }
+        return;
+    }
+    // One past the last digit among the units seen, so that each unit is asked once.
+    let mut after_digit = units[..SHINGLE_CHARACTERS - 1]
+        .iter()
+        .rposition(|&unit| is_digit(unit))
+        .map_or(0, |at| at + 1);
+    let shingles = units.windows(SHINGLE_CHARACTERS).enumerate();
+    out.extend(shingles.map(|(start, shingle)| {
+        if is_digit(shingle[SHINGLE_CHARACTERS - 1]) {
+            after_digit = start + SHINGLE_CHARACTERS;
+        }
+        hash32(shingle, after_digit > start)
+    }));
+}
+
+/// Appends the hashes of a sentence's shingles: for each unit, the shortest run from it that
+/// weighs [`SHINGLE_WEIGHT`], and a last run that takes in the sentence's last units when no
+/// shingle ended with them; a sentence lighter than a shingle is one shingle.
+fn weighted_shingles(units: &[u32], out: &mut Vec<u32>) {
+    // The run units[start..end], its weight and how many digits it holds; where the last
+    // shingle pushed ended.
+    let (mut end, mut held, mut digits, mut covered) = (0, 0, 0, 0);
     for start in 0..units.len() {
         while held < SHINGLE_WEIGHT && end < units.len() {
             held += weight(units[end]);
@@ -339,14 +377,20 @@ fn shingle_hashes(units: &[u32], out: &mut Vec<u32>) {
             end += 1;
         }
         if held < SHINGLE_WEIGHT {
-            // The rest of the sentence is lighter than a shingle: already covered by the
-            // shingles before it, unless it is the whole sentence.
-            if start == 0 {
-                out.push(hash32(units, digits > 0));
+            // The rest of the sentence is lighter than a shingle. The shingle before it ended
+            // with the sentence, unless its words alone made the weight (three words, then a
+            // character): then the run from one unit back takes the last units in, so that
+            // texts that differ only in their last figure do not have the same shingles. A
+            // sentence that light is one shingle.
+            if covered < units.len() {
+                let from = start.saturating_sub(1);
+                let figure = digits > 0 || units[from..start].iter().any(|&unit| is_digit(unit));
+                out.push(hash32(&units[from..], figure));
             }
             return;
         }
         out.push(hash32(&units[start..end], digits > 0));
+        covered = end;
         held -= weight(units[start]);
         digits -= usize::from(is_digit(units[start]));
     }
@@ -500,6 +544,18 @@ mod tests {
         let mixed = Sketch::of(&["苹果公司发布iPhone 15新品"], 200);
         assert_eq!(mixed.hashes().len(), 8);
         assert!(mixed.hashes().iter().any(|&hash| is_figure(hash)));
+        // Three words weigh a shingle without the character after them, so the last run from
+        // one unit back takes it in: "今天发布", "天发布new", "发布new phone", "布new phone
+        // model", "new phone model", "new phone model了".
+        assert_eq!(
+            Sketch::of(&["今天发布new phone model了"], 200)
+                .hashes()
+                .len(),
+            6
+        );
+        // So a notice that differs only in its last figure differs in its shingles.
+        let notice = |day: &str| Sketch::of(&[&format!("record date april {day}")], 200);
+        assert!(notice("1").similarity(&notice("2")).containment < 1.0);
         // Punctuation and spaces separate units and are otherwise ignored.
         assert_eq!(
             Sketch::of(&["new rules, take effect!"], 200),
@@ -508,10 +564,54 @@ mod tests {
     }
 
     #[test]
+    fn every_unit_is_in_a_shingle() {
+        // Every sentence of up to six units of two characters, a digit and two words: changing
+        // any one unit changes its shingles (but for a 32-bit hash collision).
+        let alphabet = [
+            0x4e00,
+            0x4e01,
+            DIGIT_UNIT | u32::from('1'),
+            word_unit("rules"),
+            word_unit("take"),
+        ];
+        let shingles = |units: &[u32]| {
+            let mut hashes = Vec::new();
+            shingle_hashes(units, &mut hashes);
+            hashes
+        };
+        for length in 1..=6u32 {
+            for number in 0..alphabet.len().pow(length) {
+                let units: Vec<u32> = (0..length)
+                    .map(|place| alphabet[number / alphabet.len().pow(place) % alphabet.len()])
+                    .collect();
+                let before = shingles(&units);
+                for at in 0..units.len() {
+                    for &other in alphabet.iter().filter(|&&other| other != units[at]) {
+                        let mut changed = units.clone();
+                        changed[at] = other;
+                        assert_ne!(before, shingles(&changed), "{units:x?}, unit {at}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn texts_without_shingles_match_nothing() {
         let empty = Sketch::of(&["！？……"], 200);
         assert!(empty.is_empty());
         assert_eq!(empty.similarity(&empty).containment, 0.0);
+    }
+
+    /// A unit of text without words: one of a few Chinese characters or digits.
+    fn character_unit() -> impl Strategy<Value = u32> {
+        (any::<bool>(), 0u32..4).prop_map(|(digit, which)| {
+            if digit {
+                DIGIT_UNIT | (u32::from('0') + which)
+            } else {
+                0x4e00 + which
+            }
+        })
     }
 
     proptest! {
@@ -522,6 +622,24 @@ mod tests {
             if let Some(read) = Sketch::from_values(garbage.into_iter()) {
                 prop_assert!(read.hashes().windows(2).all(|pair| pair[0] < pair[1]));
             }
+        }
+
+        #[test]
+        fn text_without_words_has_the_shingles_of_four_units(units in proptest::collection::vec(character_unit(), 0..12)) {
+            // Weighing units gives Chinese text the shingles it had before words weighed more
+            // (every run of four units, or the whole sentence when it is shorter), which the
+            // path for text without words computes directly.
+            let (mut weighted, mut direct) = (Vec::new(), Vec::new());
+            weighted_shingles(&units, &mut weighted);
+            character_shingles(&units, &mut direct);
+            let figure = |run: &[u32]| run.iter().any(|&unit| is_digit(unit));
+            let expected: Vec<u32> = if units.len() <= 4 {
+                (!units.is_empty()).then(|| hash32(&units, figure(&units))).into_iter().collect()
+            } else {
+                units.windows(4).map(|run| hash32(run, figure(run))).collect()
+            };
+            prop_assert_eq!(&weighted, &expected);
+            prop_assert_eq!(direct, expected);
         }
 
         #[test]

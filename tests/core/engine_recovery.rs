@@ -436,6 +436,43 @@ fn pruning_tombstones_a_checkpoint_holds_keeps_restart_equal_to_no_restart() {
 }
 
 #[test]
+fn recovering_with_a_prune_queued_keeps_the_decisions_of_an_uninterrupted_run() {
+    // `recover` (after a failed write) drops what was not committed and rebuilds the forest
+    // from the last commit, while the prune of a durable checkpoint waits for the next commit
+    // or the checkpoint is still being saved. The rebuild loads the newest checkpoint and
+    // queues its prune again; the dropped documents are sent again, and the decisions, the
+    // forest and `check` are those of a run without the failures.
+    let steps = workload(6, 600);
+    let mut config = config();
+    config.index.checkpoint_inserts = 50;
+    let dir = tempfile::tempdir().unwrap();
+    let mut straight = DedupIndex::create(&dir.path().join("straight"), config.clone()).unwrap();
+    let expected = run(&mut straight, &steps);
+    let path = dir.path().join("recovered");
+    let mut index = DedupIndex::create(&path, config).unwrap();
+    let mut roots = Vec::new();
+    let mut done = 0;
+    for failure in [170, 345, 520] {
+        roots.extend(run_committing(&mut index, &steps[done..failure], 20));
+        run(&mut index, &steps[failure..failure + 9]);
+        index.recover().unwrap();
+        assert_eq!(index.recovery().mismatched_roots, 0, "at {failure}");
+        done = failure;
+    }
+    roots.extend(run_committing(&mut index, &steps[done..], 20));
+    assert_eq!(roots, expected);
+    assert_eq!(
+        index.forest().nodes_in_order(),
+        straight.forest().nodes_in_order()
+    );
+    assert!(index.pruned_tombstones() > 0);
+    index.forest().check_invariants().unwrap();
+    drop(index);
+    let report = check_index(&path).unwrap();
+    assert!(report.is_sound(), "{report:?}");
+}
+
+#[test]
 fn the_newest_insert_pruned_keeps_its_number() {
     // The newest insert is an old article, deleted: once a checkpoint lists its tombstone the
     // next commit prunes it, and no document records its sequence number any more. The
