@@ -100,6 +100,10 @@ fn is_temporary(name: &OsStr) -> bool {
 
 /// Removes the temporaries ([`is_temporary`]) in `dir`, regular files only. Only the writer
 /// may, holding the index's writer lock: a writer in another process could be writing one.
+///
+/// A temporary that is gone by the time it is removed is no error. A writer of this process
+/// that was dropped without closing lets go of the lock before Tantivy's last metadata save
+/// has renamed its temporary into place.
 pub(crate) fn remove_temporaries(dir: &Path) -> Result<()> {
     let io_error = |path: &Path| {
         let path = path.to_owned();
@@ -107,9 +111,22 @@ pub(crate) fn remove_temporaries(dir: &Path) -> Result<()> {
     };
     for entry in std::fs::read_dir(dir).map_err(io_error(dir))? {
         let entry = entry.map_err(io_error(dir))?;
-        if is_temporary(&entry.file_name()) && entry.file_type().map_err(io_error(dir))?.is_file() {
-            let path = entry.path();
-            std::fs::remove_file(&path).map_err(io_error(&path))?;
+        if !is_temporary(&entry.file_name()) {
+            continue;
+        }
+        let path = entry.path();
+        let removed = entry.file_type().and_then(|file_type| {
+            if file_type.is_file() {
+                std::fs::remove_file(&path)
+            } else {
+                Ok(())
+            }
+        });
+        match removed {
+            Err(error) if error.kind() != io::ErrorKind::NotFound => {
+                return Err(io_error(&path)(error));
+            }
+            _ => {}
         }
     }
     Ok(())

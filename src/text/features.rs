@@ -219,10 +219,11 @@ impl IdfTable {
     }
 }
 
-/// Characters that end a sentence, for the longest-sentence option. Line breaks end one too.
-pub(crate) const SENTENCE_ENDS: &[char] = &['。', '!', '?', ';', '\n', '！', '？', '；'];
+/// The punctuation that ends a sentence. (Not the full stop: "3.5", "U.S.", "Mr. Li".)
+pub(crate) const SENTENCE_ENDS: &[char] = &['。', '!', '?', ';', '！', '？', '；'];
 
-/// The longest sentence of a normalised text (by characters; the first of equals).
+/// The longest sentence of a normalised text (by characters; the first of equals); a line
+/// break ends a sentence too.
 ///
 /// ```
 /// use tantivy_dedup::text::longest_sentence;
@@ -233,7 +234,7 @@ pub(crate) const SENTENCE_ENDS: &[char] = &['。', '!', '?', ';', '\n', '！', '
 pub fn longest_sentence(text: &str) -> &str {
     let mut best = &text[..0];
     let mut best_chars = 0;
-    for sentence in text.split(SENTENCE_ENDS) {
+    for sentence in text.split(|c| c == '\n' || SENTENCE_ENDS.contains(&c)) {
         let chars = sentence.chars().count();
         if chars > best_chars {
             best = sentence;

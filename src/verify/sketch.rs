@@ -27,8 +27,12 @@ pub const KEYS: usize = 8;
 /// that hold [`SHINGLE_CHARACTERS`] characters' or [`SHINGLE_WORDS`] words' worth of text, one
 /// starting at each unit with that much text after it in its sentence, and every unit is in
 /// one (punctuation, spaces and symbols only separate units; a sentence shorter than a shingle
-/// is one shingle). Shingles never span a sentence boundary, so moving sentences or paragraphs
-/// around keeps every shingle.
+/// is one shingle). Shingles never span the end of a sentence (`。！？；` and their ASCII
+/// forms), so moving sentences around keeps every shingle. They do span line breaks: wire copy
+/// and plain-text feeds break lines inside sentences, at other places in each copy, and the
+/// rows of a table or a notice are a line each and mostly shorter than a shingle, so that as
+/// one shingle a row, the rows two notices differ in (a dividend's dates) counted for too
+/// little against those they share.
 ///
 /// The sketch keeps the hashes below a threshold `2^32 >> shift`, with the smallest `shift`
 /// that keeps at most `capacity` of them: a text with at most `capacity` distinct shingles is
@@ -556,6 +560,11 @@ mod tests {
         // So a notice that differs only in its last figure differs in its shingles.
         let notice = |day: &str| Sketch::of(&[&format!("record date april {day}")], 200);
         assert!(notice("1").similarity(&notice("2")).containment < 1.0);
+        // A line break is a space: copies wrapped at other places have the same shingles.
+        assert_eq!(
+            Sketch::of(&["the committee said on\nmonday that the new rules"], 200),
+            Sketch::of(&["the committee said on monday\nthat the new\nrules"], 200)
+        );
         // Punctuation and spaces separate units and are otherwise ignored.
         assert_eq!(
             Sketch::of(&["new rules, take effect!"], 200),

@@ -596,3 +596,15 @@ fn an_english_rewrite_is_found_and_a_story_on_the_same_beat_is_not() {
     .join("\n");
     assert_apart("two English stories on one beat", &story, &other_port);
 }
+
+/// Two companies' dividend notices from one template, a row a line, differ only in their
+/// dates: they are two stories. (While a line break ended a shingle, each date row was one
+/// shingle against the amount row's eight, and the notices verified.)
+#[test]
+fn english_notices_of_one_template_stay_apart() {
+    assert_apart(
+        "two dividend notices of one template",
+        "Quarterly div 42 cts vs 42 cts prior\nPayable May 15\nRecord April 30\nNewswire",
+        "Quarterly div 42 cts vs 42 cts prior\nPay June Two\nRecord May 12\nNewswire",
+    );
+}
