@@ -122,11 +122,10 @@ pub(crate) fn remove_temporaries(dir: &Path) -> Result<()> {
                 Ok(())
             }
         });
-        match removed {
-            Err(error) if error.kind() != io::ErrorKind::NotFound => {
-                return Err(io_error(&path)(error));
-            }
-            _ => {}
+        if let Err(error) = removed
+            && error.kind() != io::ErrorKind::NotFound
+        {
+            return Err(io_error(&path)(error));
         }
     }
     Ok(())

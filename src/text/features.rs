@@ -219,7 +219,9 @@ impl IdfTable {
     }
 }
 
-/// The punctuation that ends a sentence. (Not the full stop: "3.5", "U.S.", "Mr. Li".)
+/// The punctuation that ends a sentence. (Not the full stop: "3.5", "U.S.", "Mr. Li".) Nor the
+/// line break, which sketches' shingles span (see [`Sketch`](crate::verify::Sketch)); the
+/// longest-sentence option adds it.
 pub(crate) const SENTENCE_ENDS: &[char] = &['。', '!', '?', ';', '！', '？', '；'];
 
 /// The longest sentence of a normalised text (by characters; the first of equals); a line
@@ -229,6 +231,7 @@ pub(crate) const SENTENCE_ENDS: &[char] = &['。', '!', '?', ';', '！', '？', 
 /// use tantivy_dedup::text::longest_sentence;
 ///
 /// assert_eq!(longest_sentence("短句。这是最长的一句话!尾"), "这是最长的一句话");
+/// assert_eq!(longest_sentence("短标题\n这是最长的一句话。"), "这是最长的一句话");
 /// assert_eq!(longest_sentence(""), "");
 /// ```
 pub fn longest_sentence(text: &str) -> &str {

@@ -28,11 +28,11 @@ pub const KEYS: usize = 8;
 /// starting at each unit with that much text after it in its sentence, and every unit is in
 /// one (punctuation, spaces and symbols only separate units; a sentence shorter than a shingle
 /// is one shingle). Shingles never span the end of a sentence (`。！？；` and their ASCII
-/// forms), so moving sentences around keeps every shingle. They do span line breaks: wire copy
-/// and plain-text feeds break lines inside sentences, at other places in each copy, and the
-/// rows of a table or a notice are a line each and mostly shorter than a shingle, so that as
-/// one shingle a row, the rows two notices differ in (a dividend's dates) counted for too
-/// little against those they share.
+/// forms), so moving such sentences around keeps every shingle (an English full stop is no
+/// end: "3.5", "U.S."). They do span line breaks: wire copy and plain-text feeds break lines
+/// inside sentences, at other places in each copy, and the rows of a table or a notice are a
+/// line each and mostly shorter than a shingle; with one shingle a row, the rows two notices
+/// differ in (a dividend's dates) counted for too little against those they share.
 ///
 /// The sketch keeps the hashes below a threshold `2^32 >> shift`, with the smallest `shift`
 /// that keeps at most `capacity` of them: a text with at most `capacity` distinct shingles is
@@ -289,6 +289,11 @@ fn is_digit(unit: u32) -> bool {
     unit & (DIGIT_UNIT | WORD_UNIT) == DIGIT_UNIT
 }
 
+/// Whether a unit is a word's.
+fn is_word(unit: u32) -> bool {
+    unit & WORD_UNIT != 0
+}
+
 /// The tag of a word's unit.
 const WORD_UNIT: u32 = 1 << 31;
 
@@ -323,11 +328,13 @@ const WORD_WEIGHT: usize = SHINGLE_WEIGHT / SHINGLE_WORDS;
 const _: () = assert!(WORD_WEIGHT >= CHARACTER_WEIGHT);
 
 /// The most units a shingle holds: every unit weighs at least [`CHARACTER_WEIGHT`], and a
-/// shingle is a run lighter than [`SHINGLE_WEIGHT`] plus the unit that completes it.
+/// shingle is a run lighter than [`SHINGLE_WEIGHT`] plus one unit (the unit that completes it,
+/// or for the last run of a sentence, the unit before the rest).
 const MAX_SHINGLE_UNITS: usize = SHINGLE_WEIGHT.div_ceil(CHARACTER_WEIGHT);
 
+/// What a unit weighs in a shingle.
 fn weight(unit: u32) -> usize {
-    if unit & WORD_UNIT != 0 {
+    if is_word(unit) {
         WORD_WEIGHT
     } else {
         CHARACTER_WEIGHT
@@ -336,7 +343,7 @@ fn weight(unit: u32) -> usize {
 
 /// Appends the hashes of a sentence's shingles (see [`Sketch`]).
 fn shingle_hashes(units: &[u32], out: &mut Vec<u32>) {
-    if units.iter().any(|&unit| unit & WORD_UNIT != 0) {
+    if units.iter().any(|&unit| is_word(unit)) {
         weighted_shingles(units, out);
     } else {
         character_shingles(units, out);

@@ -452,20 +452,30 @@ fn recovering_with_a_prune_queued_keeps_the_decisions_of_an_uninterrupted_run() 
     let mut index = DedupIndex::create(&path, config).unwrap();
     let mut roots = Vec::new();
     let mut done = 0;
+    let mut pruned = 0;
     for failure in [170, 345, 520] {
         roots.extend(run_committing(&mut index, &steps[done..failure], 20));
+        // Each stretch of commits since the last recovery pruned something.
+        assert!(index.pruned_tombstones() > pruned, "before {failure}");
+        pruned = index.pruned_tombstones();
         run(&mut index, &steps[failure..failure + 9]);
         index.recover().unwrap();
-        assert_eq!(index.recovery().mismatched_roots, 0, "at {failure}");
+        let recovery = index.recovery().clone();
+        assert!(recovery.checkpoint_sequence.is_some(), "{recovery:?}");
+        assert_eq!(
+            (recovery.mismatched_roots, recovery.pruned_inserts),
+            (0, 0),
+            "at {failure}: {recovery:?}"
+        );
         done = failure;
     }
     roots.extend(run_committing(&mut index, &steps[done..], 20));
+    assert!(index.pruned_tombstones() > pruned);
     assert_eq!(roots, expected);
     assert_eq!(
         index.forest().nodes_in_order(),
         straight.forest().nodes_in_order()
     );
-    assert!(index.pruned_tombstones() > 0);
     index.forest().check_invariants().unwrap();
     drop(index);
     let report = check_index(&path).unwrap();

@@ -564,20 +564,24 @@ const WIRE: [&str; 6] = [
 ];
 
 /// A second version of a wire story, as agencies and the outlets that rewrite them send it, joins
-/// the first: a new headline and five phrases changed across the body. By character 5-grams it
-/// keeps 86% of its text, by shingles of three words 82%; by shingles of four words, as English
+/// the first: seven phrases changed across the body. By character 5-grams it keeps 89% of its
+/// text, by three-word shingles 84%; by four-word shingles that end at line breaks, as English
 /// was shingled before, 78%, under the containment floor. A story on the same beat, told in the
 /// same phrases about another port, stays apart.
 #[test]
 fn an_english_rewrite_is_found_and_a_story_on_the_same_beat_is_not() {
     let story = WIRE.join("\n");
     let rewrite = [
-        "HARBOR CITY PORT PLANS 420 MLN DLR TERMINAL EXPANSION",
+        WIRE[0],
         &WIRE[1].replace("would spend", "will spend"),
-        &WIRE[2].replace("would lift", "would raise"),
-        &WIRE[3].replace("among the region's ports", "of any port in the region"),
+        &WIRE[2]
+            .replace("told reporters", "told a news conference")
+            .replace("would lift", "would raise"),
+        &WIRE[3].replace("had asked", "have asked"),
         &WIRE[4].replace("fund the work", "pay for the work"),
-        "Construction is due to begin in March, pending an environmental review by the state.",
+        &WIRE[5]
+            .replace("is expected to", "is due to")
+            .replace("by the state", "by state officials"),
     ]
     .join("\n");
     assert_found("a rewritten English wire story", &story, &rewrite);
@@ -599,12 +603,12 @@ fn an_english_rewrite_is_found_and_a_story_on_the_same_beat_is_not() {
 
 /// Two companies' dividend notices from one template, a row a line, differ only in their
 /// dates: they are two stories. (While a line break ended a shingle, each date row was one
-/// shingle against the amount row's eight, and the notices verified.)
+/// shingle against the amount row's seven, and the notices verified.)
 #[test]
 fn english_notices_of_one_template_stay_apart() {
     assert_apart(
         "two dividend notices of one template",
         "Quarterly div 42 cts vs 42 cts prior\nPayable May 15\nRecord April 30\nNewswire",
-        "Quarterly div 42 cts vs 42 cts prior\nPay June Two\nRecord May 12\nNewswire",
+        "Quarterly div 42 cts vs 42 cts prior\nPayable June 2\nRecord May 12\nNewswire",
     );
 }
