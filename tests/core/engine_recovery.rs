@@ -116,6 +116,13 @@ pub(crate) fn config() -> Config {
     config
 }
 
+/// [`config`] with a forest checkpoint every `inserts` inserts.
+fn checkpointing_every(inserts: u64) -> Config {
+    let mut config = config();
+    config.index.checkpoint_inserts = inserts;
+    config
+}
+
 /// Runs steps on an index; returns the root each added document was given (`None` for a
 /// delete).
 pub(crate) fn run(index: &mut DedupIndex, steps: &[Step]) -> Vec<Option<Fingerprint>> {
@@ -192,8 +199,7 @@ fn a_checkpoint_and_the_inserts_after_it_rebuild_the_forest_of_a_full_replay() {
     // including deletes made since of documents the checkpoint holds. Tombstones are kept,
     // so that the full replay it is compared with is exact.
     let steps = workload(3, 600);
-    let mut config = config();
-    config.index.checkpoint_inserts = 50;
+    let mut config = checkpointing_every(50);
     config.index.prune_tombstones = false;
     let dir = tempfile::tempdir().unwrap();
     let mut straight = DedupIndex::create(&dir.path().join("straight"), config.clone()).unwrap();
@@ -240,8 +246,7 @@ fn a_checkpoint_and_the_inserts_after_it_rebuild_the_forest_of_a_full_replay() {
 #[test]
 fn a_damaged_checkpoint_is_refused_and_every_insert_replayed() {
     let steps = workload(4, 300);
-    let mut config = config();
-    config.index.checkpoint_inserts = 100;
+    let mut config = checkpointing_every(100);
     // Kept tombstones: the full replay that replaces the checkpoint is then exact.
     config.index.prune_tombstones = false;
     let dir = tempfile::tempdir().unwrap();
@@ -356,8 +361,7 @@ fn pruning_tombstones_a_checkpoint_holds_keeps_restart_equal_to_no_restart() {
             *later += count;
         }
     }
-    let mut config = config();
-    config.index.checkpoint_inserts = 50;
+    let config = checkpointing_every(50);
     let dir = tempfile::tempdir().unwrap();
     let mut straight = DedupIndex::create(&dir.path().join("straight"), config.clone()).unwrap();
     let path = dir.path().join("pruned");
@@ -443,8 +447,7 @@ fn recovering_with_a_prune_queued_keeps_the_decisions_of_an_uninterrupted_run() 
     // queues its prune again; the dropped documents are sent again, and the decisions, the
     // forest and `check` are those of a run without the failures.
     let steps = workload(6, 600);
-    let mut config = config();
-    config.index.checkpoint_inserts = 50;
+    let config = checkpointing_every(50);
     let dir = tempfile::tempdir().unwrap();
     let mut straight = DedupIndex::create(&dir.path().join("straight"), config.clone()).unwrap();
     let expected = run(&mut straight, &steps);
@@ -488,8 +491,7 @@ fn the_newest_insert_pruned_keeps_its_number() {
     // next commit prunes it, and no document records its sequence number any more. The
     // commit's payload still does, so a full replay counts it as pruned and never hands the
     // number out again.
-    let mut config = config();
-    config.index.checkpoint_inserts = 1;
+    let config = checkpointing_every(1);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("news");
     let mut index = DedupIndex::create(&path, config).unwrap();
@@ -691,8 +693,7 @@ fn a_run_with_another_window_leaves_the_checkpoint_of_the_index_settings() {
     // the checkpoint stays the one of the index's own settings, which the next ordinary run
     // loads, and `check` (with the index's settings) finds nothing wrong.
     let steps = workload(6, 300);
-    let mut config = config();
-    config.index.checkpoint_inserts = 50;
+    let config = checkpointing_every(50);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("news");
     let mut index = DedupIndex::create(&path, config.clone()).unwrap();
