@@ -101,9 +101,10 @@ fn is_temporary(name: &OsStr) -> bool {
 /// Removes the temporaries ([`is_temporary`]) in `dir`, regular files only. Only the writer
 /// may, holding the index's writer lock: a writer in another process could be writing one.
 ///
-/// A temporary that is gone by the time it is removed is no error. A writer of this process
-/// that was dropped without closing lets go of the lock before Tantivy's last metadata save
-/// has renamed its temporary into place.
+/// A temporary that is gone by the time it is removed is no error: the lock does not cover
+/// Tantivy's background merges, and a Tantivy writer dropped without waiting for them (a
+/// [`DedupIndex`](super::DedupIndex) waits) lets go of it while a merge may still save the
+/// index's metadata through one.
 pub(crate) fn remove_temporaries(dir: &Path) -> Result<()> {
     let io_error = |path: &Path| {
         let path = path.to_owned();

@@ -346,11 +346,8 @@ impl DedupIndex {
     /// acknowledged as durable. While the cause lasts this fails and can be called again;
     /// until it succeeds, writes are refused.
     pub fn recover(&mut self) -> Result<()> {
-        // The old writer's merges finish before its directory lock passes to a new one (its
-        // error is the failure being recovered from, or a merge that is simply dropped).
-        if let Some(writer) = self.writer.take() {
-            let _ = writer.wait_merging_threads();
-        }
+        // Its error is the failure being recovered from, or a merge that is simply dropped.
+        let _ = self.close_writer();
         let writer = open_writer(&self.index, &self.config, &self.path)?;
         self.dedup.rebuild()?;
         self.writer = Some(writer);
@@ -610,13 +607,29 @@ impl DedupIndex {
         if self.dedup.changed_since_checkpoint() {
             let _ = self.dedup.checkpoint();
         }
-        let path = self.path;
-        match self.writer {
-            Some(writer) => writer
-                .wait_merging_threads()
-                .map_err(|source| index_error(&path, source)),
+        self.close_writer()
+            .map_err(|source| index_error(&self.path, source))
+    }
+
+    /// Closes the Tantivy writer, if it is open, once its background merges have finished.
+    ///
+    /// Only then does its directory lock pass on: a writer merely dropped releases the lock
+    /// while a merge it started may still save the index's metadata, racing the next writer
+    /// to open in the same process.
+    fn close_writer(&mut self) -> tantivy::Result<()> {
+        match self.writer.take() {
+            Some(writer) => writer.wait_merging_threads(),
             None => Ok(()),
         }
+    }
+}
+
+impl Drop for DedupIndex {
+    /// Drops what was not committed, as a crash would, but lets the writer's background work
+    /// finish first, so whoever opens the index next finds no thread of this one still
+    /// writing. [`close`](DedupIndex::close) also saves a checkpoint and reports errors.
+    fn drop(&mut self) {
+        let _ = self.close_writer();
     }
 }
 

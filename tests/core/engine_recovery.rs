@@ -180,6 +180,45 @@ fn run_committing(
     roots
 }
 
+#[test]
+fn a_dropped_index_leaves_no_thread_of_it_writing() {
+    // Dropped without `close`, as a crash would leave it, right after a commit that starts a
+    // merge: what was not committed is lost, but the merge finishes before the drop returns.
+    // Otherwise it could still save the index's metadata and delete the merged segments while
+    // the next writer opens, in the same process. Tantivy's default merge policy merges eight
+    // segments of one size, and a commit makes one (one writer thread): the merges start at
+    // the 8th and the 15th commit, the last here. Long articles make the merge take a while;
+    // without the wait, the files change after the drop.
+    let steps: Vec<Step> = workload(4, 375)
+        .into_iter()
+        .map(|step| match step {
+            Step::Add(mut article) => {
+                article.content = article.content.repeat(40);
+                Step::Add(article)
+            }
+            delete => delete,
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dropped");
+    let mut index = DedupIndex::create(&path, config()).unwrap();
+    run_committing(&mut index, &steps, 25);
+    drop(index);
+    let files = || {
+        let mut files: Vec<_> = std::fs::read_dir(&path)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        files.sort();
+        files
+    };
+    let at_drop = files();
+    for _ in 0..500 {
+        std::thread::sleep(Duration::from_millis(1));
+        assert_eq!(files(), at_drop, "files changed after the drop returned");
+    }
+}
+
 /// Copies an index directory without its forest checkpoint, so that opening the copy replays
 /// every insert.
 fn copy_without_checkpoint(from: &Path, to: &Path) {
