@@ -211,7 +211,7 @@ pub(crate) fn segment_files(metas: &IndexMeta) -> Vec<(&SegmentMeta, Vec<PathBuf
 /// Checks that every file of the last commit's segments is there, with a footer Tantivy can
 /// read (which holds the file's checksum and format version): a missing or cut file is
 /// refused at open, named ([`Error::Damaged`]), instead of failing the searches that need it.
-/// Reads the footers only; garbage inside a file is for [`check_index`].
+/// Reads the footers only; garbage inside a file is for [`check_index`](super::check_index).
 pub(crate) fn check_files(dir: &Path, index: &tantivy::Index) -> Result<()> {
     // Held while the files of one commit are opened, as Tantivy's reader does: a writer in
     // another process may otherwise merge and delete them in between.

@@ -149,7 +149,7 @@ return {r[2] or ''}
 ",
 );
 
-/// Deletes a pending node if ARGV[1] still owns it.
+/// Deletes a pending node if `ARGV[1]` still owns it.
 static ABANDON: Lua = Lua::new(
     r"
 if redis.call('HGET', KEYS[1], 'o') == ARGV[1] then return redis.call('DEL', KEYS[1]) end
@@ -166,7 +166,7 @@ return 0
 ",
 );
 
-/// Takes back a document that CLAIM counted for token ARGV[1]: one off the count, and the
+/// Takes back a document that CLAIM counted for token `ARGV[1]`: one off the count, and the
 /// token forgotten if it was the last one counted, so that its next claim counts again.
 /// Replies 1 when a document was taken off.
 static UNCOUNT_CLAIM: Lua = Lua::new(
@@ -178,7 +178,7 @@ return 0
 ",
 );
 
-/// Raises a number kept in a string to ARGV[1] if it is larger; replies {the value kept, the
+/// Raises a number kept in a string to `ARGV[1]` if it is larger; replies {the value kept, the
 /// value before ('' if none)}.
 static RAISE: Lua = Lua::new(
     r"
@@ -191,8 +191,8 @@ return {v, v}
 ",
 );
 
-/// Starts removing a node last seen before ARGV[1], or the leftovers of one that is gone: the
-/// record becomes a pending marker owned by the sweep (token ARGV[2], seen ARGV[3]), so that a
+/// Starts removing a node last seen before `ARGV[1]`, or the leftovers of one that is gone: the
+/// record becomes a pending marker owned by the sweep (token `ARGV[2]`, seen `ARGV[3]`), so that a
 /// concurrent claim of the same fingerprint waits until the cleanup is done and the marker is
 /// deleted. Replies {attached-through or '', root or ''} when it did, {} for a live node.
 static EXPIRE_NODE: Lua = Lua::new(

@@ -5,7 +5,8 @@
 //! bucket keys that find a node's neighbours, and the clock. Two stores implement it:
 //!
 //! - [`Forest`](crate::Forest), in memory: one writer, the default;
-//! - [`RedisStore`](redis::RedisStore), on a Redis Cluster shared by many ingest processes.
+//! - `forest::redis::RedisStore` (feature `redis`), on a Redis Cluster shared by many ingest
+//!   processes.
 //!
 //! [`place`] is the one insert protocol, written against the trait, so both stores apply the
 //! same rules and tie-breaks. It is *publish, ticket, scan, settle*:

@@ -102,7 +102,7 @@ impl Server {
         Ok(Server { state, writer })
     }
 
-    /// The API's routes ([`routes`]), behind the access checks of a server bound to `bound`.
+    /// The API's routes ([`routes()`]), behind the access checks of a server bound to `bound`.
     fn router(&self, bound: std::net::SocketAddr) -> Result<Router> {
         let state = self.state.clone();
         let access = Arc::new(access::Access::new(&state.config, bound));

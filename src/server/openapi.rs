@@ -3,7 +3,7 @@
 //!
 //! It is generated, not written, so that it cannot drift from the service:
 //!
-//! - the routes are those of [`routes`](super::routes), the list the router itself is built
+//! - the routes are those of [`routes`](super::routes()), the list the router itself is built
 //!   from;
 //! - each route's method, path, parameters, body and answers come from its handler's
 //!   `#[utoipa::path]` annotation, and their schemas from the types the handler reads and

@@ -214,7 +214,7 @@ impl Fingerprinter {
     }
 
     /// [`fingerprint_parts`](Self::fingerprint_parts) of raw texts already normalised
-    /// (`normalized[i]` is [`normalize`]`(raw[i])`).
+    /// (`normalized[i]` is [`normalize()`]`(raw[i])`).
     pub fn fingerprint_normalized(&self, raw: &[&str], normalized: &[String]) -> Fingerprint {
         let regions: Vec<&str> = normalized
             .iter()
