@@ -87,9 +87,10 @@ pub struct DedupConfig {
     pub fields: Vec<String>,
     /// Fingerprint only the longest sentence.
     pub longest_sentence: bool,
-    /// Default mode: texts with fewer shingles than this (texts shorter than about this many
-    /// characters) are verified on every shingle; longer texts on a consistent sample of this
-    /// many. Also the long/short split of `eval`.
+    /// Default mode: texts with at most this many distinct shingles (about this many Chinese
+    /// characters or English words) are verified on every shingle; longer texts on a
+    /// consistent sample of this many. Its default is also `eval`'s long/short split (in
+    /// characters).
     pub short_text_chars: usize,
     /// Default mode: the share of the shorter text's shingles the longer must contain for a
     /// candidate to verify.

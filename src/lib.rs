@@ -9,6 +9,8 @@
 //! - [`text`]: normalise, segment with jieba, pick weighted features, fingerprint;
 //! - [`simhash`]: the 64-bit weighted simhash and [`Fingerprint`];
 //! - [`index`]: the pigeonhole index, which finds every stored fingerprint within `k` bits;
+//! - [`verify`]: default mode's shingle sketches, the rule that verifies a candidate pair, and
+//!   the candidates that share a sketch's rarest shingles;
 //! - [`forest`]: the parent forest that turns near-duplicate pairs into clusters, with expiry;
 //! - [`dedup`]: the ordered pipeline from articles to decisions.
 //!

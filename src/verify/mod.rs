@@ -36,7 +36,8 @@ pub const DEFAULT_MIN_CONTAINMENT: f64 = 0.8;
 /// sentences, which stay clusters of their own; neardup-dev's scores do not move.
 pub const DEFAULT_MIN_JACCARD: f64 = 1.0 / 3.0;
 
-/// Below this many shingles (a text of about this many letters), a text is a post, by default:
+/// Below this many shingles (a text of about this many Chinese characters or English words), a
+/// text is a post, by default:
 /// see [`DEFAULT_MIN_JACCARD_POST`].
 pub const DEFAULT_POST_SHINGLES: usize = 45;
 
