@@ -24,9 +24,10 @@ use crate::{Error, Fingerprint, Result};
 pub struct Decision {
     /// The document's id.
     pub id: String,
-    /// Its node in the forest: its text's fingerprint, or in default mode, when that value
-    /// already names a node whose text does not verify against this one, the nearest free
-    /// value ([`node_candidates`](crate::forest::node_candidates)).
+    /// Its node in the forest: its text's fingerprint, or the nearest free value
+    /// ([`node_candidates`](crate::forest::node_candidates)) when that value already names a
+    /// node whose text does not verify against this one (default mode), or was the root of a
+    /// story that has expired and this document starts a story (a story id is never reused).
     pub simhash: Fingerprint,
     /// The root hash of its cluster.
     pub root: Fingerprint,

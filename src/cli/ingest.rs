@@ -363,10 +363,8 @@ fn index_line(summary: &Summary) -> String {
     let expected = before + summary.clusters_started;
     if after < expected {
         line.push_str(&format!(
-            "; {} fewer than the stories started: a cluster is known by its root's fingerprint, \
-             so a story started with the fingerprint of an older one that has left the window \
-             (the same text weeks later) shares its cluster, and replacements and retention \
-             remove clusters left without documents",
+            "; {} fewer than the stories started: replacements and retention remove clusters \
+             left without documents",
             expected - after
         ));
     } else if after > expected {

@@ -152,8 +152,9 @@ pub struct RecoveryReport {
     /// Of those, the inserts of documents since deleted or replaced.
     pub tombstones: u64,
     /// Live documents whose stored root differs from the replayed one. Always 0 unless the
-    /// index was written with other dedup settings (such as a different window), or the
-    /// replay missed pruned inserts.
+    /// index was written with other dedup settings (such as a different window), the replay
+    /// missed pruned inserts, or a build before 2026-11-27 gave a story an expired story's id
+    /// (the replay gives the later story an id of its own).
     pub mismatched_roots: u64,
     /// Inserts this replay should have started from that the index no longer records (their
     /// tombstones were pruned once a checkpoint held them): only a full replay, after the

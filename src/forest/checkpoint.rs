@@ -38,7 +38,7 @@ use xxhash_rust::xxh3::Xxh3;
 
 /// "tdforest" in ASCII, then the format's version: a file of another version is not read.
 const MAGIC: u64 = u64::from_le_bytes(*b"tdforest");
-const VERSION: u64 = 1;
+const VERSION: u64 = 2;
 
 /// Buffer of the file's reader and writer: large, since a checkpoint is mostly large arrays.
 const BUFFER_BYTES: usize = 1 << 20;

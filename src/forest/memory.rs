@@ -1,7 +1,8 @@
 //! [`Forest`]: the forest in memory, nodes packed beside their fingerprints in a pigeonhole
 //! index, with the exact expiry queue. One writer; the default store.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+use std::hash::BuildHasherDefault;
 use std::io;
 
 use super::checkpoint::{CheckpointReader, CheckpointWriter};
@@ -10,6 +11,7 @@ use super::store::{
     Claim, Edge, EdgeState, ForestStore, RootRank, Settlement, StoreError, clamp_time,
 };
 use crate::index::{BlockLayout, PigeonholeIndex, push_compact};
+use crate::simhash::FingerprintHasher;
 use crate::verify::{Sketch, SketchStore, SketchView, Verifier};
 use crate::{Error, Fingerprint};
 
@@ -100,8 +102,9 @@ const MEMORY_TOKEN: u64 = 1;
 /// and was seen no earlier than the leaf. In a verifying forest: no two roots that a lookup
 /// reaches from one another (within `k`, or posted under a shared key) verify, every leaf
 /// verifies against the node it was attached through, and every node has a sketch. Always:
-/// each fingerprint is one node; each root's child count
-/// equals the leaves under it; no stored node is older than the window; each node has one entry
+/// each fingerprint is one node; no value is a story's root twice (a root that expired leaves
+/// its value marked, and that value may be a leaf again but never a root); each root's child
+/// count equals the leaves under it; no stored node is older than the window; each node has one entry
 /// in the expiry queue, no later than its last-seen time. The outcome of a sequence of inserts depends
 /// only on their order and their fingerprints and times.
 ///
@@ -132,6 +135,11 @@ pub struct Forest {
     expiry: BTreeMap<u32, Vec<u64>>,
     /// Nodes removed by expiry so far.
     expired: u64,
+    /// The values of roots that expired: a story's id is never a new story's
+    /// ([`Claim::Created`]). Kept for the forest's life (9 to 18 bytes an expired story):
+    /// forgetting one when retention deletes its documents would make a replay, which does not
+    /// see retention, decide otherwise.
+    former_roots: HashSet<u64, BuildHasherDefault<FingerprintHasher>>,
     next_sequence: u32,
     roots: usize,
     /// Default mode's sketches and rule; `None` in seed mode.
@@ -164,6 +172,7 @@ impl Forest {
             newest: None,
             expiry: BTreeMap::new(),
             expired: 0,
+            former_roots: HashSet::default(),
             next_sequence: 0,
             roots: 0,
             verification: None,
@@ -271,6 +280,8 @@ impl Forest {
         out.put_slice(&seconds)?;
         out.put_slice(&lens)?;
         out.put_slice(&entries)?;
+        let former_roots: Vec<u64> = self.former_roots.iter().copied().collect();
+        out.put_slice(&former_roots)?;
         match &mut self.verification {
             None => out.put_u64(0),
             Some(verification) => {
@@ -312,6 +323,8 @@ impl Forest {
             self.expiry.insert(second, slot.to_vec());
             rest = after;
         }
+        let former_roots: Vec<u64> = input.get_vec()?;
+        self.former_roots = former_roots.into_iter().collect();
         let verifying = input.get_u64()? != 0;
         match (&mut self.verification, verifying) {
             (None, false) => {}
@@ -371,6 +384,9 @@ impl Forest {
                 continue;
             };
             if Timestamp::from(node.last_seen) < cutoff {
+                if node.is_root() {
+                    self.former_roots.insert(fingerprint.0);
+                }
                 expired.push((fingerprint, node.is_root()));
             } else {
                 self.enqueue(fingerprint, node.last_seen);
@@ -397,6 +413,12 @@ impl Forest {
         }
         self.expired += expired.len() as u64;
         expired.len()
+    }
+
+    /// Whether `fingerprint` was the root of a story that has expired (and is not forgotten):
+    /// it may not be a root again.
+    pub fn is_former_root(&self, fingerprint: Fingerprint) -> bool {
+        self.former_roots.contains(&fingerprint.0)
     }
 
     fn enqueue(&mut self, fingerprint: Fingerprint, seen: u32) {
@@ -577,6 +599,8 @@ impl Forest {
                     .values()
                     .map(|entries| entries.capacity() * 8 + EXPIRY_SLOT_OVERHEAD)
                     .sum::<usize>()
+                // A hash table entry of 8 bytes plus its control byte.
+                + self.former_roots.capacity() * 9
                 + self
                     .verification
                     .as_ref()
@@ -628,6 +652,12 @@ impl Forest {
             }
             if Timestamp::from(node.last_seen) < self.cutoff() {
                 return Err(format!("{} is expired but still stored", info.fingerprint));
+            }
+            if info.attached_to.is_none() && self.is_former_root(info.fingerprint) {
+                return Err(format!(
+                    "{} is a root again after an earlier story's root expired there",
+                    info.fingerprint
+                ));
             }
             if info.attached_to.is_none() {
                 let mut reachable = Vec::new();
@@ -759,7 +789,9 @@ impl ForestStore for Forest {
                     root: None,
                 }
             }
-            None => Claim::Created,
+            None => Claim::Created {
+                former_root: self.is_former_root(fingerprint),
+            },
         })
     }
 

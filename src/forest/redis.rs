@@ -5,7 +5,7 @@
 //!
 //! | key | type | holds |
 //! |---|---|---|
-//! | `n:{fp}` | hash | a node: `o` owner token while pending, `q` ticket (a root's creation order), `a` attached-through and `r` root for a leaf, `t` last seen, `d` documents, `l` the token that counted the last one (so a retry does not count twice) |
+//! | `n:{fp}` | hash | a node: `o` owner token while pending, `q` ticket (a root's creation order), `a` attached-through and `r` root for a leaf, `t` last seen, `d` documents, `l` the token that counted the last one (so a retry does not count twice); `z` marks a value that was the root of a story that expired, and outlives the node (a hash of `z` alone then): a story id is never a new story's |
 //! | `c:{root}` | set | a root's leaves (a set, so that a retried insert counts its leaf once) |
 //! | `s:{fp}` | string | the node's sketch (default mode), 4 bytes a value |
 //! | `b{t}:{key}` | set | table `t`'s bucket: the fingerprints (as signed 64-bit integers, so Redis keeps small sets as compact int sets) whose key in table `t` is `key` |
@@ -86,15 +86,16 @@ impl Lua {
 
 /// Claims a node. ARGV: seen, token, cutoff. Replies {0, attached, root} for an existing live
 /// settled node (after counting the document, unless this token was the last counted: a
-/// retry, and marking it seen), {1, ticket or ''} when
+/// retry, and marking it seen), {1, ticket or '', former root '1' or ''} when
 /// created (or already owned by this token: a retry, which keeps its ticket), {2, owner} when
-/// another insert (or the sweep) owns it.
+/// another insert (or the sweep) owns it. An expired settled root's record leaves the `z`
+/// mark on the new one.
 static CLAIM: Lua = Lua::new(
     r"
-local r = redis.call('HMGET', KEYS[1], 'o', 't', 'a', 'r', 'q', 'l')
+local r = redis.call('HMGET', KEYS[1], 'o', 't', 'a', 'r', 'q', 'l', 'z')
 if r[2] and tonumber(r[2]) >= tonumber(ARGV[3]) then
   if r[1] then
-    if r[1] == ARGV[2] then return {1, r[5] or ''} end
+    if r[1] == ARGV[2] then return {1, r[5] or '', r[7] or ''} end
     return {2, r[1]}
   end
   if r[6] ~= ARGV[2] then
@@ -104,9 +105,12 @@ if r[2] and tonumber(r[2]) >= tonumber(ARGV[3]) then
   if tonumber(ARGV[1]) > tonumber(r[2]) then redis.call('HSET', KEYS[1], 't', ARGV[1]) end
   return {0, r[3] or '', r[4] or ''}
 end
+local z = r[7]
+if r[2] and not r[1] and not r[3] then z = '1' end
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'o', ARGV[2], 't', ARGV[1])
-return {1, ''}
+if z then redis.call('HSET', KEYS[1], 'z', z) end
+return {1, '', z or ''}
 ",
 );
 
@@ -149,11 +153,14 @@ return {r[2] or ''}
 ",
 );
 
-/// Deletes a pending node if `ARGV[1]` still owns it.
+/// Deletes a pending node if `ARGV[1]` still owns it, keeping a former root's `z` mark.
 static ABANDON: Lua = Lua::new(
     r"
-if redis.call('HGET', KEYS[1], 'o') == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
+local r = redis.call('HMGET', KEYS[1], 'o', 'z')
+if r[1] ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+if r[2] then redis.call('HSET', KEYS[1], 'z', r[2]) end
+return 1
 ",
 );
 
@@ -194,13 +201,18 @@ return {v, v}
 /// Starts removing a node last seen before `ARGV[1]`, or the leftovers of one that is gone: the
 /// record becomes a pending marker owned by the sweep (token `ARGV[2]`, seen `ARGV[3]`), so that a
 /// concurrent claim of the same fingerprint waits until the cleanup is done and the marker is
-/// deleted. Replies {attached-through or '', root or ''} when it did, {} for a live node.
+/// deleted. A settled root leaves its value the `z` mark (kept by the marker and by its
+/// deletion, [`ABANDON`]). Replies {attached-through or '', root or ''} when it did, {} for a
+/// live node.
 static EXPIRE_NODE: Lua = Lua::new(
     r"
-local r = redis.call('HMGET', KEYS[1], 't', 'a', 'r')
+local r = redis.call('HMGET', KEYS[1], 't', 'a', 'r', 'o', 'z')
 if r[1] and tonumber(r[1]) >= tonumber(ARGV[1]) then return {} end
+local z = r[5]
+if r[1] and not r[2] and not r[4] then z = '1' end
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'o', ARGV[2], 't', ARGV[3])
+if z then redis.call('HSET', KEYS[1], 'z', z) end
 return {r[2] or '', r[3] or ''}
 ",
 );
@@ -718,6 +730,9 @@ impl RedisStore {
                         "{fingerprint}: a node record read back as {record:?}"
                     )));
                 }
+                if record[0].is_none() && record[4].is_none() {
+                    continue; // only a former root's mark: no node
+                }
                 record.insert(4, Some(children.to_string()));
                 nodes.push(StoredNode::read(fingerprint, &record)?);
             }
@@ -922,7 +937,9 @@ impl RedisStore {
                 // A retry of an insert that already took its ticket keeps it, so that the
                 // neighbours that are waiting for it (or it for them) keep their order.
                 self.own_ticket = reply.get(1).and_then(|ticket| ticket.parse().ok());
-                Ok(Claim::Created)
+                Ok(Claim::Created {
+                    former_root: reply.get(2).is_some_and(|mark| !mark.is_empty()),
+                })
             }
             Some("2") if reply.len() == 2 => Ok(Claim::Busy {
                 owner: reply[1].parse::<i64>().map_err(|_| {

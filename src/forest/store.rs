@@ -72,7 +72,12 @@ pub enum Claim {
         root: Option<Fingerprint>,
     },
     /// The node did not exist (or had expired): it is now pending, owned by the caller.
-    Created,
+    Created {
+        /// The value was the root of a story that has left the window. A story's id (its root)
+        /// is never reused while the index may hold that story's documents, so the node may
+        /// become a leaf here but not a root: the insert moves to the next value instead.
+        former_root: bool,
+    },
     /// Another insert of the same fingerprint is under way (its owner token).
     Busy {
         /// The other insert's token.
@@ -316,8 +321,9 @@ pub trait ForestStore {
     }
 
     /// Removes the pending node of an insert that has not settled within
-    /// [`pending_timeout`](Self::pending_timeout) (its writer died or stalled); `false` when
-    /// it settled or was already removed meanwhile.
+    /// [`pending_timeout`](Self::pending_timeout) (its writer died or stalled), or that its
+    /// own insert gives up (a former root's value that would be a root again); `false` when it
+    /// settled or was already removed meanwhile. A value's mark as a former root stays.
     fn abandon(&mut self, fingerprint: Fingerprint, owner: u64) -> Result<bool, StoreError>;
 
     /// How long a pending neighbour is waited for before it is abandoned.
@@ -387,7 +393,9 @@ pub fn place<S: ForestStore + ?Sized>(
 
 /// The values a document's node may take, in the order they are tried: its fingerprint
 /// first; then, for as long as each value names a node whose text does not verify against the
-/// document's (default mode: equal fingerprints are candidates like any other), the
+/// document's (default mode: equal fingerprints are candidates like any other), or was the
+/// root of a story that has left the window while the document would start a story (a story
+/// id is never reused: [`Claim::Created`]), the
 /// fingerprint with one bit flipped (lowest bit first), which keeps the node within one bit of
 /// its text's simhash; past those 64, values drawn from a hash of the fingerprint.
 ///
@@ -434,12 +442,7 @@ fn place_once<S: ForestStore + ?Sized>(
             Opening::Claimed { claim, seen } => (claim, seen),
             Opening::Again => continue,
             Opening::Refused => {
-                fingerprint = nodes.next().ok_or_else(|| {
-                    StoreError::Inconsistent(format!(
-                        "{MAX_NODE_CANDIDATES} nodes near {} refuse its text",
-                        signature.fingerprint
-                    ))
-                })?;
+                fingerprint = next_value(&mut nodes, signature.fingerprint)?;
                 continue;
             }
         };
@@ -465,8 +468,9 @@ fn place_once<S: ForestStore + ?Sized>(
                 }
                 continue;
             }
-            Claim::Created => {}
+            Claim::Created { .. } => {}
         }
+        let former_root = matches!(claim, Claim::Created { former_root: true });
         let ticket = store.publish(fingerprint, sketch, token)?;
         let edges = loop {
             let edges = store.edges(fingerprint, sketch)?;
@@ -487,6 +491,13 @@ fn place_once<S: ForestStore + ?Sized>(
             }
         };
         let settlement = match best_tree(store, &edges, rank_lone_tree)? {
+            None if former_root => {
+                // A new story at an older story's id would merge the two in the index (its
+                // size, its detail and story pages): give the value up and take the next one.
+                store.abandon(fingerprint, token)?;
+                fingerprint = next_value(&mut nodes, signature.fingerprint)?;
+                continue;
+            }
             None => Settlement::Root { ticket },
             Some((root, attached_to)) => {
                 // The chain the leaf will hang from is refreshed *before* the leaf exists, so
@@ -520,6 +531,19 @@ fn place_once<S: ForestStore + ?Sized>(
             },
         });
     }
+}
+
+/// The next of a document's [`node_candidates`], once the one tried is refused (a node with
+/// another text, or a former root's value that the document would make a root again).
+fn next_value(
+    nodes: &mut impl Iterator<Item = Fingerprint>,
+    fingerprint: Fingerprint,
+) -> Result<Fingerprint, StoreError> {
+    nodes.next().ok_or_else(|| {
+        StoreError::Inconsistent(format!(
+            "{MAX_NODE_CANDIDATES} values near {fingerprint} refuse its text or were roots"
+        ))
+    })
 }
 
 /// Touches every node from `start` up to its root; gives back the root, or `None` when a

@@ -58,6 +58,8 @@ struct Model {
     window: Timestamp,
     newest: Option<Timestamp>,
     nodes: HashMap<u64, ModelNode>,
+    /// Values of roots that expired: never a root again.
+    former_roots: HashSet<u64>,
     next_sequence: u64,
     stats: ModelStats,
 }
@@ -73,6 +75,9 @@ struct ModelStats {
     through_sibling: usize,
     /// Nodes that expired.
     expired: usize,
+    /// Values passed over because a document would have started a story at an expired
+    /// root's value.
+    former_roots_passed: usize,
 }
 
 impl Model {
@@ -84,6 +89,7 @@ impl Model {
             window,
             newest: None,
             nodes: HashMap::new(),
+            former_roots: HashSet::new(),
             next_sequence: 0,
             stats: ModelStats::default(),
         }
@@ -103,6 +109,11 @@ impl Model {
         // Expired nodes are gone for every purpose; nothing can bring them back.
         let cutoff = self.cutoff();
         let before = self.nodes.len();
+        for (&fingerprint, node) in &self.nodes {
+            if node.last_seen < cutoff && node.parent.is_none() {
+                self.former_roots.insert(fingerprint);
+            }
+        }
         self.nodes.retain(|_, node| node.last_seen >= cutoff);
         for posting in self.postings.values_mut() {
             posting.retain(|node| self.nodes.contains_key(node));
@@ -188,37 +199,43 @@ impl Model {
         // A late document counts as seen at the window's start.
         let time = time.max(self.cutoff());
         // Default mode: an equal fingerprint is joined only when the texts verify; otherwise
-        // the node takes the fingerprint with one bit flipped, lowest first.
-        let values =
+        // the node takes the fingerprint with one bit flipped, lowest first. So does a
+        // document that would start a story at an expired root's value (a story id is never
+        // reused).
+        let mut values =
             std::iter::once(fingerprint).chain((0..64).map(|bit| fingerprint ^ (1 << bit)));
-        let mut h = fingerprint;
-        for value in values {
-            h = value;
-            let refused = match (&self.sketches, self.nodes.contains_key(&value)) {
-                (Some(sketches), true) => !Verifier::default().matches(sketch, &sketches[&value]),
+        let (h, trees) = loop {
+            let h = values.next().expect("model: 65 values refused");
+            let refused = match (&self.sketches, self.nodes.contains_key(&h)) {
+                (Some(sketches), true) => !Verifier::default().matches(sketch, &sketches[&h]),
                 _ => false,
             };
-            if !refused {
-                break;
+            if refused {
+                continue;
             }
-        }
-        if let Some(node) = self.nodes.get_mut(&h) {
-            node.documents += 1;
-            return (h, self.refresh_chain(h, time), PlacementKind::ExistingNode);
-        }
-        // Live nodes with an edge to h, grouped by root.
+            if let Some(node) = self.nodes.get_mut(&h) {
+                node.documents += 1;
+                return (h, self.refresh_chain(h, time), PlacementKind::ExistingNode);
+            }
+            // Live nodes with an edge to h, grouped by root.
+            let mut trees: HashMap<u64, Vec<(u32, u64)>> = HashMap::new();
+            for (&other, node) in &self.nodes {
+                let distance = (h ^ other).count_ones();
+                if self.is_live(node) && self.edge(h, sketch, other) {
+                    trees
+                        .entry(self.root_of(other))
+                        .or_default()
+                        .push((distance, other));
+                }
+            }
+            if trees.is_empty() && self.former_roots.contains(&h) {
+                self.stats.former_roots_passed += 1;
+                continue;
+            }
+            break (h, trees);
+        };
         if let Some(sketches) = &mut self.sketches {
             sketches.insert(h, sketch.clone());
-        }
-        let mut trees: HashMap<u64, Vec<(u32, u64)>> = HashMap::new();
-        for (&other, node) in &self.nodes {
-            let distance = (h ^ other).count_ones();
-            if self.is_live(node) && self.edge(h, sketch, other) {
-                trees
-                    .entry(self.root_of(other))
-                    .or_default()
-                    .push((distance, other));
-            }
         }
         self.post(h, sketch);
         if trees.is_empty() {
@@ -705,6 +722,7 @@ fn run_forest(
     // Default mode: each node's sketch, for checking edges from the outside.
     let mut node_sketches: HashMap<u64, Sketch> = HashMap::new();
     let mut roots = Vec::new();
+    let mut started = HashSet::new();
     for (step, event) in events.iter().enumerate() {
         let context = |what: String| format!("step {step} ({event:?}): {what}");
         match *event {
@@ -743,6 +761,10 @@ fn run_forest(
                 }
                 if placement.is_duplicate() != (placement.kind != PlacementKind::NewRoot) {
                     return Err(context("is_duplicate disagrees with kind".into()));
+                }
+                // A story id is never reused, even after its story has expired.
+                if placement.kind == PlacementKind::NewRoot && !started.insert(placement.root.0) {
+                    return Err(context(format!("{} started a story twice", placement.root)));
                 }
             }
             Event::Advance(time) => forest.advance_to(time),
@@ -1063,6 +1085,7 @@ fn long_sequence_with_expiry_matches_model() {
         "{stats:?}"
     );
     assert!(stats.expired > 500, "{stats:?}");
+    assert!(stats.former_roots_passed > 0, "{stats:?}");
 }
 
 #[test]
@@ -1188,6 +1211,60 @@ fn expired_tree_does_not_capture_new_documents() {
     assert_eq!(later.kind, PlacementKind::NewRoot);
     assert_eq!(later.root, Fingerprint(1));
     forest.check_invariants().unwrap();
+}
+
+/// Issue 33, item 1: a story that starts at the value of an expired story's root gets an id of
+/// its own (the value with one bit flipped, lowest first), again and again; the value may still
+/// be a leaf's. Before the fix each restart took the old id, merging the stories in the index.
+#[test]
+fn an_expired_roots_value_never_starts_a_story_again() {
+    let verifying = || Forest::with_verifier(3, WINDOW as u64, Verifier::default()).unwrap();
+    let text = "国家主席发表新年贺词。新年贺词通过广播电视和网络发表，回顾一年来的成就。";
+    for (mode, mut forest) in [("seed", forest()), ("default", verifying())] {
+        let signature = |fingerprint: u64| -> Signature {
+            if forest.is_verifying() {
+                Signature {
+                    fingerprint: Fingerprint(fingerprint),
+                    sketch: Some(Sketch::of(&[text], 200)),
+                }
+            } else {
+                Fingerprint(fingerprint).into()
+            }
+        };
+        let value = 0xabcd_0000_0000_0000u64;
+        let signatures: Vec<Signature> = [value, value ^ 0b10_0000].map(signature).into();
+        let mut started = Vec::new();
+        for year in 0..3 {
+            let placement = forest.place(signatures[0].clone(), T0 + year * 365 * DAY);
+            assert_eq!(
+                placement.kind,
+                PlacementKind::NewRoot,
+                "{mode}, year {year}"
+            );
+            started.push(placement.root);
+            forest.check_invariants().unwrap();
+        }
+        assert_eq!(
+            started,
+            [
+                Fingerprint(value),
+                Fingerprint(value ^ 1),
+                Fingerprint(value ^ 2)
+            ],
+            "{mode}"
+        );
+        // A story of a nearby value is live: the old root's value joins it as a leaf.
+        let time = T0 + 4 * 365 * DAY;
+        let nearby = forest.place(signatures[1].clone(), time);
+        assert_eq!(nearby.kind, PlacementKind::NewRoot, "{mode}");
+        let again = forest.place(signatures[0].clone(), time + 60);
+        assert_eq!(
+            (again.kind, again.node, again.root),
+            (PlacementKind::NewLeaf, Fingerprint(value), nearby.root),
+            "{mode}"
+        );
+        forest.check_invariants().unwrap();
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -397,6 +397,35 @@ fn expiry_matches_the_in_memory_forest_and_the_sweep_deletes_old_nodes() {
         .collect();
     let acknowledged: Vec<_> = last_answers.into_iter().collect();
     check_invariants(&mut store, &config, &acknowledged, newest - 86_400);
+
+    // Issue 33, item 1: one text three times, each after the last story left the window:
+    // before the sweep deleted the expired root (within its grace hour) and after it. Each
+    // time a story of its own, never an older story's id, as in memory.
+    for mode in [Mode::Default, Mode::Seed] {
+        cluster.flush_all();
+        let config = DedupConfig {
+            mode,
+            ..config.clone()
+        };
+        let text = stream(&config, 1, 1, 9).remove(0);
+        let returns: Vec<Document> = [0, 86_400 + 60, 10 * 86_400]
+            .into_iter()
+            .map(|later| Document {
+                story: 0,
+                signature: text.signature.clone(),
+                time: T0 + later,
+            })
+            .collect();
+        let expected = sequential_roots(&config, &returns);
+        let fingerprint = text.signature.fingerprint.0;
+        assert_eq!(
+            expected,
+            [fingerprint, fingerprint ^ 1, fingerprint ^ 2].map(Fingerprint),
+            "{mode:?}"
+        );
+        let mut store = connect(&cluster.store_arg(), &config);
+        assert_eq!(place_all(&mut store, &returns), expected, "{mode:?}");
+    }
 }
 
 #[test]
