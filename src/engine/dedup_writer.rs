@@ -641,19 +641,25 @@ impl DedupWriter {
             return Ok((dedup, None, None));
         };
         let dir = &checkpoints.dir;
-        let sketches = || {
-            SketchStore::in_checkpoint_directory(dir).map_err(|source| Error::Io {
-                path: dir.clone(),
-                source,
-            })
+        let io_error = |source| Error::Io {
+            path: dir.clone(),
+            source,
         };
+        let sketches = SketchStore::in_checkpoint_directory(dir).map_err(io_error)?;
         let last_opstamp = self.last_commit()?.opstamp;
-        match recovery::open_checkpoint(dir, &config, last_opstamp, sketches()?)? {
-            (dedup, Ok(mark)) => Ok((dedup, mark, None)),
-            (dedup, Err(refused)) => {
+        match recovery::open_checkpoint(dir, &config, last_opstamp, sketches)? {
+            (dedup, Ok(Some(mark))) => Ok((dedup, Some(mark), None)),
+            (dedup, unusable) => {
                 drop(dedup);
-                let dedup = Deduplicator::with_sketches(config, sketches()?)?;
-                Ok((dedup, None, Some(refused.to_string())))
+                // Every insert is replayed: the chunk files there are no usable checkpoint's.
+                let sketches =
+                    SketchStore::in_cleared_checkpoint_directory(dir).map_err(io_error)?;
+                let dedup = Deduplicator::with_sketches(config, sketches)?;
+                Ok((
+                    dedup,
+                    None,
+                    unusable.err().map(|refused| refused.to_string()),
+                ))
             }
         }
     }
@@ -856,6 +862,11 @@ impl DedupWriter {
     /// Node and root counts of the forest in use.
     pub fn forest_stats(&self) -> ForestStats {
         self.dedup.stats()
+    }
+
+    /// Whether the forest is a store several processes share ([`DedupWriterBuilder::shared_forest`]).
+    pub fn is_shared(&self) -> bool {
+        self.dedup.is_shared()
     }
 
     /// What opening (or the last [`rebuild`](Self::rebuild)) replayed.

@@ -399,6 +399,11 @@ impl DedupIndex {
         self.dedup.forest_stats()
     }
 
+    /// Whether the forest is shared on a Redis Cluster (`--store`) rather than in memory.
+    pub fn is_shared(&self) -> bool {
+        self.dedup.is_shared()
+    }
+
     /// What opening the index replayed.
     pub fn recovery(&self) -> &RecoveryReport {
         self.dedup.recovery()

@@ -90,6 +90,12 @@ impl From<WriteError> for ApiError {
             WriteError::Recovering => {
                 ApiError::unavailable("writer_recovering", error.to_string(), 1)
             }
+            WriteError::ForestFailed => {
+                ApiError::unavailable("forest_failed", error.to_string(), 1)
+            }
+            WriteError::Unproven => {
+                ApiError::unavailable("last_write_failed", error.to_string(), 1)
+            }
             // Not worth retrying: the server needs a restart. Logged when the writer panicked,
             // not again for each request (nor for each health probe).
             WriteError::Failed(_) => ApiError::new(
@@ -106,7 +112,8 @@ const SERVER_FAILED: &str = "The server failed (`internal`, or `writer_failed` w
      writer needs a restart); its log says why";
 const STOPPING: &str = "The server is stopping (`shutting_down`)";
 const WRITER_UNAVAILABLE: &str = "The writer takes no work now (`queue_full`, `stopping`, \
-     `store_unavailable`, `writer_recovering`); retry after `Retry-After` seconds";
+     `store_unavailable`, `forest_failed`, `writer_recovering`); retry after `Retry-After` \
+     seconds";
 const BODY_TIMEOUT: &str = "The body did not arrive whole in time (`body_timeout`)";
 const INVALID_PATH: &str = "The id is not valid percent-encoded UTF-8 (`invalid_path`)";
 const NO_DOCUMENT: &str = "No document has this id (`not_found`)";
@@ -1206,16 +1213,19 @@ pub struct Health {
 /// Health probe: whether the service takes writes.
 ///
 /// `200 {"status": "ok"}` while the writer takes writes, else `503 {"status": "unavailable"}`
-/// with why: a probe's answer, so it is never a 500 and logs nothing (the failure itself was
-/// logged when it happened). Open without keys.
+/// with why; also 503 (`last_write_failed`) after a failed write or commit (a full disk, say)
+/// until a commit succeeds again, though writes are taken meanwhile so that one can. A probe's
+/// answer, so it is never a 500 and logs nothing (the failure itself was logged when it
+/// happened). Open without keys.
 #[utoipa::path(
     get,
     path = "/healthz",
     tag = "service",
     responses(
         (status = 200, description = "The writer takes writes", body = Health),
-        (status = 503, description = "The writer takes no writes now (`status`: \
-            `unavailable`, with the `error`); retry after `Retry-After` seconds",
+        (status = 503, description = "The writer takes no writes now, or a write failed \
+            and none has been committed since (`status`: `unavailable`, with the `error`); \
+            retry after `Retry-After` seconds",
             body = Health),
     ),
 )]

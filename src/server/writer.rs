@@ -18,10 +18,12 @@
 //! Recovery: a failed write or commit (too many open files, a full disk) drops what was not
 //! committed, answers the requests that waited for the commit with a retryable error, and
 //! reopens the index at its last commit ([`DedupIndex::recover`]), again and again with a
-//! growing pause while that fails; writes are refused meanwhile and taken again after.
+//! growing pause while that fails; writes are refused meanwhile and taken again after. Until a
+//! commit succeeds again the writer is not called healthy ([`WriterHandle::health`]): the
+//! cause, a full disk say, may still be there.
 
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -85,6 +87,20 @@ pub enum WriteError {
     /// placed ones being unchanged re-sends, which change nothing.
     #[error("the shared forest's store failed, so the request was not completed; retry it: {0}")]
     StoreUnavailable(String),
+    /// The in-memory forest could not place a document (its sketch store could not take the
+    /// sketch: a full disk); the forest is as it was, and the documents of the request placed
+    /// before it stay queued for the next commit (re-sending is safe: they are unchanged
+    /// re-sends). Retry once the cause is mended.
+    #[error(
+        "the forest could not store the document's sketch (the server's log says why: a full disk?), so the request was not completed; retry it once that is mended"
+    )]
+    ForestFailed,
+    /// Only for health probes: a write or commit failed and no commit has succeeded since. The
+    /// writer takes writes (one must succeed to clear this), but the cause may still be there.
+    #[error(
+        "a write failed (the server's log says why) and no commit has succeeded since; writes are taken, so that one can"
+    )]
+    Unproven,
 }
 
 /// The writer's state as handlers see it.
@@ -104,6 +120,8 @@ struct Shared {
     queued_documents: AtomicU64,
     max_queued_bytes: usize,
     state: Mutex<State>,
+    /// Whether a write or commit failed since the last commit that succeeded.
+    write_failed: AtomicBool,
     metrics: Arc<Metrics>,
 }
 
@@ -215,6 +233,7 @@ pub fn start(
         queued_documents: AtomicU64::new(0),
         max_queued_bytes,
         state: Mutex::new(State::Running),
+        write_failed: AtomicBool::new(false),
         metrics,
     });
     let writer = Writer {
@@ -253,7 +272,7 @@ impl WriterHandle {
     /// Reserves `bytes` in the queue, or refuses at once when the writer takes no work or
     /// the queue is full (see [`Reservation::grow`]).
     pub fn reserve(&self, bytes: usize) -> Result<Reservation, WriteError> {
-        self.health()?;
+        self.takes_work()?;
         let mut reservation = Reservation {
             shared: self.shared.clone(),
             bytes: 0,
@@ -300,8 +319,18 @@ impl WriterHandle {
     }
 
     /// Whether the writer takes work, and if not, why.
-    pub fn health(&self) -> Result<(), WriteError> {
+    fn takes_work(&self) -> Result<(), WriteError> {
         self.shared.refusal().map_or(Ok(()), Err)
+    }
+
+    /// Whether the writer takes work and, after a failed write or commit, has committed since
+    /// ([`WriteError::Unproven`] until then).
+    pub fn health(&self) -> Result<(), WriteError> {
+        self.takes_work()?;
+        if self.shared.write_failed.load(Ordering::Relaxed) {
+            return Err(WriteError::Unproven);
+        }
+        Ok(())
     }
 
     /// Documents queued for the writer.
@@ -495,6 +524,7 @@ impl Writer {
     /// then the index is reopened, at once and later again while that fails.
     fn fail(&mut self, message: String) -> WriteError {
         tracing::error!(%message, "index write failed; reopening the index at its last commit");
+        self.shared.write_failed.store(true, Ordering::Relaxed);
         let error = WriteError::Recovering;
         self.shared.set(State::Recovering);
         for waiting in std::mem::take(&mut self.waiting) {
@@ -536,15 +566,21 @@ impl Writer {
         }
     }
 
-    /// The answer to a write that failed: a shared store's failure fails only that request,
-    /// because the store keeps its own consistency (an unsettled insert is abandoned) and there
-    /// is no in-memory forest to fall out of step with the index; anything else stops the
-    /// writer ([`fail`](Self::fail)).
+    /// The answer to a write that failed: a forest's failure fails only that request, because
+    /// the forest is left as it was (a shared store keeps its own consistency, an unsettled
+    /// insert being abandoned; the in-memory forest refuses an insert whose sketch it cannot
+    /// store, on a full disk, whole), so it cannot fall out of step with the index; anything
+    /// else stops the writer ([`fail`](Self::fail)).
     fn fail_unless_store(&mut self, error: crate::Error) -> WriteError {
         match error {
-            crate::Error::Store(error) => {
+            crate::Error::Store(error) if self.index.is_shared() => {
                 tracing::warn!(%error, "shared store failed; the request is answered 503");
                 WriteError::StoreUnavailable(error.to_string())
+            }
+            crate::Error::Store(error) => {
+                tracing::error!(%error, "the forest could not place a document; the request is answered 503");
+                self.shared.write_failed.store(true, Ordering::Relaxed);
+                WriteError::ForestFailed
             }
             error => self.fail(error.to_string()),
         }
@@ -598,6 +634,7 @@ impl Writer {
         waiting.into_iter().for_each(|waiting| waiting.answer(None));
         match published {
             Ok(expired) => {
+                self.shared.write_failed.store(false, Ordering::Relaxed);
                 self.shared
                     .metrics
                     .observe_commit(elapsed, self.index.forest_stats());

@@ -236,10 +236,10 @@ impl Chunk {
     }
 }
 
-/// A new unlinked file of [`CHUNK_WORDS`] words in `dir`, mapped.
+/// A new unlinked file of [`CHUNK_WORDS`] words in `dir`, its blocks reserved, mapped.
 fn map_new_file(dir: &Path) -> io::Result<MmapMut> {
     let file = tempfile::tempfile_in(dir)?;
-    file.set_len((CHUNK_WORDS * std::mem::size_of::<u32>()) as u64)?;
+    reserve_chunk(&file, dir)?;
     // SAFETY: the file was created unlinked just now and never leaves this function but
     // through the mapping, so no other process or handle can truncate or change it while it is
     // mapped (the mapping keeps it alive after `file` is closed).
@@ -254,7 +254,11 @@ fn map_named_file(path: &Path, create: bool) -> io::Result<MmapMut> {
         .create_new(create)
         .open(path)?;
     if create {
-        file.set_len((CHUNK_WORDS * std::mem::size_of::<u32>()) as u64)?;
+        if let Err(error) = reserve_chunk(&file, path) {
+            // No chunk file is left that a checkpoint could not name.
+            let _ = std::fs::remove_file(path);
+            return Err(error);
+        }
     } else {
         check_chunk_length(&file, path)?;
     }
@@ -263,6 +267,51 @@ fn map_named_file(path: &Path, create: bool) -> io::Result<MmapMut> {
     // process maps each chunk file once, and only its arena writes it (never the bytes a live
     // record holds).
     unsafe { MmapMut::map_mut(&file) }
+}
+
+/// Gives a new chunk file (at `place`, for the error) its length of [`CHUNK_WORDS`] words and
+/// reserves its disk blocks, so that a full disk fails here, an ordinary error, and never a
+/// later write through the mapping: on a sparse file that page fault raises SIGBUS, which
+/// kills the process.
+fn reserve_chunk(file: &std::fs::File, place: &Path) -> io::Result<()> {
+    let bytes = (CHUNK_WORDS * std::mem::size_of::<u32>()) as u64;
+    file.set_len(bytes)
+        .and_then(|()| allocate(file, bytes))
+        .map_err(|error| {
+            io::Error::new(
+                error.kind(),
+                format!(
+                    "reserving {} MiB for a sketch chunk in {}: {error}",
+                    bytes >> 20,
+                    place.display()
+                ),
+            )
+        })
+}
+
+/// Allocates the first `bytes` of `file` on disk.
+#[cfg(target_os = "linux")]
+fn allocate(file: &std::fs::File, bytes: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let length = libc::off_t::try_from(bytes).map_err(io::Error::other)?;
+    // SAFETY: the descriptor is `file`'s, open for writing for the whole call.
+    match unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, length) } {
+        0 => Ok(()),
+        code => Err(io::Error::from_raw_os_error(code)),
+    }
+}
+
+/// Allocates the first `bytes` of `file` on disk, by writing zeros (no `posix_fallocate`).
+#[cfg(not(target_os = "linux"))]
+fn allocate(file: &std::fs::File, bytes: u64) -> io::Result<()> {
+    use std::io::{Seek, Write};
+    let zeros = vec![0u8; 1 << 20];
+    let mut file = file;
+    file.seek(io::SeekFrom::Start(0))?;
+    for _ in 0..bytes.div_ceil(zeros.len() as u64) {
+        file.write_all(&zeros)?;
+    }
+    file.sync_data()
 }
 
 /// The chunk file at `path`, mapped copy-on-write: writes to the mapping never reach the file.
@@ -340,6 +389,16 @@ impl SketchArena {
         let mut arena = SketchArena::new(Backing::Files(dir.to_path_buf()));
         arena.next_file = present.iter().max().map_or(0, |&id| id + 1);
         arena.retired = present;
+        Ok(arena)
+    }
+
+    /// [`in_files`](Self::in_files) for a forest that loads no checkpoint: no checkpoint that
+    /// can be used names the chunk files already in `dir`, so they are deleted now, before the
+    /// forest's replay needs room for new ones (on a full disk it would find none).
+    pub(super) fn in_cleared_files(dir: &Path) -> io::Result<Self> {
+        let mut arena = SketchArena::in_files(dir)?;
+        remove_chunk_files(dir, &[])?;
+        arena.retired.clear();
         Ok(arena)
     }
 

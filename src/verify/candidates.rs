@@ -85,6 +85,13 @@ impl SketchStore {
         Ok(SketchStore::with_arena(SketchArena::in_files(dir)?))
     }
 
+    /// [`in_checkpoint_directory`](Self::in_checkpoint_directory) for a forest that loads no
+    /// checkpoint (there is none, or it cannot be used): the chunk files already in `dir`,
+    /// which no usable checkpoint names, are deleted first, freeing their room on disk.
+    pub fn in_cleared_checkpoint_directory(dir: &Path) -> io::Result<Self> {
+        Ok(SketchStore::with_arena(SketchArena::in_cleared_files(dir)?))
+    }
+
     /// A store to [load](crate::Forest::load) the checkpoint of `dir` into without changing
     /// anything there: its chunk files are mapped copy-on-write, new sketches stay on the
     /// heap, and no file is made or deleted. It cannot be saved.

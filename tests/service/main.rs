@@ -13,6 +13,7 @@ mod cli_load;
 mod cli_own_fields;
 mod cli_polish;
 mod cli_write;
+mod full_disk;
 mod metrics_scrape;
 mod redis_cluster;
 mod redis_cluster_smoke;

@@ -4,8 +4,8 @@
 //! - `idle_connections_are_capped_and_closed`: the connection cap (the oldest connection
 //!   makes way for a new one) and the header timeout;
 //! - `the_writer_recovers_from_a_failed_commit`: a commit that fails on disk trouble, a 503
-//!   from the writer and `/healthz` meanwhile, writes taken again once the cause is gone, and
-//!   nothing acknowledged lost;
+//!   from the writer and `/healthz` meanwhile, writes taken again once the cause is gone (and
+//!   `/healthz` 503 until one is committed), and nothing acknowledged lost;
 //! - `stalled_uploads_hold_no_queue_room`, `the_queue_counts_the_memory_of_bodies`: room in
 //!   the writer's queue follows what arrived, slow bodies time out;
 //! - `stopping_waits_no_longer_than_the_grace_period`;
@@ -40,18 +40,6 @@ fn answered_or_closed(stream: &mut TcpStream, wait: Duration) -> bool {
             error.kind(),
             std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
         ),
-    }
-}
-
-/// Waits up to `limit` for `/healthz` to answer `status`; the last reply.
-fn wait_for_health(server: &TestServer, status: u16, limit: Duration) -> Reply {
-    let started = Instant::now();
-    loop {
-        let reply = server.get("/healthz");
-        if reply.status == status || started.elapsed() > limit {
-            return reply;
-        }
-        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -150,13 +138,32 @@ fn the_writer_recovers_from_a_failed_commit() {
     // Reads go on over the last commit.
     assert!(server.document("acknowledged").is_some());
 
-    // The cause is gone: the writer reopens the index by itself.
+    // The cause is gone: the writer reopens the index by itself and takes writes, but is not
+    // called healthy until one is committed.
     std::fs::remove_dir_all(&meta).expect("remove the directory");
     std::fs::rename(&aside, &meta).expect("put meta.json back");
-    let health = wait_for_health(&server, 200, Duration::from_secs(60));
-    assert_eq!(health.status, 200, "{}", health.text);
-    let retried = post_ndjson(&server, &[other_story]);
+    let started = Instant::now();
+    let health = loop {
+        let reply = server.get("/healthz");
+        if reply.json["error"]["code"] != json!("writer_recovering")
+            || started.elapsed() > Duration::from_secs(60)
+        {
+            break reply;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(health.status, 503, "{}", health.text);
+    assert_eq!(health.json["error"]["code"], json!("last_write_failed"));
+    let started = Instant::now();
+    let retried = loop {
+        let reply = post_ndjson(&server, std::slice::from_ref(&other_story));
+        if reply.status != 503 || started.elapsed() > Duration::from_secs(60) {
+            break reply;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
     assert_eq!(retried.status, 200, "{}", retried.text);
+    assert_eq!(server.get("/healthz").status, 200);
     // Nothing acknowledged was lost, and the clusters are as before.
     let again = post_ndjson(&server, &[article_with("repost", json!({}))]);
     assert_eq!(again.json["results"][0]["root"], root, "{}", again.text);
