@@ -543,7 +543,8 @@ fn cluster_sizes(
 #[into_params(parameter_in = Query)]
 pub(crate) struct SearchParams {
     /// Keywords, all of which must match (segmented as the index is); empty or absent: every
-    /// document.
+    /// document. A word may name the text field it must be in (`title:灯塔`); other fields are
+    /// refused (`filter` reads the declared ones).
     q: Option<String>,
     /// How clusters are ordered: by their best score, their size (largest or smallest
     /// first), or their newest matching document.

@@ -12,7 +12,8 @@
 //! - `keys_guard_writes_and_reads`, `a_public_address_needs_keys`;
 //! - `cross_site_requests_are_refused`: content types, `Host`, CORS;
 //! - `oversized_heads_and_bad_ids_get_json_errors`, `gzip_bodies_are_read`;
-//! - issue 33: `every_gzip_member_is_read_and_trailing_bytes_are_refused`.
+//! - issue 33: `every_gzip_member_is_read_and_trailing_bytes_are_refused`,
+//!   `q_searches_only_the_declared_text_fields`.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -21,7 +22,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tantivy_dedup::config::{AccessKeys, Secret, ServerConfig};
 
-use super::{Reply, TestServer, article_with, raw_exchange, server_config};
+use super::{Reply, TestServer, article_with, pct, raw_exchange, server_config};
 
 /// A connection that sent `head` (possibly nothing) and then waits.
 fn hold(address: &str, head: &str) -> TcpStream {
@@ -569,5 +570,54 @@ fn every_gzip_member_is_read_and_trailing_bytes_are_refused() {
     assert_eq!(reply.status, 413, "{}", reply.text);
     assert_eq!(reply.error().0, "body_too_large", "{}", reply.text);
     assert_eq!(server.stats()["index"]["documents"], json!(6));
+    server.stop();
+}
+
+/// Issue 33, item 9: `q` searched any indexed field, the internal ones too (`q=_seq:[0 TO 9]`
+/// found the first inserts, `q=root:…` a cluster, though `filter` refuses them), and
+/// `q=url:*` answered 500. Keywords search the declared text fields; a field-qualified term on
+/// any other field, or `field:*`, is a 400 that names the field and the fields to search.
+#[test]
+fn q_searches_only_the_declared_text_fields() {
+    let server = TestServer::start(server_config());
+    let reply = post_ndjson(&server, &[article_with("lamp", json!({}))]);
+    assert_eq!(reply.json["indexed"], json!(1), "{}", reply.text);
+    for q in [
+        "灯塔",
+        "title:灯塔",
+        "content:烟花",
+        "title:灯塔 OR content:烟花",
+        "*",
+    ] {
+        let reply = server.get(&format!("/v1/search?q={}", pct(q)));
+        assert_eq!(reply.status, 200, "{q}: {}", reply.text);
+        assert_eq!(reply.json["total_hits"], json!(1), "{q}: {}", reply.text);
+    }
+    for (q, field) in [
+        ("url:*", "url"),
+        ("content:*", "content"),
+        ("_seq:[0 TO 9]", "_seq"),
+        ("_seq:0", "_seq"),
+        ("root:1", "root"),
+        ("simhash:1", "simhash"),
+        ("block0:1", "block0"),
+        ("_keys:1", "_keys"),
+        ("_digest:1", "_digest"),
+        ("_time:[* TO 9999999999]", "_time"),
+        ("_via:1", "_via"),
+        ("_duplicate:false", "_duplicate"),
+        ("source:本地晚报", "source"),
+        ("id:lamp", "id"),
+        ("灯塔 AND (烟花 OR _seq:0)", "_seq"),
+    ] {
+        let reply = server.get(&format!("/v1/search?q={}", pct(q)));
+        assert_eq!(reply.status, 400, "{q}: {}", reply.text);
+        let (code, message) = reply.error();
+        assert_eq!(code, "invalid_query", "{q}: {}", reply.text);
+        assert!(
+            message.contains(&format!("`{field}`")) && message.contains("title, content"),
+            "{q}: {message}"
+        );
+    }
     server.stop();
 }
