@@ -164,12 +164,21 @@ fn required_text(
             ));
         }
     };
-    // Zero-width characters and byte-order marks count as blank: normalisation drops them.
+    // Zero-width characters, byte-order marks and control characters count as blank: they
+    // are no text to index or fingerprint.
     if text
         .chars()
-        .all(|c| c.is_whitespace() || crate::text::is_zero_width(c))
+        .all(|c| c.is_whitespace() || c.is_control() || crate::text::is_zero_width(c))
     {
-        return Err(invalid(field_name(field), "must not be empty"));
+        let blank = if text.is_empty() {
+            ""
+        } else {
+            " (it holds only white space, control or zero-width characters)"
+        };
+        return Err(invalid(
+            field_name(field),
+            format!("must not be empty{blank}"),
+        ));
     }
     Ok(text)
 }
@@ -829,6 +838,10 @@ mod tests {
             ),
             (
                 "{\"id\": \"a\", \"content\": \"\u{feff}\u{200b} \u{200d}\"}",
+                "`content` must not be empty",
+            ),
+            (
+                r#"{"id": "a", "content": "\u0001\u0002\u0003"}"#,
                 "`content` must not be empty",
             ),
             (

@@ -530,16 +530,13 @@ impl TimeCoverage {
     }
 
     /// The warning to give when there were articles and none had a time; `time_key` is the
-    /// input key the time is read from.
+    /// input key the time is read from. It does not count them, so that the batches of one
+    /// file (`load`) give the same warning, which is printed once.
     pub fn warning(&self, time_key: &str) -> Option<String> {
         (self.articles > 0 && self.dated == 0).then(|| {
-            let documents = match self.articles {
-                1 => "the document was".to_owned(),
-                count => format!("the {count} documents were"),
-            };
             format!(
-                "no document had the time field `{time_key}`: {documents} dated by their arrival \
-                 time; if the time is under another key, declare it in the settings file \
+                "no document had the time field `{time_key}`, so each was dated by its arrival; \
+                 if the time is under another key, declare it in the settings file \
                  ([fields.published_at] from = \"KEY\")"
             )
         })

@@ -6,6 +6,7 @@
 //! dropped connection, a restarted server) is sent again, which is safe because the server
 //! recognises a document sent again unchanged.
 
+use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -78,6 +79,10 @@ struct Answer {
     error: Option<ErrorBody>,
     #[serde(default)]
     results: Vec<Outcome>,
+    /// What the server says although nothing failed (no document had the time field: they
+    /// were all dated by their arrival, which the user must hear before loading a whole file).
+    #[serde(default)]
+    warnings: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -148,6 +153,8 @@ pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
         progress.set_message(file.display().to_string());
         let mut lines = Lines::new(input::open(file)?);
         let mut batch = Batch::new();
+        // Every batch of a file carries the same warnings: each is printed once.
+        let mut warned = HashSet::new();
         loop {
             let line = lines
                 .next_line()
@@ -156,7 +163,7 @@ pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
                 batch.lines.len() as u64 >= args.batch || batch.body.len() >= MAX_BATCH_BYTES;
             if (line.is_none() || full) && !batch.lines.is_empty() {
                 let sent = std::mem::replace(&mut batch, Batch::new());
-                client.send(&sent, file, &progress, &mut summary)?;
+                client.send(&sent, file, &progress, &mut summary, &mut warned)?;
                 progress.inc(sent.lines.len() as u64);
             }
             match line {
@@ -212,13 +219,15 @@ struct Client {
 impl Client {
     /// Sends one batch until the server answers it, and counts the answer: waits out a busy
     /// server (503 with Retry-After), sends again when no answer came, and stops on anything
-    /// that sending again cannot fix (a refused key, a body too large, a wrong address).
+    /// that sending again cannot fix (a refused key, a body too large, a wrong address). Prints
+    /// the answer's warnings that are not in `warned` yet, and adds them.
     fn send(
         &self,
         batch: &Batch,
         file: &Path,
         progress: &ProgressBar,
         summary: &mut Summary,
+        warned: &mut HashSet<String>,
     ) -> anyhow::Result<()> {
         let mut body = GzEncoder::new(Vec::new(), Compression::fast());
         body.write_all(&batch.body)?;
@@ -282,6 +291,12 @@ impl Client {
             };
             bail!("{} answered {status}: {message}{hint}", self.endpoint);
         };
+        for warning in answer.warnings {
+            if !warned.contains(&warning) {
+                progress.suspend(|| eprintln!("{}: warning: {warning}", file.display()));
+                warned.insert(warning);
+            }
+        }
         for outcome in answer.results {
             match outcome {
                 Outcome::Indexed {

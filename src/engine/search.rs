@@ -9,9 +9,11 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 use tantivy::collector::{Count, DocSetCollector};
 use tantivy::query::{
-    AllQuery, BooleanQuery, ConstScoreQuery, Occur, Query, QueryParser, RangeQuery, TermQuery,
+    AllQuery, BooleanQuery, ConstScoreQuery, Occur, Query, QueryParser, QueryParserError,
+    RangeQuery, TermQuery,
 };
-use tantivy::schema::{Field, IndexRecordOption, Value};
+use tantivy::query_grammar::{self, UserInputAst, UserInputLeaf};
+use tantivy::schema::{Field, IndexRecordOption, Schema, Value};
 use tantivy::{DateTime, DocAddress, Index, IndexReader, ReloadPolicy, TantivyDocument, Term};
 
 use crate::article::Article;
@@ -587,10 +589,11 @@ impl DedupSearcher {
         let fields = &self.shared.fields;
         // Checked even without keywords, so that a bad name is reported whatever the query.
         let searcher = self.tantivy_searcher();
+        let schema = searcher.schema();
         let chosen = request
             .fields
             .iter()
-            .map(|name| self.text_field(&searcher, name))
+            .map(|name| self.text_field(schema, name, "`fields`"))
             .collect::<Result<Vec<_>>>()?;
         if request.query.trim().is_empty() {
             return Ok(Box::new(AllQuery));
@@ -600,37 +603,87 @@ impl DedupSearcher {
                 "no text field is indexed, so keywords cannot be searched".to_owned(),
             ));
         }
-        let parse = |parser: &QueryParser| {
-            parser
-                .parse_query(&request.query)
-                .map_err(|error| Error::Query(format!("{error} in {:?}", request.query)))
+        let invalid =
+            |error: QueryParserError| Error::Query(format!("{error} in {:?}", request.query));
+        let parsed = query_grammar::parse_query(&request.query)
+            .map_err(|_| invalid(QueryParserError::SyntaxError(request.query.clone())))?;
+        self.check_named_fields(schema, &parsed)?;
+        let narrowed;
+        let parser = if chosen.is_empty() {
+            &self.shared.parser
+        } else {
+            narrowed = {
+                let mut parser = QueryParser::for_index(searcher.index(), chosen);
+                parser.set_conjunction_by_default();
+                parser
+            };
+            &narrowed
         };
-        if chosen.is_empty() {
-            return parse(&self.shared.parser);
-        }
-        let mut parser = QueryParser::for_index(searcher.index(), chosen);
-        parser.set_conjunction_by_default();
-        parse(&parser)
+        parser
+            .build_query_from_user_input_ast(parsed)
+            .map_err(invalid)
     }
 
-    /// The indexed text field called `name`, or an error naming them.
-    fn text_field(&self, searcher: &tantivy::Searcher, name: &str) -> Result<Field> {
-        let schema = searcher.schema();
-        let searchable = &self.shared.fields.searchable;
+    /// Refuses a query that names a field keywords may not search. Tantivy's parser takes any
+    /// indexed field of the schema, the internal ones too (`_seq`, `root`, `block0`), which
+    /// would let `q` read what `filter` refuses; and `field:*` (any value) needs a fast field,
+    /// which no text field is, so Tantivy fails on it only when the search runs.
+    fn check_named_fields(&self, schema: &Schema, query: &UserInputAst) -> Result<()> {
+        let leaf = match query {
+            UserInputAst::Clause(clauses) => {
+                return clauses
+                    .iter()
+                    .try_for_each(|(_, clause)| self.check_named_fields(schema, clause));
+            }
+            UserInputAst::Boost(query, _) => return self.check_named_fields(schema, query),
+            UserInputAst::Leaf(leaf) => leaf.as_ref(),
+        };
+        let named = match leaf {
+            UserInputLeaf::All => None,
+            UserInputLeaf::Literal(literal) => literal.field_name.as_deref(),
+            UserInputLeaf::Range { field, .. }
+            | UserInputLeaf::Set { field, .. }
+            | UserInputLeaf::Regex { field, .. } => field.as_deref(),
+            UserInputLeaf::Exists { field } => {
+                return Err(Error::Query(format!(
+                    "`q` cannot search `{field}:*` (any value of `{field}`): it searches \
+                     words of the text fields, here {}",
+                    self.searchable_names(schema)
+                )));
+            }
+        };
+        match named {
+            Some(name) => self.text_field(schema, name, "`q`").map(|_| ()),
+            None => Ok(()),
+        }
+    }
+
+    /// The indexed text field called `name`, or an error saying that `parameter` takes only
+    /// those, naming them.
+    fn text_field(&self, schema: &Schema, name: &str, parameter: &str) -> Result<Field> {
         schema
             .get_field(name)
             .ok()
-            .filter(|field| searchable.contains(field))
+            .filter(|field| self.shared.fields.searchable.contains(field))
             .ok_or_else(|| {
-                let names: Vec<&str> = searchable
-                    .iter()
-                    .map(|&field| schema.get_field_name(field))
-                    .collect();
                 Error::Query(format!(
-                    "cannot search {name:?} by keywords: `fields` takes indexed text fields,                      here {}",
-                    names.join(", ")
+                    "{parameter} cannot search `{name}`: keywords search the indexed text \
+                     fields, here {}",
+                    self.searchable_names(schema)
                 ))
             })
+    }
+
+    /// The names of the fields keywords search, for error messages.
+    fn searchable_names(&self, schema: &Schema) -> String {
+        let names: Vec<&str> = self
+            .shared
+            .fields
+            .searchable
+            .iter()
+            .map(|&field| schema.get_field_name(field))
+            .collect();
+        names.join(", ")
     }
 
     /// `keywords` with the request's filters (score-free) and excluded words.

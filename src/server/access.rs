@@ -258,11 +258,23 @@ fn content_type_refusal(request: &Request) -> Option<ApiError> {
     ))
 }
 
+/// A `Content-Encoding` value's name, trimmed and lower-cased.
+fn encoding_name(encoding: &HeaderValue) -> String {
+    encoding.to_str().unwrap_or("").trim().to_ascii_lowercase()
+}
+
+/// Whether the body comes gzip-compressed, which the handlers decode as they read it (the
+/// only encoding besides `identity` that passes these checks).
+pub(crate) fn gzip_body(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_ENCODING)
+        .is_some_and(|encoding| encoding_name(encoding) == "gzip")
+}
+
 /// Bodies may come gzip-compressed (`Content-Encoding: gzip`), or plain.
 fn encoding_refusal(request: &Request) -> Option<ApiError> {
     let encoding = request.headers().get(header::CONTENT_ENCODING)?;
-    let name = encoding.to_str().unwrap_or("").trim().to_ascii_lowercase();
-    if name == "gzip" || name == "identity" {
+    if matches!(encoding_name(encoding).as_str(), "gzip" | "identity") {
         return None;
     }
     Some(ApiError::new(

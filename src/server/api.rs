@@ -28,6 +28,7 @@ use crate::engine::{
 use crate::forest::Timestamp;
 use crate::input::TimeCoverage;
 use crate::local_time::{RangeEnd, TimeError, TimeZone};
+use crate::server::access;
 use crate::server::body::{BatchLimits, DocumentError, Refused, parse_batch_with};
 use crate::server::error::{ApiError, ErrorBody, ErrorDetail};
 use crate::server::metrics::{Exposition, Metrics};
@@ -135,18 +136,102 @@ struct BodyLimit<'a> {
     reservation: Option<&'a mut Reservation>,
 }
 
-/// Reads a body whole within `server.body_timeout` (408 after it), up to its limit (413 past
-/// it, whatever `Content-Length` said), holding [`MEMORY_PER_BODY_BYTE`] per byte in the
-/// writer's queue as it arrives (503 when the queue is full). A body that cannot be read is a
-/// 400.
+/// A body's bytes as they arrive, decoded when it came gzip-compressed.
+enum Received {
+    Plain(Capped),
+    /// Every gzip member (`cat a.gz b.gz` is one valid stream; a decoder that stopped after
+    /// the first member would drop the documents of the others without a word).
+    Gzip(Box<flate2::write::MultiGzDecoder<Capped>>),
+}
+
+/// Decoded bytes, refused past the limit (`FileTooLarge`) as they are written: a few
+/// compressed bytes can decode to gigabytes, so the limit must stop the decoder, not wait for
+/// it.
+struct Capped {
+    bytes: Vec<u8>,
+    limit: usize,
+}
+
+impl std::io::Write for Capped {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        if self.bytes.len() + data.len() > self.limit {
+            return Err(std::io::ErrorKind::FileTooLarge.into());
+        }
+        self.bytes.extend_from_slice(data);
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Received {
+    fn new(gzip: bool, limit: usize) -> Self {
+        let capped = Capped {
+            bytes: Vec::new(),
+            limit,
+        };
+        if gzip {
+            Received::Gzip(Box::new(flate2::write::MultiGzDecoder::new(capped)))
+        } else {
+            Received::Plain(capped)
+        }
+    }
+
+    /// Bytes decoded so far.
+    fn len(&self) -> usize {
+        match self {
+            Received::Plain(capped) => capped.bytes.len(),
+            Received::Gzip(decoder) => decoder.get_ref().bytes.len(),
+        }
+    }
+
+    fn take(&mut self, data: &[u8]) -> std::io::Result<()> {
+        use std::io::Write as _;
+        match self {
+            Received::Plain(capped) => capped.write_all(data),
+            Received::Gzip(decoder) => decoder.write_all(data),
+        }
+    }
+
+    /// The whole body, once it has all come: gzip data must end with a whole member, with
+    /// nothing after it.
+    fn finish(self) -> std::io::Result<Vec<u8>> {
+        Ok(match self {
+            Received::Plain(capped) => capped.bytes,
+            Received::Gzip(decoder) => (*decoder).finish()?.bytes,
+        })
+    }
+}
+
+/// Reads a body whole within `server.body_timeout` (408 after it), decoding it as it arrives
+/// when it came gzip-compressed (400 when it is not whole gzip data), up to its limit in
+/// decoded bytes (413 past it, whatever `Content-Length` said), holding
+/// [`MEMORY_PER_BODY_BYTE`] per decoded byte in the writer's queue as it arrives (503 when the
+/// queue is full). A body that cannot be read is a 400.
 async fn read_body(
     body: Body,
+    gzip: bool,
     timeout: std::time::Duration,
     mut limit: BodyLimit<'_>,
 ) -> AppResult<axum::body::Bytes> {
     let read = async {
         let mut body = body;
-        let mut bytes = Vec::new();
+        let mut received = Received::new(gzip, limit.bytes);
+        let refusal = |error: std::io::Error| {
+            if error.kind() == std::io::ErrorKind::FileTooLarge {
+                body_too_large(limit.bytes, limit.setting).with_code(limit.code)
+            } else {
+                ApiError::bad_request(
+                    "invalid_body",
+                    format!(
+                        "the body is not whole gzip data (`Content-Encoding: gzip`): {error}; \
+                         send whole gzip members and nothing after the last"
+                    ),
+                )
+            }
+        };
         while let Some(frame) = body.frame().await {
             let frame = frame.map_err(|error| {
                 ApiError::bad_request(
@@ -157,14 +242,13 @@ async fn read_body(
             let Ok(data) = frame.into_data() else {
                 continue;
             };
-            if bytes.len() + data.len() > limit.bytes {
-                return Err(body_too_large(limit.bytes, limit.setting).with_code(limit.code));
-            }
+            let before = received.len();
+            received.take(&data).map_err(refusal)?;
             if let Some(reservation) = limit.reservation.as_deref_mut() {
-                reservation.grow(data.len() * MEMORY_PER_BODY_BYTE)?;
+                reservation.grow((received.len() - before) * MEMORY_PER_BODY_BYTE)?;
             }
-            bytes.extend_from_slice(&data);
         }
+        let bytes = received.finish().map_err(refusal)?;
         Ok(axum::body::Bytes::from(bytes))
     };
     tokio::time::timeout(timeout, read).await.unwrap_or_else(|_| {
@@ -287,7 +371,8 @@ pub struct IngestResponse {
     responses(
         (status = 200, description = "Committed: each document's outcome in order (refused \
             ones too, with their error)", body = IngestResponse),
-        (status = 400, description = "The body is not JSON or NDJSON (`invalid_body`), or \
+        (status = 400, description = "The body is not JSON or NDJSON, or not whole gzip \
+            data under `Content-Encoding: gzip` (`invalid_body`), or \
             every document was refused: then the answer is the `IngestResponse` with the \
             first document's `error`", body = ErrorBody),
         (status = 408, description = BODY_TIMEOUT, body = ErrorBody),
@@ -303,10 +388,12 @@ pub(crate) async fn post_documents(
     body: Body,
 ) -> AppResult<Response> {
     let limit = state.config.max_body_mib << 20;
+    let gzip = access::gzip_body(&headers);
+    // The limit counts decoded bytes, so only a plain body's declared length says it is over.
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|value| value.to_str().ok()?.parse::<usize>().ok());
-    if declared.is_some_and(|length| length > limit) {
+    if !gzip && declared.is_some_and(|length| length > limit) {
         return Err(body_too_large(limit, "server.max_body_mib"));
     }
     // Refused at once when the writer takes no work; room in its queue then grows with the
@@ -314,6 +401,7 @@ pub(crate) async fn post_documents(
     let mut reservation = state.writer.reserve(0)?;
     let body = read_body(
         body,
+        gzip,
         state.config.body_timeout,
         BodyLimit {
             bytes: limit,
@@ -462,7 +550,8 @@ fn cluster_sizes(
 #[into_params(parameter_in = Query)]
 pub(crate) struct SearchParams {
     /// Keywords, all of which must match (segmented as the index is); empty or absent: every
-    /// document.
+    /// document. A word may name the text field it must be in (`title:灯塔`); other fields are
+    /// refused (`filter` reads the declared ones).
     q: Option<String>,
     /// How clusters are ordered: by their best score, their size (largest or smallest
     /// first), or their newest matching document.
@@ -1024,10 +1113,12 @@ pub struct NearDuplicatesRequest {
 )]
 pub(crate) async fn near_duplicates(
     State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
     body: Body,
 ) -> AppResult<Json<NearDuplicates>> {
     let body = read_body(
         body,
+        access::gzip_body(&headers),
         state.config.body_timeout,
         BodyLimit {
             bytes: state.config.max_document_kib << 10,

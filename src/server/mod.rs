@@ -115,9 +115,8 @@ impl Server {
             .fallback(api::no_route)
             .method_not_allowed_fallback(api::wrong_method)
             .with_state(state.clone())
-            // Layers run outermost last: CORS answers preflights before the access checks,
-            // which run before bodies are decompressed.
-            .layer(tower_http::decompression::RequestDecompressionLayer::new())
+            // Layers run outermost last: CORS answers preflights before the access checks.
+            // Gzip bodies are decoded by the handlers as they read them (`api::read_body`).
             .layer(axum::middleware::from_fn_with_state(access, access::check));
         let router = match cors(&state.config.cors_origins)? {
             Some(cors) => router.layer(cors),

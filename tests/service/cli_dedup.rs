@@ -283,6 +283,39 @@ fn plain_gzip_and_stdin_give_the_same_decisions() {
     assert_eq!(gzip_stdin.stdout, from_plain.stdout);
 }
 
+/// Issue 33, item 5: a file of several gzip members (`cat a.jsonl.gz b.jsonl.gz`, or one cut
+/// mid-line into two members) is read whole by every command that reads files.
+#[test]
+fn every_gzip_member_of_a_file_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let (bytes, expected, _) = mixed_input();
+    let middle = bytes.len() / 2;
+    let members = [gzip(&bytes[..middle]), gzip(&bytes[middle..])].concat();
+    let packed = write_temp(dir.path(), "two-members.jsonl.gz", &members);
+
+    let whole = run(&["dedup", "-"], Some(&bytes));
+    check_mixed_run(&whole, "plain");
+    let from_file = run(&["dedup", packed.to_str().unwrap()], None);
+    check_mixed_run(&from_file, "two gzip members");
+    assert_eq!(from_file.stdout, whole.stdout);
+    let from_stdin = run(&["dedup", "-"], Some(&members));
+    assert_eq!(from_stdin.stdout, whole.stdout);
+
+    let index = dir.path().join("index");
+    let ingested = run(
+        &[
+            "ingest",
+            "--index",
+            index.to_str().unwrap(),
+            packed.to_str().unwrap(),
+            "--json",
+        ],
+        None,
+    );
+    let summary: Value = serde_json::from_slice(&ingested.stdout).unwrap();
+    assert_eq!(summary["documents"], expected.len(), "{summary}");
+}
+
 #[test]
 fn seed_mode_and_shipped_config_work() {
     let dir = tempfile::tempdir().unwrap();

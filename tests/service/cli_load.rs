@@ -1,6 +1,7 @@
 //! `tantivy-dedup load` against a real `serve` on loopback: a gzip file sent in batches, its
 //! bad line reported by number, the counts equal to what the server holds, a second load
-//! counted as unchanged, the write key required when the server has one.
+//! counted as unchanged, the write key required when the server has one, the server's
+//! warnings printed once each.
 
 use std::io::Write;
 use std::path::Path;
@@ -69,9 +70,9 @@ fn story(rng: &mut SmallRng) -> String {
     text
 }
 
-/// Ten stories, each with a copy under a header and a copy with a source line: 30 documents,
-/// then a line without `content` (line 31), gzip-compressed.
-fn write_file(path: &Path) {
+/// Ten stories, each with a copy under a header and a copy with a source line: 30 documents
+/// with their time under `time_key`, then a line without `content` (line 31), gzip-compressed.
+fn write_file(path: &Path, time_key: &str) {
     let mut rng = SmallRng::seed_from_u64(7);
     let mut lines = Vec::new();
     for story_number in 0..10 {
@@ -84,11 +85,12 @@ fn write_file(path: &Path) {
         .into_iter()
         .enumerate()
         {
-            lines.push(json!({
+            let mut line = json!({
                 "id": format!("s{story_number}-{copy}"),
                 "content": content,
-                "published_at": 1_750_000_000 + 60 * lines.len() as i64,
-            }));
+            });
+            line[time_key] = json!(1_750_000_000 + 60 * lines.len() as i64);
+            lines.push(line);
         }
     }
     lines.push(json!({"id": "no-content"}));
@@ -113,7 +115,7 @@ fn load(url: &str, file: &Path, extra: &[&str]) -> Output {
 fn load_sends_a_file_in_batches_and_reports_each_refused_line() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("articles.jsonl.gz");
-    write_file(&file);
+    write_file(&file, "published_at");
     let server = Server::start(dir.path(), None);
 
     let output = load(&server.url, &file, &["--json"]);
@@ -122,6 +124,10 @@ fn load_sends_a_file_in_batches_and_reports_each_refused_line() {
     assert!(
         stderr.contains(&format!("{}:31: refused", file.display())),
         "{stderr}"
+    );
+    assert!(
+        !stderr.contains("warning"),
+        "every document had its time: {stderr}"
     );
     let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(summary["indexed"], 30, "{summary}");
@@ -143,7 +149,7 @@ fn load_sends_a_file_in_batches_and_reports_each_refused_line() {
 fn load_needs_the_write_key_of_a_server_that_has_one() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("articles.jsonl.gz");
-    write_file(&file);
+    write_file(&file, "published_at");
     let server = Server::start(dir.path(), Some(KEY));
 
     let refused = load(&server.url, &file, &[]);
@@ -165,7 +171,7 @@ fn load_needs_the_write_key_of_a_server_that_has_one() {
 fn load_says_when_no_server_answers() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("articles.jsonl.gz");
-    write_file(&file);
+    write_file(&file, "published_at");
     // A port that was free a moment ago: nothing listens there.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -179,4 +185,28 @@ fn load_says_when_no_server_answers() {
         stderr.contains("is `tantivy-dedup serve` running there?"),
         "{stderr}"
     );
+}
+
+/// Issue 33, item 10: `load` dropped the warnings of the server's answers, so a file whose time
+/// is under another key (`date`) was dated by its arrival without a word. Each warning is
+/// printed once, naming the file, however many batches carried it.
+#[test]
+fn load_prints_each_warning_of_the_server_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("dated-elsewhere.jsonl.gz");
+    write_file(&file, "date");
+    let server = Server::start(dir.path(), None);
+
+    let output = load(&server.url, &file, &["--json"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
+    // Five batches, each of them without the time field.
+    assert_eq!(summary["requests"], 5, "{summary}");
+    assert_eq!(summary["indexed"], 30, "{summary}");
+    let warning = format!(
+        "{}: warning: no document had the time field `published_at`",
+        file.display()
+    );
+    assert_eq!(stderr.matches(&warning).count(), 1, "{stderr}");
+    assert!(stderr.contains("from = \"KEY\""), "{stderr}");
 }

@@ -2048,6 +2048,15 @@ fn bad_cases() -> Vec<Case> {
             "`content`",
         ),
         case(
+            "content is only control characters",
+            "POST",
+            docs,
+            one(json!({"content": "\u{1}\u{2}\u{3}"})),
+            400,
+            "invalid_field",
+            "`content`",
+        ),
+        case(
             "content is missing",
             "POST",
             docs,

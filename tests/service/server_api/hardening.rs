@@ -11,7 +11,9 @@
 //! - `stopping_waits_no_longer_than_the_grace_period`;
 //! - `keys_guard_writes_and_reads`, `a_public_address_needs_keys`;
 //! - `cross_site_requests_are_refused`: content types, `Host`, CORS;
-//! - `oversized_heads_and_bad_ids_get_json_errors`, `gzip_bodies_are_read`.
+//! - `oversized_heads_and_bad_ids_get_json_errors`, `gzip_bodies_are_read`;
+//! - issue 33: `every_gzip_member_is_read_and_trailing_bytes_are_refused`,
+//!   `q_searches_only_the_declared_text_fields`.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -20,7 +22,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tantivy_dedup::config::{AccessKeys, Secret, ServerConfig};
 
-use super::{Reply, TestServer, article_with, raw_exchange, server_config};
+use super::{Reply, TestServer, article_with, pct, raw_exchange, server_config};
 
 /// A connection that sent `head` (possibly nothing) and then waits.
 fn hold(address: &str, head: &str) -> TcpStream {
@@ -498,36 +500,131 @@ fn oversized_heads_and_bad_ids_get_json_errors() {
     server.stop();
 }
 
-#[test]
-fn gzip_bodies_are_read() {
+/// `documents` as NDJSON, gzip-compressed: one gzip member.
+fn gzip_member(documents: impl IntoIterator<Item = Value>) -> Vec<u8> {
     use flate2::Compression;
     use flate2::write::GzEncoder;
-    let server = TestServer::start(server_config());
-    let body: String = (0..3)
-        .map(|n| format!("{}\n", article_with(&format!("zipped-{n}"), json!({}))))
-        .collect();
     let mut encoder = GzEncoder::new(Vec::new(), Compression::default());
-    encoder.write_all(body.as_bytes()).expect("compress");
-    let compressed = encoder.finish().expect("compress");
-    let reply = TestServer::reply(
+    for document in documents {
+        writeln!(encoder, "{document}").expect("compress");
+    }
+    encoder.finish().expect("compress")
+}
+
+fn post_encoded(server: &TestServer, encoding: &str, body: &[u8]) -> Reply {
+    TestServer::reply(
         server
             .agent
             .post(format!("{}/v1/documents", server.base))
             .header("content-type", "application/x-ndjson")
-            .header("content-encoding", "gzip")
-            .send(&compressed[..]),
-    );
+            .header("content-encoding", encoding)
+            .send(body),
+    )
+}
+
+#[test]
+fn gzip_bodies_are_read() {
+    let server = TestServer::start(server_config());
+    let zipped = |n: usize| article_with(&format!("zipped-{n}"), json!({}));
+    let reply = post_encoded(&server, "gzip", &gzip_member((0..3).map(zipped)));
     assert_eq!(reply.status, 200, "{}", reply.text);
     assert_eq!(reply.json["indexed"], json!(3), "{}", reply.text);
-    let reply = TestServer::reply(
-        server
-            .agent
-            .post(format!("{}/v1/documents", server.base))
-            .header("content-type", "application/x-ndjson")
-            .header("content-encoding", "br")
-            .send(body.as_bytes()),
-    );
+    let plain: String = (0..3).map(|n| format!("{}\n", zipped(n))).collect();
+    let reply = post_encoded(&server, "br", plain.as_bytes());
     assert_eq!(reply.status, 415, "{}", reply.text);
     assert_eq!(reply.error().0, "unsupported_encoding");
+    server.stop();
+}
+
+/// Issue 33, item 5: a body of two gzip members (as `cat a.gz b.gz` makes) was cut after the
+/// first, answered 200 with the second member's documents never indexed; bytes after the last
+/// member were ignored.
+#[test]
+fn every_gzip_member_is_read_and_trailing_bytes_are_refused() {
+    let server = TestServer::start(ServerConfig {
+        max_body_mib: 1,
+        ..server_config()
+    });
+    let member = |from: usize| {
+        gzip_member((from..from + 3).map(|n| article_with(&format!("member-{n}"), json!({}))))
+    };
+    let two = [member(0), member(3)].concat();
+    let reply = post_encoded(&server, "gzip", &two);
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.json["indexed"], json!(6), "{}", reply.text);
+    assert_eq!(reply.json["failed"], json!(0), "{}", reply.text);
+    assert!(server.document("member-5").is_some());
+
+    // Garbage after the last member, short (less than a gzip header) or long: the body is
+    // refused whole, nothing of it indexed.
+    for garbage in [&b"junk"[..], &[b'x'; 4096][..]] {
+        let body = [member(10), garbage.to_vec()].concat();
+        let reply = post_encoded(&server, "gzip", &body);
+        assert_eq!(reply.status, 400, "{}", reply.text);
+        assert_eq!(reply.error().0, "invalid_body", "{}", reply.text);
+        assert!(reply.error().1.contains("gzip"), "{}", reply.text);
+    }
+    // A member cut short is refused too.
+    let whole = member(20);
+    let reply = post_encoded(&server, "gzip", &whole[..whole.len() - 4]);
+    assert_eq!(reply.status, 400, "{}", reply.text);
+    assert_eq!(reply.error().0, "invalid_body", "{}", reply.text);
+    // The limit counts the bytes decoded: 2 MiB of blank lines in a few KiB are refused.
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    encoder.write_all(&[b'\n'; 2 << 20]).expect("compress");
+    let bomb = [member(30), encoder.finish().expect("compress")].concat();
+    let reply = post_encoded(&server, "gzip", &bomb);
+    assert_eq!(reply.status, 413, "{}", reply.text);
+    assert_eq!(reply.error().0, "body_too_large", "{}", reply.text);
+    assert_eq!(server.stats()["index"]["documents"], json!(6));
+    server.stop();
+}
+
+/// Issue 33, item 9: `q` searched any indexed field, the internal ones too (`q=_seq:[0 TO 9]`
+/// found the first inserts, `q=root:…` a cluster, though `filter` refuses them), and
+/// `q=url:*` answered 500. Keywords search the declared text fields; a field-qualified term on
+/// any other field, or `field:*`, is a 400 that names the field and the fields to search.
+#[test]
+fn q_searches_only_the_declared_text_fields() {
+    let server = TestServer::start(server_config());
+    let reply = post_ndjson(&server, &[article_with("lamp", json!({}))]);
+    assert_eq!(reply.json["indexed"], json!(1), "{}", reply.text);
+    for q in [
+        "灯塔",
+        "title:灯塔",
+        "content:烟花",
+        "title:灯塔 OR content:烟花",
+        "*",
+    ] {
+        let reply = server.get(&format!("/v1/search?q={}", pct(q)));
+        assert_eq!(reply.status, 200, "{q}: {}", reply.text);
+        assert_eq!(reply.json["total_hits"], json!(1), "{q}: {}", reply.text);
+    }
+    for (q, field) in [
+        ("url:*", "url"),
+        ("content:*", "content"),
+        ("_seq:[0 TO 9]", "_seq"),
+        ("_seq:0", "_seq"),
+        ("root:1", "root"),
+        ("simhash:1", "simhash"),
+        ("block0:1", "block0"),
+        ("_keys:1", "_keys"),
+        ("_digest:1", "_digest"),
+        ("_time:[* TO 9999999999]", "_time"),
+        ("_via:1", "_via"),
+        ("_duplicate:false", "_duplicate"),
+        ("source:本地晚报", "source"),
+        ("id:lamp", "id"),
+        ("灯塔 AND (烟花 OR _seq:0)", "_seq"),
+    ] {
+        let reply = server.get(&format!("/v1/search?q={}", pct(q)));
+        assert_eq!(reply.status, 400, "{q}: {}", reply.text);
+        let (code, message) = reply.error();
+        assert_eq!(code, "invalid_query", "{q}: {}", reply.text);
+        assert!(
+            message.contains(&format!("`{field}`")) && message.contains("title, content"),
+            "{q}: {message}"
+        );
+    }
     server.stop();
 }
