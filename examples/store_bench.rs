@@ -238,7 +238,8 @@ impl RoundTrips {
     fn slot(kind: PlacementKind) -> usize {
         match kind {
             PlacementKind::ExistingNode => 0,
-            PlacementKind::NewRoot => 1,
+            // A resumed story's root is made as a new one is.
+            PlacementKind::NewRoot | PlacementKind::ResumedRoot => 1,
             PlacementKind::NewLeaf => 2,
         }
     }

@@ -27,7 +27,8 @@ pub struct Decision {
     /// Its node in the forest: its text's fingerprint, or the nearest free value
     /// ([`node_candidates`](crate::forest::node_candidates)) when that value already names a
     /// node whose text does not verify against this one (default mode), or was the root of a
-    /// story that has expired and this document starts a story (a story id is never reused).
+    /// story of another text that has expired and this document starts a story (a story id is
+    /// never another story's).
     pub simhash: Fingerprint,
     /// The root hash of its cluster.
     pub root: Fingerprint,

@@ -1,7 +1,7 @@
 //! [`Forest`]: the forest in memory, nodes packed beside their fingerprints in a pigeonhole
 //! index, with the exact expiry queue. One writer; the default store.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasherDefault;
 use std::io;
 
@@ -102,9 +102,9 @@ const MEMORY_TOKEN: u64 = 1;
 /// and was seen no earlier than the leaf. In a verifying forest: no two roots that a lookup
 /// reaches from one another (within `k`, or posted under a shared key) verify, every leaf
 /// verifies against the node it was attached through, and every node has a sketch. Always:
-/// each fingerprint is one node; no value is a story's root twice (a root that expired leaves
-/// its value marked, and that value may be a leaf again but never a root); each root's child
-/// count equals the leaves under it; no stored node is older than the window; each node has one entry
+/// each fingerprint is one node; no value is the root of two stories (a root that expired
+/// leaves its value marked with its text's digest, and the value may be a leaf again, but a
+/// root only of the same text); each root's child count equals the leaves under it; no stored node is older than the window; each node has one entry
 /// in the expiry queue, no later than its last-seen time. The outcome of a sequence of inserts depends
 /// only on their order and their fingerprints and times.
 ///
@@ -135,11 +135,11 @@ pub struct Forest {
     expiry: BTreeMap<u32, Vec<u64>>,
     /// Nodes removed by expiry so far.
     expired: u64,
-    /// The values of roots that expired: a story's id is never a new story's
-    /// ([`Claim::Created`]). Kept for the forest's life (9 to 18 bytes an expired story):
-    /// forgetting one when retention deletes its documents would make a replay, which does not
-    /// see retention, decide otherwise.
-    former_roots: HashSet<u64, BuildHasherDefault<FingerprintHasher>>,
+    /// The values of roots that expired, with the digest of each one's text: a story's id is
+    /// only ever that text's again ([`Claim::Created`]). Kept for the forest's life (13 to 26
+    /// bytes an expired story): forgetting one when retention deletes its documents would make
+    /// a replay, which does not see retention, decide otherwise.
+    former_roots: HashMap<u64, u32, BuildHasherDefault<FingerprintHasher>>,
     next_sequence: u32,
     roots: usize,
     /// Default mode's sketches and rule; `None` in seed mode.
@@ -172,7 +172,7 @@ impl Forest {
             newest: None,
             expiry: BTreeMap::new(),
             expired: 0,
-            former_roots: HashSet::default(),
+            former_roots: HashMap::default(),
             next_sequence: 0,
             roots: 0,
             verification: None,
@@ -280,8 +280,9 @@ impl Forest {
         out.put_slice(&seconds)?;
         out.put_slice(&lens)?;
         out.put_slice(&entries)?;
-        let former_roots: Vec<u64> = self.former_roots.iter().copied().collect();
+        let (former_roots, digests): (Vec<u64>, Vec<u32>) = self.former_roots.iter().unzip();
         out.put_slice(&former_roots)?;
+        out.put_slice(&digests)?;
         match &mut self.verification {
             None => out.put_u64(0),
             Some(verification) => {
@@ -324,7 +325,11 @@ impl Forest {
             rest = after;
         }
         let former_roots: Vec<u64> = input.get_vec()?;
-        self.former_roots = former_roots.into_iter().collect();
+        let digests: Vec<u32> = input.get_vec()?;
+        if former_roots.len() != digests.len() {
+            return Err(input.invalid("the former roots' parts differ in length"));
+        }
+        self.former_roots = former_roots.into_iter().zip(digests).collect();
         let verifying = input.get_u64()? != 0;
         match (&mut self.verification, verifying) {
             (None, false) => {}
@@ -385,7 +390,8 @@ impl Forest {
             };
             if Timestamp::from(node.last_seen) < cutoff {
                 if node.is_root() {
-                    self.former_roots.insert(fingerprint.0);
+                    let digest = self.node_digest(fingerprint);
+                    self.former_roots.insert(fingerprint.0, digest);
                 }
                 expired.push((fingerprint, node.is_root()));
             } else {
@@ -415,10 +421,19 @@ impl Forest {
         expired.len()
     }
 
-    /// Whether `fingerprint` was the root of a story that has expired (and is not forgotten):
-    /// it may not be a root again.
-    pub fn is_former_root(&self, fingerprint: Fingerprint) -> bool {
-        self.former_roots.contains(&fingerprint.0)
+    /// When `fingerprint` was the root of a story that has expired: the digest of that root's
+    /// text ([`digest_of`](crate::verify::digest_of)). Only the same text may make it a root
+    /// again.
+    pub fn former_root(&self, fingerprint: Fingerprint) -> Option<u32> {
+        self.former_roots.get(&fingerprint.0).copied()
+    }
+
+    /// The digest of a stored node's text (0 in seed mode).
+    fn node_digest(&self, fingerprint: Fingerprint) -> u32 {
+        self.verification
+            .as_ref()
+            .and_then(|verification| verification.sketches.get(fingerprint))
+            .map_or(0, SketchView::digest)
     }
 
     fn enqueue(&mut self, fingerprint: Fingerprint, seen: u32) {
@@ -599,8 +614,8 @@ impl Forest {
                     .values()
                     .map(|entries| entries.capacity() * 8 + EXPIRY_SLOT_OVERHEAD)
                     .sum::<usize>()
-                // A hash table entry of 8 bytes plus its control byte.
-                + self.former_roots.capacity() * 9
+                // A hash table entry of 12 bytes plus its control byte.
+                + self.former_roots.capacity() * 13
                 + self
                     .verification
                     .as_ref()
@@ -653,9 +668,13 @@ impl Forest {
             if Timestamp::from(node.last_seen) < self.cutoff() {
                 return Err(format!("{} is expired but still stored", info.fingerprint));
             }
-            if info.attached_to.is_none() && self.is_former_root(info.fingerprint) {
+            if info.attached_to.is_none()
+                && self
+                    .former_root(info.fingerprint)
+                    .is_some_and(|digest| digest != self.node_digest(info.fingerprint))
+            {
                 return Err(format!(
-                    "{} is a root again after an earlier story's root expired there",
+                    "{} is the root of another text than the expired story it was the root of",
                     info.fingerprint
                 ));
             }
@@ -790,7 +809,7 @@ impl ForestStore for Forest {
                 }
             }
             None => Claim::Created {
-                former_root: self.is_former_root(fingerprint),
+                former_root: self.former_root(fingerprint),
             },
         })
     }

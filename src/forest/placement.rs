@@ -37,6 +37,10 @@ pub enum PlacementKind {
     NewLeaf,
     /// Nothing was within reach: it started a cluster of its own.
     NewRoot,
+    /// Nothing was within reach, and its text is that of a story's root that has left the
+    /// window at its value: it is that node's root again, and the story goes on under its id
+    /// (its earlier documents still carry it in the index).
+    ResumedRoot,
 }
 
 /// Where a document went: its cluster's root, and how it got there.
@@ -52,15 +56,17 @@ pub struct Placement {
     /// What the insert did to the forest.
     pub kind: PlacementKind,
     /// The node the document came into its tree through: `node` itself when it joined an
-    /// existing node (an earlier document has its text), the neighbour it was attached to when
-    /// it became a new leaf, `None` when it started a cluster. The story view's reprint path
+    /// existing node or resumed its story (an earlier document has its text), the neighbour it
+    /// was attached to when it became a new leaf, `None` when it started a cluster. The story
+    /// view's reprint path
     /// is drawn from it.
     pub via: Option<Fingerprint>,
 }
 
 impl Placement {
     /// Whether the document joined a cluster that already existed (it is a near-duplicate of an
-    /// earlier document).
+    /// earlier document, or, [`PlacementKind::ResumedRoot`], the same text as one that left
+    /// the window).
     pub fn is_duplicate(&self) -> bool {
         self.kind != PlacementKind::NewRoot
     }

@@ -5,7 +5,7 @@
 //!
 //! | key | type | holds |
 //! |---|---|---|
-//! | `n:{fp}` | hash | a node: `o` owner token while pending, `q` ticket (a root's creation order), `a` attached-through and `r` root for a leaf, `t` last seen, `d` documents, `l` the token that counted the last one (so a retry does not count twice); `z` marks a value that was the root of a story that expired, and outlives the node (a hash of `z` alone then): a story id is never a new story's |
+//! | `n:{fp}` | hash | a node: `o` owner token while pending, `q` ticket (a root's creation order), `a` attached-through and `r` root for a leaf, `t` last seen, `d` documents, `l` the token that counted the last one (so a retry does not count twice); `g` the digest of a root's text; `z` marks a value that was the root of a story that expired, holding that digest, and outlives the node (a hash of `z` alone then): a story id is only ever that text's again |
 //! | `c:{root}` | set | a root's leaves (a set, so that a retried insert counts its leaf once) |
 //! | `s:{fp}` | string | the node's sketch (default mode), 4 bytes a value |
 //! | `b{t}:{key}` | set | table `t`'s bucket: the fingerprints (as signed 64-bit integers, so Redis keeps small sets as compact int sets) whose key in table `t` is `key` |
@@ -43,7 +43,7 @@ use super::store::{
 use crate::Fingerprint;
 use crate::config::DedupConfig;
 use crate::index::BlockLayout;
-use crate::verify::{POSTING_CAPACITY, Sketch, Verifier};
+use crate::verify::{POSTING_CAPACITY, Sketch, Verifier, digest_of};
 
 /// Event time beyond the window that the sweep waits before deleting a node, so that an insert
 /// that read the node live with a slightly older clock is done with it first.
@@ -86,13 +86,13 @@ impl Lua {
 
 /// Claims a node. ARGV: seen, token, cutoff. Replies {0, attached, root} for an existing live
 /// settled node (after counting the document, unless this token was the last counted: a
-/// retry, and marking it seen), {1, ticket or '', former root '1' or ''} when
+/// retry, and marking it seen), {1, ticket or '', the former root's digest or ''} when
 /// created (or already owned by this token: a retry, which keeps its ticket), {2, owner} when
-/// another insert (or the sweep) owns it. An expired settled root's record leaves the `z`
-/// mark on the new one.
+/// another insert (or the sweep) owns it. An expired settled root's record leaves its text's
+/// digest `g` as the `z` mark on the new one.
 static CLAIM: Lua = Lua::new(
     r"
-local r = redis.call('HMGET', KEYS[1], 'o', 't', 'a', 'r', 'q', 'l', 'z')
+local r = redis.call('HMGET', KEYS[1], 'o', 't', 'a', 'r', 'q', 'l', 'z', 'g')
 if r[2] and tonumber(r[2]) >= tonumber(ARGV[3]) then
   if r[1] then
     if r[1] == ARGV[2] then return {1, r[5] or '', r[7] or ''} end
@@ -106,7 +106,7 @@ if r[2] and tonumber(r[2]) >= tonumber(ARGV[3]) then
   return {0, r[3] or '', r[4] or ''}
 end
 local z = r[7]
-if r[2] and not r[1] and not r[3] then z = '1' end
+if r[2] and not r[1] and not r[3] then z = r[8] or '0' end
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'o', ARGV[2], 't', ARGV[1])
 if z then redis.call('HSET', KEYS[1], 'z', z) end
@@ -126,7 +126,7 @@ return 0
 );
 
 /// Settles a pending node owned by the token. ARGV: token, seen, ticket or attached-through,
-/// root ('' for a root).
+/// root ('' for a root), the digest of its text (`g`, which a root leaves as its `z` mark).
 static SETTLE: Lua = Lua::new(
     r"
 local r = redis.call('HMGET', KEYS[1], 'o', 't')
@@ -134,7 +134,7 @@ if r[1] ~= ARGV[1] then return 0 end
 redis.call('HDEL', KEYS[1], 'o', 'q')
 if tonumber(ARGV[2]) > tonumber(r[2]) then redis.call('HSET', KEYS[1], 't', ARGV[2]) end
 if ARGV[4] == '' then
-  redis.call('HSET', KEYS[1], 'd', 1, 'l', ARGV[1], 'q', ARGV[3])
+  redis.call('HSET', KEYS[1], 'd', 1, 'l', ARGV[1], 'q', ARGV[3], 'g', ARGV[5])
 else
   redis.call('HSET', KEYS[1], 'd', 1, 'l', ARGV[1], 'a', ARGV[3], 'r', ARGV[4])
 end
@@ -206,10 +206,10 @@ return {v, v}
 /// live node.
 static EXPIRE_NODE: Lua = Lua::new(
     r"
-local r = redis.call('HMGET', KEYS[1], 't', 'a', 'r', 'o', 'z')
+local r = redis.call('HMGET', KEYS[1], 't', 'a', 'r', 'o', 'z', 'g')
 if r[1] and tonumber(r[1]) >= tonumber(ARGV[1]) then return {} end
 local z = r[5]
-if r[1] and not r[2] and not r[4] then z = '1' end
+if r[1] and not r[2] and not r[4] then z = r[6] or '0' end
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'o', ARGV[2], 't', ARGV[3])
 if z then redis.call('HSET', KEYS[1], 'z', z) end
@@ -937,9 +937,15 @@ impl RedisStore {
                 // A retry of an insert that already took its ticket keeps it, so that the
                 // neighbours that are waiting for it (or it for them) keep their order.
                 self.own_ticket = reply.get(1).and_then(|ticket| ticket.parse().ok());
-                Ok(Claim::Created {
-                    former_root: reply.get(2).is_some_and(|mark| !mark.is_empty()),
-                })
+                let former_root = match reply.get(2).map(String::as_str) {
+                    None | Some("") => None,
+                    Some(digest) => Some(digest.parse::<u32>().map_err(|_| {
+                        StoreError::Inconsistent(format!(
+                            "{fingerprint}: a former root's digest {digest:?}"
+                        ))
+                    })?),
+                };
+                Ok(Claim::Created { former_root })
             }
             Some("2") if reply.len() == 2 => Ok(Claim::Busy {
                 owner: reply[1].parse::<i64>().map_err(|_| {
@@ -960,16 +966,24 @@ impl RedisStore {
         fingerprint: Fingerprint,
         token: u64,
         settlement: Settlement,
+        sketch: Option<&Sketch>,
         seen: u32,
     ) {
         let (link, root) = match settlement {
             Settlement::Root { ticket } => (ticket.to_string(), String::new()),
             Settlement::Leaf { attached_to, root } => (signed(attached_to), signed(root)),
         };
+        let digest = digest_of(sketch.filter(|_| self.verifier.is_some()));
         batch.script(
             &SETTLE,
             &self.node_key(fingerprint),
-            &[(token as i64).to_string(), seen.to_string(), link, root],
+            &[
+                (token as i64).to_string(),
+                seen.to_string(),
+                link,
+                root,
+                digest.to_string(),
+            ],
         );
         self.seen_in_partition(batch, fingerprint, seen);
     }
@@ -1579,11 +1593,11 @@ impl ForestStore for RedisStore {
         fingerprint: Fingerprint,
         token: u64,
         settlement: Settlement,
-        _sketch: Option<&Sketch>,
+        sketch: Option<&Sketch>,
         seen: u32,
     ) -> Result<bool, StoreError> {
         let mut batch = Batch::default();
-        self.settle_into(&mut batch, fingerprint, token, settlement, seen);
+        self.settle_into(&mut batch, fingerprint, token, settlement, sketch, seen);
         let (settled,): (i64,) = self.run_batch(&batch)?;
         self.count_settled(settled == 1, settlement);
         Ok(settled == 1)
@@ -1596,11 +1610,11 @@ impl ForestStore for RedisStore {
         fingerprint: Fingerprint,
         token: u64,
         settlement: Settlement,
-        _sketch: Option<&Sketch>,
+        sketch: Option<&Sketch>,
         seen: u32,
     ) -> Result<bool, StoreError> {
         let mut batch = Batch::default();
-        self.settle_into(&mut batch, fingerprint, token, settlement, seen);
+        self.settle_into(&mut batch, fingerprint, token, settlement, sketch, seen);
         if let Settlement::Leaf { root, .. } = settlement {
             batch
                 .cmd("SADD", &self.children_key(root))

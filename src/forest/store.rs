@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use super::placement::{ForestStats, Placement, PlacementKind, Signature, Timestamp};
 use crate::Fingerprint;
 use crate::config::DedupConfig;
-use crate::verify::Sketch;
+use crate::verify::{Sketch, digest_of};
 
 /// A store's failure: the store could not be reached or answered something unusable. The
 /// insert that met it was not acknowledged; retrying it is safe.
@@ -73,10 +73,12 @@ pub enum Claim {
     },
     /// The node did not exist (or had expired): it is now pending, owned by the caller.
     Created {
-        /// The value was the root of a story that has left the window. A story's id (its root)
-        /// is never reused while the index may hold that story's documents, so the node may
-        /// become a leaf here but not a root: the insert moves to the next value instead.
-        former_root: bool,
+        /// The value was the root of a story that has left the window: the digest of that
+        /// root's text ([`digest_of`](crate::verify::digest_of); 0 in seed mode). A story's id
+        /// (its root) is another story's never, so the node may become a root here only for
+        /// the same text (the story goes on under its id); for another, it may become a leaf,
+        /// and a root only at the next value.
+        former_root: Option<u32>,
     },
     /// Another insert of the same fingerprint is under way (its owner token).
     Busy {
@@ -394,8 +396,8 @@ pub fn place<S: ForestStore + ?Sized>(
 /// The values a document's node may take, in the order they are tried: its fingerprint
 /// first; then, for as long as each value names a node whose text does not verify against the
 /// document's (default mode: equal fingerprints are candidates like any other), or was the
-/// root of a story that has left the window while the document would start a story (a story
-/// id is never reused: [`Claim::Created`]), the
+/// root of a story of another text that has left the window while the document would start a
+/// story (a story id is never another story's: [`Claim::Created`]), the
 /// fingerprint with one bit flipped (lowest bit first), which keeps the node within one bit of
 /// its text's simhash; past those 64, values drawn from a hash of the fingerprint.
 ///
@@ -470,7 +472,10 @@ fn place_once<S: ForestStore + ?Sized>(
             }
             Claim::Created { .. } => {}
         }
-        let former_root = matches!(claim, Claim::Created { former_root: true });
+        let former_root = match claim {
+            Claim::Created { former_root } => former_root,
+            _ => None,
+        };
         let ticket = store.publish(fingerprint, sketch, token)?;
         let edges = loop {
             let edges = store.edges(fingerprint, sketch)?;
@@ -491,9 +496,10 @@ fn place_once<S: ForestStore + ?Sized>(
             }
         };
         let settlement = match best_tree(store, &edges, rank_lone_tree)? {
-            None if former_root => {
+            None if former_root.is_some_and(|digest| digest != digest_of(sketch)) => {
                 // A new story at an older story's id would merge the two in the index (its
                 // size, its detail and story pages): give the value up and take the next one.
+                // The same text comes back to its story.
                 store.abandon(fingerprint, token)?;
                 fingerprint = next_value(&mut nodes, signature.fingerprint)?;
                 continue;
@@ -517,6 +523,13 @@ fn place_once<S: ForestStore + ?Sized>(
             continue;
         }
         return Ok(match settlement {
+            // The same text as the expired root at this value: its story resumes.
+            Settlement::Root { .. } if former_root.is_some() => Placement {
+                node: fingerprint,
+                root: fingerprint,
+                kind: PlacementKind::ResumedRoot,
+                via: Some(fingerprint),
+            },
             Settlement::Root { .. } => Placement {
                 node: fingerprint,
                 root: fingerprint,

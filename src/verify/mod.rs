@@ -15,7 +15,9 @@ mod sketch;
 
 pub use candidates::SketchStore;
 pub use postings::POSTING_CAPACITY;
-pub use sketch::{KEYS, SHINGLE_CHARACTERS, SHINGLE_WORDS, Similarity, Sketch, SketchView};
+pub use sketch::{
+    KEYS, SHINGLE_CHARACTERS, SHINGLE_WORDS, Similarity, Sketch, SketchView, digest_of,
+};
 
 /// The share of the shorter text's shingles that must appear in the longer one, by default.
 ///

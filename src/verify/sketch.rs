@@ -102,6 +102,15 @@ impl<'a> SketchView<'a> {
         self.hashes
     }
 
+    /// A 32-bit digest of the sample: equal for equal texts, and for different texts equal
+    /// only by a chance of one in 2^32. Never 0, which stands for "no sketch" ([`digest_of`]).
+    pub fn digest(self) -> u32 {
+        let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+        hasher.update(&[self.shift]);
+        hasher.update(bytemuck::cast_slice(self.hashes));
+        (hasher.digest() as u32).max(1)
+    }
+
     /// An owned copy.
     pub fn to_sketch(self) -> Sketch {
         Sketch {
@@ -495,6 +504,12 @@ fn count_shared_where(a: &[u32], b: &[u32], counts: impl Fn(u32) -> bool) -> usi
         }
     }
     shared
+}
+
+/// [`SketchView::digest`] of a signature's sketch, 0 without one (seed mode): what a story's
+/// root leaves behind when it expires, so that only the same text takes its id again.
+pub fn digest_of(sketch: Option<&Sketch>) -> u32 {
+    sketch.map_or(0, |sketch| sketch.view().digest())
 }
 
 #[cfg(test)]

@@ -58,8 +58,9 @@ struct Model {
     window: Timestamp,
     newest: Option<Timestamp>,
     nodes: HashMap<u64, ModelNode>,
-    /// Values of roots that expired: never a root again.
-    former_roots: HashSet<u64>,
+    /// Values of roots that expired, with their text's digest (0 in seed mode): a root again
+    /// only for the same text.
+    former_roots: HashMap<u64, u32>,
     next_sequence: u64,
     stats: ModelStats,
 }
@@ -75,9 +76,11 @@ struct ModelStats {
     through_sibling: usize,
     /// Nodes that expired.
     expired: usize,
-    /// Values passed over because a document would have started a story at an expired
-    /// root's value.
+    /// Values passed over because a document would have started a story at the value of an
+    /// expired root of another text.
     former_roots_passed: usize,
+    /// Stories resumed: the same text as an expired root, at its value.
+    roots_resumed: usize,
 }
 
 impl Model {
@@ -89,7 +92,7 @@ impl Model {
             window,
             newest: None,
             nodes: HashMap::new(),
-            former_roots: HashSet::new(),
+            former_roots: HashMap::new(),
             next_sequence: 0,
             stats: ModelStats::default(),
         }
@@ -111,7 +114,11 @@ impl Model {
         let before = self.nodes.len();
         for (&fingerprint, node) in &self.nodes {
             if node.last_seen < cutoff && node.parent.is_none() {
-                self.former_roots.insert(fingerprint);
+                let digest = self
+                    .sketches
+                    .as_ref()
+                    .map_or(0, |sketches| sketches[&fingerprint].view().digest());
+                self.former_roots.insert(fingerprint, digest);
             }
         }
         self.nodes.retain(|_, node| node.last_seen >= cutoff);
@@ -200,8 +207,8 @@ impl Model {
         let time = time.max(self.cutoff());
         // Default mode: an equal fingerprint is joined only when the texts verify; otherwise
         // the node takes the fingerprint with one bit flipped, lowest first. So does a
-        // document that would start a story at an expired root's value (a story id is never
-        // reused).
+        // document that would start a story at the value of an expired root of another text (a
+        // story id is never another story's); the same text resumes that story.
         let mut values =
             std::iter::once(fingerprint).chain((0..64).map(|bit| fingerprint ^ (1 << bit)));
         let (h, trees) = loop {
@@ -228,7 +235,12 @@ impl Model {
                         .push((distance, other));
                 }
             }
-            if trees.is_empty() && self.former_roots.contains(&h) {
+            let digest = if self.sketches.is_some() {
+                sketch.view().digest()
+            } else {
+                0
+            };
+            if trees.is_empty() && self.former_roots.get(&h).is_some_and(|&d| d != digest) {
                 self.stats.former_roots_passed += 1;
                 continue;
             }
@@ -249,6 +261,10 @@ impl Model {
                 },
             );
             self.next_sequence += 1;
+            if self.former_roots.contains_key(&h) {
+                self.stats.roots_resumed += 1;
+                return (h, h, PlacementKind::ResumedRoot);
+            }
             return (h, h, PlacementKind::NewRoot);
         }
         // Most children, then added earliest, then the smaller root hash.
@@ -762,9 +778,17 @@ fn run_forest(
                 if placement.is_duplicate() != (placement.kind != PlacementKind::NewRoot) {
                     return Err(context("is_duplicate disagrees with kind".into()));
                 }
-                // A story id is never reused, even after its story has expired.
-                if placement.kind == PlacementKind::NewRoot && !started.insert(placement.root.0) {
-                    return Err(context(format!("{} started a story twice", placement.root)));
+                // A story id is never another story's, even after its story has expired: a
+                // story starts at a value once, and only resumes there after.
+                let fresh = started.insert(placement.root.0);
+                match placement.kind {
+                    PlacementKind::NewRoot if !fresh => {
+                        return Err(context(format!("{} started a story twice", placement.root)));
+                    }
+                    PlacementKind::ResumedRoot if fresh => {
+                        return Err(context(format!("{} resumed no story", placement.root)));
+                    }
+                    _ => {}
                 }
             }
             Event::Advance(time) => forest.advance_to(time),
@@ -1085,7 +1109,11 @@ fn long_sequence_with_expiry_matches_model() {
         "{stats:?}"
     );
     assert!(stats.expired > 500, "{stats:?}");
-    assert!(stats.former_roots_passed > 0, "{stats:?}");
+    // Seed mode has no text: an expired root's value is always its story's again.
+    assert!(
+        stats.roots_resumed > 0 && stats.former_roots_passed == 0,
+        "{stats:?}"
+    );
 }
 
 #[test]
@@ -1213,53 +1241,66 @@ fn expired_tree_does_not_capture_new_documents() {
     forest.check_invariants().unwrap();
 }
 
-/// Issue 33, item 1: a story that starts at the value of an expired story's root gets an id of
-/// its own (the value with one bit flipped, lowest first), again and again; the value may still
-/// be a leaf's. Before the fix each restart took the old id, merging the stories in the index.
+/// Issue 33, item 1: a story that starts at the value of an expired story's root of another
+/// text gets an id of its own (the value with one bit flipped, lowest first), while the same
+/// text resumes its story under its id; the value may still be a leaf's. Before the fix every
+/// text took the old id, merging different stories in the index. Seed mode has no text: the
+/// same fingerprint is the same story, as for a live node.
 #[test]
-fn an_expired_roots_value_never_starts_a_story_again() {
+fn an_expired_roots_value_is_only_its_own_texts_again() {
+    let greeting = "国家主席发表二〇二五年新年贺词。贺词通过广播电视和网络发表，回顾一年来的成就。";
+    let other = "国家主席发表二〇二六年新年贺词。新的一年里，我们将继续推进各项事业向前发展。";
     let verifying = || Forest::with_verifier(3, WINDOW as u64, Verifier::default()).unwrap();
-    let text = "国家主席发表新年贺词。新年贺词通过广播电视和网络发表，回顾一年来的成就。";
     for (mode, mut forest) in [("seed", forest()), ("default", verifying())] {
-        let signature = |fingerprint: u64| -> Signature {
-            if forest.is_verifying() {
+        let value = 0xabcd_0000_0000_0000u64;
+        let signature = |fingerprint: u64, text: &str| -> Signature {
+            if mode == "seed" {
+                Fingerprint(fingerprint).into()
+            } else {
                 Signature {
                     fingerprint: Fingerprint(fingerprint),
                     sketch: Some(Sketch::of(&[text], 200)),
                 }
-            } else {
-                Fingerprint(fingerprint).into()
             }
         };
-        let value = 0xabcd_0000_0000_0000u64;
-        let signatures: Vec<Signature> = [value, value ^ 0b10_0000].map(signature).into();
-        let mut started = Vec::new();
-        for year in 0..3 {
-            let placement = forest.place(signatures[0].clone(), T0 + year * 365 * DAY);
+        let year = |n: Timestamp| T0 + n * 365 * DAY;
+        let first = forest.place(signature(value, greeting), year(0));
+        // Another text at the same value a year on: a story of its own.
+        let another = forest.place(signature(value, other), year(1));
+        // The first text again: its story resumes under its id.
+        let again = forest.place(signature(value, greeting), year(2));
+        forest.check_invariants().unwrap();
+        if mode == "seed" {
+            assert_eq!(first.kind, PlacementKind::NewRoot);
+            for later in [another, again] {
+                assert_eq!(
+                    (later.kind, later.root),
+                    (PlacementKind::ResumedRoot, first.root)
+                );
+                assert!(later.is_duplicate());
+            }
+        } else {
             assert_eq!(
-                placement.kind,
-                PlacementKind::NewRoot,
-                "{mode}, year {year}"
+                (first.kind, first.root),
+                (PlacementKind::NewRoot, Fingerprint(value))
             );
-            started.push(placement.root);
-            forest.check_invariants().unwrap();
+            assert_eq!(
+                (another.kind, another.root),
+                (PlacementKind::NewRoot, Fingerprint(value ^ 1))
+            );
+            assert_eq!(
+                (again.kind, again.root),
+                (PlacementKind::ResumedRoot, first.root)
+            );
+            assert_eq!(again.via, Some(first.root));
         }
-        assert_eq!(
-            started,
-            [
-                Fingerprint(value),
-                Fingerprint(value ^ 1),
-                Fingerprint(value ^ 2)
-            ],
-            "{mode}"
-        );
         // A story of a nearby value is live: the old root's value joins it as a leaf.
-        let time = T0 + 4 * 365 * DAY;
-        let nearby = forest.place(signatures[1].clone(), time);
+        let time = year(4);
+        let nearby = forest.place(signature(value ^ 0b10_0000, other), time);
         assert_eq!(nearby.kind, PlacementKind::NewRoot, "{mode}");
-        let again = forest.place(signatures[0].clone(), time + 60);
+        let leaf = forest.place(signature(value, other), time + 60);
         assert_eq!(
-            (again.kind, again.node, again.root),
+            (leaf.kind, leaf.node, leaf.root),
             (PlacementKind::NewLeaf, Fingerprint(value), nearby.root),
             "{mode}"
         );
