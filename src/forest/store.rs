@@ -75,9 +75,9 @@ pub enum Claim {
     Created {
         /// The value was the root of a story that has left the window: the digest of that
         /// root's text ([`digest_of`](crate::verify::digest_of); 0 in seed mode). A story's id
-        /// (its root) is another story's never, so the node may become a root here only for
-        /// the same text (the story goes on under its id); for another, it may become a leaf,
-        /// and a root only at the next value.
+        /// (its root) is never another story's, so the node may become a root here only for
+        /// the same text (the story goes on under its id); a node of another text may become
+        /// a leaf here, and a root only at the next value.
         former_root: Option<u32>,
     },
     /// Another insert of the same fingerprint is under way (its owner token).
@@ -324,7 +324,7 @@ pub trait ForestStore {
 
     /// Removes the pending node of an insert that has not settled within
     /// [`pending_timeout`](Self::pending_timeout) (its writer died or stalled), or that its
-    /// own insert gives up (a former root's value that would be a root again); `false` when it
+    /// own insert gives up (a former root's value that another text would make a root); `false` when it
     /// settled or was already removed meanwhile. A value's mark as a former root stays.
     fn abandon(&mut self, fingerprint: Fingerprint, owner: u64) -> Result<bool, StoreError>;
 
@@ -547,7 +547,8 @@ fn place_once<S: ForestStore + ?Sized>(
 }
 
 /// The next of a document's [`node_candidates`], once the one tried is refused (a node with
-/// another text, or a former root's value that the document would make a root again).
+/// another text, or the value of an expired root of another text that the document would
+/// make a root).
 fn next_value(
     nodes: &mut impl Iterator<Item = Fingerprint>,
     fingerprint: Fingerprint,
