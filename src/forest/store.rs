@@ -324,8 +324,9 @@ pub trait ForestStore {
 
     /// Removes the pending node of an insert that has not settled within
     /// [`pending_timeout`](Self::pending_timeout) (its writer died or stalled), or that its
-    /// own insert gives up (a former root's value that another text would make a root); `false` when it
-    /// settled or was already removed meanwhile. A value's mark as a former root stays.
+    /// own insert gives up (a former root's value that another text would make a root);
+    /// `false` when it settled or was already removed meanwhile. A value's mark as a former
+    /// root stays.
     fn abandon(&mut self, fingerprint: Fingerprint, owner: u64) -> Result<bool, StoreError>;
 
     /// How long a pending neighbour is waited for before it is abandoned.
