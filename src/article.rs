@@ -242,15 +242,16 @@ pub const TIME_RANGE: std::ops::RangeInclusive<Timestamp> = 0..=u32::MAX as Time
 /// # Ok::<(), tantivy_dedup::article::ArticleError>(())
 /// ```
 pub fn parse_time(field: &str, value: &Value, zone: TimeZone) -> Result<Timestamp, ArticleError> {
-    let out_of_range = |time: Timestamp| {
-        let hint = if time > 1_000 * u32::MAX as Timestamp / 100 {
+    // `shown` is the value as sent (a float beyond i64 saturates in `time`).
+    let out_of_range = |shown: &dyn std::fmt::Display, time: Timestamp| {
+        let hint = if time > *TIME_RANGE.end() && TIME_RANGE.contains(&(time / 1_000)) {
             " (milliseconds? send seconds)"
         } else {
             ""
         };
         invalid(
             field_name(field),
-            format!("must be between 1970 and 2106, got {time} seconds{hint}"),
+            format!("must be between 1970 and 2106, got {shown} seconds{hint}"),
         )
     };
     let text = match value {
@@ -265,7 +266,7 @@ pub fn parse_time(field: &str, value: &Value, zone: TimeZone) -> Result<Timestam
             return if TIME_RANGE.contains(&time) {
                 Ok(time)
             } else {
-                Err(out_of_range(time))
+                Err(out_of_range(number, time))
             };
         }
         other => {
@@ -281,8 +282,8 @@ pub fn parse_time(field: &str, value: &Value, zone: TimeZone) -> Result<Timestam
                 field_name(field),
                 format!("must be a time, got {text:?}: {}", zone.accepted_forms()),
             ),
-            TimeError::Range { text, .. } => match text.parse() {
-                Ok(seconds) => out_of_range(seconds),
+            TimeError::Range { text, .. } => match text.parse::<Timestamp>() {
+                Ok(seconds) => out_of_range(&seconds, seconds),
                 Err(_) => invalid(
                     field_name(field),
                     format!("must be between 1970 and 2106, got {text:?}"),
@@ -906,12 +907,18 @@ mod tests {
         for (time, needle) in [
             ("1718870400000", "milliseconds"),
             ("-1", "between 1970 and 2106"),
+            // Issue 33, item 9: no milliseconds hint for a number far beyond them either, and
+            // the number as sent, not saturated.
+            ("1e300", "got 1e+300 seconds"),
+            ("17188704000000000", "got 17188704000000000 seconds"),
             ("\"1969-12-31T23:59:59Z\"", "between 1970 and 2106"),
             ("\"2200-01-01T00:00:00Z\"", "between 1970 and 2106"),
         ] {
             let line = format!(r#"{{"id": "a", "content": "x", "published_at": {time}}}"#);
             let message = Article::from_json(&line).unwrap_err().to_string();
             assert!(message.contains(needle), "{time}: {message}");
+            let hinted = message.contains("milliseconds");
+            assert_eq!(hinted, needle == "milliseconds", "{time}: {message}");
         }
     }
 
