@@ -598,3 +598,26 @@ fn the_page_loads_without_a_key_and_asks_for_one() {
     let main = elements_with(&dom, "id", "main");
     assert_eq!(main[0]["data-state"], "needs-key", "{dom}");
 }
+
+/// Issue 33, item 9: a source with an unterminated right-to-left override (U+202E) turns only
+/// itself around, not the outlets after it: each value set among other text is wrapped in
+/// First Strong Isolate / Pop Directional Isolate, and inline elements are isolates.
+#[test]
+fn direction_marks_in_a_value_stay_inside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut browser = Browser::new(dir.path());
+    let server = Serve::start(&dir.path().join("index"), |_| {});
+    let hostile = "\u{202E}evil.example";
+    let text = "高铁新线今天开通运营，沿线群众乘坐首发列车出行，车站秩序井然，旅客纷纷拍照留念。";
+    server.post(&json!([
+        {"id": "b1", "content": text, "source": hostile, "published_at": DAY0},
+        {"id": "b2", "content": text, "source": "人民网", "published_at": DAY0 + HOUR},
+    ]));
+    let dom = browser.drawn_page(&format!("{}/?q={}", server.base, pct(QUERY)));
+    assert!(
+        dom.contains(&format!("\u{2068}{hostile}\u{2069}")),
+        "the source is not isolated:\n{dom}"
+    );
+    assert!(dom.contains("\u{2068}人民网\u{2069}"), "{dom}");
+    browser.screenshot(&format!("{}/?q={}", server.base, pct(QUERY)), "bidi");
+}

@@ -500,7 +500,7 @@ function clusterLine(cluster) {
   similar.textContent = `相似文章 ${cluster.cluster_size - 1} 篇`;
   similar.classList.toggle("none", cluster.cluster_size <= 1);
   setTime(line.querySelector("time"), representative.published_at);
-  const outlets = cluster.sources.slice(0, OUTLETS_SHOWN).join("、");
+  const outlets = cluster.sources.slice(0, OUTLETS_SHOWN).map(isolated).join("、");
   const more = cluster.sources.length - OUTLETS_SHOWN;
   line.querySelector(".outlets").textContent =
     more > 0 ? `${outlets} 等 ${cluster.sources.length} 家媒体` : outlets;
@@ -593,6 +593,14 @@ async function storyPage(root, params) {
   return view;
 }
 
+/// A value of a document set among other text, between First Strong Isolate and Pop
+/// Directional Isolate: direction marks of its own (an unterminated U+202E, say) end with it
+/// instead of turning the text after it around. (Elements that hold one value each are
+/// isolated by the style sheet.)
+function isolated(text) {
+  return `\u2068${text}\u2069`;
+}
+
 /// What a member's text says of where it came from: "来源：…；原标题：…".
 function reprintLine(reprint) {
   if (!reprint) {
@@ -600,10 +608,10 @@ function reprintLine(reprint) {
   }
   const parts = [];
   if (reprint.source) {
-    parts.push(`来源：${reprint.source}`);
+    parts.push(`来源：${isolated(reprint.source)}`);
   }
   if (reprint.original_title) {
-    parts.push(`原标题：${reprint.original_title}`);
+    parts.push(`原标题：${isolated(reprint.original_title)}`);
   }
   return parts.join("；");
 }
