@@ -98,15 +98,15 @@ const MEMORY_TOKEN: u64 = 1;
 /// The parent forest over a pigeonhole index.
 ///
 /// Invariants (checked by [`Forest::check_invariants`]): roots are pairwise more than `k` apart;
-/// every leaf is within `k` of the node it was attached through, which is its root or a sibling
-/// and was seen no earlier than the leaf. In a verifying forest: no two roots that a lookup
-/// reaches from one another (within `k`, or posted under a shared key) verify, every leaf
-/// verifies against the node it was attached through, and every node has a sketch. Always:
-/// each fingerprint is one node; no value is the root of two stories (a root that expired
-/// leaves its value marked with its text's digest, and the value may be a leaf again, but a
-/// root only of the same text); each root's child count equals the leaves under it; no stored node is older than the window; each node has one entry
-/// in the expiry queue, no later than its last-seen time. The outcome of a sequence of inserts depends
-/// only on their order and their fingerprints and times.
+/// every leaf is within `k` of the node it was attached through, which is its root or a sibling and
+/// was seen no earlier than the leaf. In a verifying forest: no two roots that a lookup reaches
+/// from one another (within `k`, or posted under a shared key) verify, every leaf verifies against
+/// the node it was attached through, and every node has a sketch. Always: each fingerprint is one
+/// node; no value is the root of two stories (a root that expired leaves its value marked with its
+/// text's digest, and the value may be a leaf again, but a root only of the same text); each root's
+/// child count equals the leaves under it; no stored node is older than the window; each node has
+/// one entry in the expiry queue, no later than its last-seen time. The outcome of a sequence of
+/// inserts depends only on their order and their fingerprints and times.
 ///
 /// ```
 /// use tantivy_dedup::{Fingerprint, Forest};
