@@ -70,25 +70,12 @@ fn article(number: usize) -> Value {
     })
 }
 
-/// Status and JSON of a POST of `documents`.
-fn post(server: &Serve, documents: &Value) -> (u16, Value) {
-    let mut response = server
-        .agent
-        .post(format!("{}/v1/documents", server.base))
-        .header("content-type", "application/json")
-        .send(documents.to_string().as_bytes())
-        .unwrap();
-    let status = response.status().as_u16();
-    let text = response.body_mut().read_to_string().unwrap();
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-}
-
 /// POSTs `documents` until they are answered 200 (the writer may still be reopening the index
 /// after the failure), for at most 60 s.
 fn post_until_accepted(server: &Serve, documents: &Value) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let (status, answer) = post(server, documents);
+        let (status, answer) = server.try_post(documents);
         if status == 200 {
             return answer;
         }
@@ -119,7 +106,7 @@ fn a_full_disk_is_an_error_the_server_survives_and_recovers_from() {
     let server = Serve::start(&index, |_| {});
 
     // 32 MiB cannot hold a sketch chunk (64 MiB): the first write fails, the server lives on.
-    let (status, answer) = post(&server, &json!([article(0)]));
+    let (status, answer) = server.try_post(&json!([article(0)]));
     assert_eq!(status, 503, "{answer}");
     assert_eq!(server.get("/v1/stats").0, 200, "reads are still served");
     let (status, health) = server.get("/healthz");
@@ -140,7 +127,7 @@ fn a_full_disk_is_an_error_the_server_survives_and_recovers_from() {
     let filler = fill(disk.path());
     let mut failed = None;
     for number in 2..40 {
-        let (status, answer) = post(&server, &json!([article(number)]));
+        let (status, answer) = server.try_post(&json!([article(number)]));
         if status != 200 {
             assert_eq!(status, 503, "{answer}");
             failed = Some(number);
