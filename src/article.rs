@@ -7,6 +7,7 @@ use std::sync::LazyLock;
 
 use crate::config::{Config, FieldKind, FieldsConfig};
 use crate::forest::Timestamp;
+pub use crate::local_time::TIME_RANGE;
 use crate::local_time::{RangeEnd, TimeError, TimeZone};
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
@@ -217,11 +218,6 @@ fn not_an_object(first: Option<char>) -> ArticleError {
         None => "the line is empty".to_owned(),
     })
 }
-
-/// The event times accepted: 1970-01-01 to 2106-02-07 (what fits in u32 seconds). A number far
-/// beyond is almost always milliseconds, which would otherwise move the clock millennia ahead
-/// and expire every cluster.
-pub const TIME_RANGE: std::ops::RangeInclusive<Timestamp> = 0..=u32::MAX as Timestamp;
 
 /// Parses `published_at`, or a date field of one's own, read from input key `field`: text in
 /// any form [`TimeZone::parse`] reads (RFC 3339, `2024-05-01 08:00:00` or `20240501` in

@@ -15,8 +15,12 @@ use time::format_description::well_known::Rfc3339;
 use time::macros::{format_description, offset, time};
 use time::{Date, OffsetDateTime, PrimitiveDateTime, Time, UtcOffset};
 
-use crate::article::TIME_RANGE;
 use crate::forest::Timestamp;
+
+/// The event times accepted: 1970-01-01 to 2106-02-07 (what fits in u32 seconds). A number far
+/// beyond is almost always milliseconds, which would otherwise move the clock millennia ahead
+/// and expire every cluster.
+pub const TIME_RANGE: std::ops::RangeInclusive<Timestamp> = 0..=u32::MAX as Timestamp;
 
 /// A fixed offset from UTC: the zone in which a date or time written without one is read, and
 /// in which the command line prints times.

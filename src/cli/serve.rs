@@ -8,9 +8,10 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use tantivy_dedup::config::{AccessKeys, Config, ListenAddr, ServerConfig};
-use tantivy_dedup::engine::{DedupIndex, stored_settings};
+use tantivy_dedup::engine::{DedupIndex, ShardSpec, stored_settings};
 use tantivy_dedup::local_time::TimeZone;
 use tantivy_dedup::server::Server;
+use tantivy_dedup::server::coordinator::{self, Coordinator};
 
 use super::{ConfigArgs, StoreArgs};
 
@@ -19,8 +20,37 @@ pub struct ServeArgs {
     /// Index directory; created with the settings of --config (or the defaults) when it is
     /// missing or empty, reopened when it holds an index (its forest replayed from it, unless
     /// --store); other files without an index's meta.json are refused
-    #[arg(long, value_name = "DIR")]
-    index: PathBuf,
+    #[arg(long, value_name = "DIR", required_unless_present = "coordinator")]
+    index: Option<PathBuf>,
+    /// Serve one shard of an index split by story: shard I (from 0) of N. The shard holds the
+    /// stories whose root hashes to it, takes documents only from its coordinator (placed
+    /// there), and answers the coordinator's internal routes (write key). Needs --store,
+    /// which records N the first time (docs/scaling.md, "Search across shards")
+    #[arg(
+        long,
+        value_name = "I/N",
+        requires = "store",
+        conflicts_with = "coordinator"
+    )]
+    shard: Option<ShardSpec>,
+    /// Serve the public API and the web page over shard servers (--shards) instead of an
+    /// index: places each document in the shared forest (--store), sends it to its story's
+    /// shard, merges the shards' answers exactly. Holds no index (several may run)
+    #[arg(long, requires_all = ["shards", "store"], conflicts_with = "index")]
+    coordinator: bool,
+    /// The coordinator's shards, comma-separated, shard 0 first: their URLs
+    /// (http://127.0.0.1:7701,http://127.0.0.1:7702)
+    #[arg(
+        long,
+        value_name = "URLS",
+        value_delimiter = ',',
+        requires = "coordinator"
+    )]
+    shards: Vec<String>,
+    /// How long the coordinator waits for a shard's part of a read before answering without
+    /// it (503 shard_unavailable, or a partial page with allow_partial=true) [default: 5s]
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, requires = "coordinator")]
+    shard_timeout: Option<Duration>,
     /// Address to listen on: HOST:PORT, where HOST is an IP address or a name
     /// (127.0.0.1:7700, localhost:7700, [::1]:7700, 0.0.0.0:7700 for every interface), or a
     /// bare PORT on 127.0.0.1; port 0 picks a free port [default: server.addr of --config,
@@ -142,11 +172,12 @@ fn settings(args: &ServeArgs) -> anyhow::Result<Option<Config>> {
     };
     let mut config = match config {
         Some(config) => config,
-        None => match stored_settings(&args.index) {
-            Ok(stored) => stored,
+        None => match args.index.as_deref().map(stored_settings) {
+            Some(Ok(stored)) => stored,
+            None => Config::default(),
             // A new index: the defaults, as without the flag.
-            Err(tantivy_dedup::Error::NoIndex { .. }) => Config::default(),
-            Err(error) => return Err(error.into()),
+            Some(Err(tantivy_dedup::Error::NoIndex { .. })) => Config::default(),
+            Some(Err(error)) => return Err(error.into()),
         },
     };
     config.index.time_zone = zone;
@@ -160,7 +191,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let zone = config
         .as_ref()
         .map(|config| config.index.time_zone)
-        .or_else(|| Some(stored_settings(&args.index).ok()?.index.time_zone))
+        .or_else(|| {
+            Some(
+                stored_settings(args.index.as_deref()?)
+                    .ok()?
+                    .index
+                    .time_zone,
+            )
+        })
         .unwrap_or_default();
     init_logging(zone);
     let mut server_config = args.server_config(config.as_ref());
@@ -184,16 +222,51 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot listen on {}", server_config.addr))?;
     let addr = listener.local_addr()?;
     server_config.check_exposure(addr)?;
-    let forest = match &store {
-        Some(address) => format!("forest on Redis at {address}"),
-        None => "replaying its forest".to_string(),
+    let keys = if server_config.keys.enabled() {
+        "API keys required"
+    } else {
+        "no API keys"
     };
-    tracing::info!(index = %args.index.display(), "opening the index ({forest})");
-    let index = DedupIndex::open_or_create_with_store(
-        &args.index,
-        config,
-        store.map(super::shared_forest),
-    )?;
+    if args.coordinator {
+        let store = store.context("--coordinator needs --store")?;
+        let timeout = args
+            .shard_timeout
+            .unwrap_or(coordinator::DEFAULT_SHARD_TIMEOUT);
+        return runtime.block_on(async move {
+            let coordinator = Coordinator::start_with_timeout(
+                config.unwrap_or_default(),
+                server_config,
+                &args.shards,
+                &store,
+                timeout,
+            )
+            .await?;
+            println!("listening on http://{addr}");
+            tracing::info!(%addr, shards = args.shards.len(), "coordinating ({keys}); stop with Ctrl-C or SIGTERM");
+            coordinator.serve(listener, shutdown_signal()).await?;
+            tracing::info!("stopped");
+            Ok(ExitCode::SUCCESS)
+        });
+    }
+    let dir = args
+        .index
+        .as_deref()
+        .context("serve needs --index (or --coordinator)")?;
+    let forest = match (&store, args.shard) {
+        (Some(_), Some(shard)) => format!("shard {shard}: placed by its coordinator"),
+        (Some(address), None) => format!("forest on Redis at {address}"),
+        (None, _) => "replaying its forest".to_string(),
+    };
+    tracing::info!(index = %dir.display(), "opening the index ({forest})");
+    let index = match (args.shard, store) {
+        (Some(shard), Some(store)) => {
+            runtime.block_on(coordinator::check_shard_count(&store, shard.count))?;
+            DedupIndex::open_or_create_shard(dir, config)?
+        }
+        (_, store) => {
+            DedupIndex::open_or_create_with_store(dir, config, store.map(super::shared_forest))?
+        }
+    };
     let recovery = index.recovery();
     if let Some(why) = &recovery.checkpoint_refused {
         tracing::warn!(%why, "the forest checkpoint was not used: replaying every insert");
@@ -213,12 +286,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         ms = recovery.elapsed.as_millis(),
         "index open"
     );
-    let keys = if server_config.keys.enabled() {
-        "API keys required"
-    } else {
-        "no API keys"
+    let server = match args.shard {
+        Some(shard) => Server::start_shard(index, server_config, shard)?,
+        None => Server::start(index, server_config)?,
     };
-    let server = Server::start(index, server_config)?;
     runtime.block_on(async move {
         // On stdout, for people and for scripts that start the server on port 0.
         println!("listening on http://{addr}");

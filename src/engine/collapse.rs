@@ -13,7 +13,7 @@ use tantivy::index::{SegmentComponent, SegmentId};
 use tantivy::{DocAddress, DocId, Score, Searcher, SegmentOrdinal, SegmentReader};
 
 use crate::Fingerprint;
-use crate::engine::schema::{EVENT_TIME, ROOT};
+use crate::engine::schema::{EVENT_TIME, ROOT, SEQUENCE};
 use crate::forest::Timestamp;
 use crate::simhash::FingerprintHasher;
 
@@ -613,7 +613,9 @@ pub struct CollapsedCluster {
     pub root: Fingerprint,
     /// The best score among its matching documents.
     pub score: Score,
-    /// The best-scoring matching document (on equal scores, the first in index order).
+    /// The best-scoring matching document (on equal scores, the first inserted: the smallest
+    /// `_seq`, so that the choice does not depend on how segments were merged, nor on which
+    /// shard holds the story).
     pub representative: DocAddress,
     /// How many of its documents match.
     pub hits: u64,
@@ -735,6 +737,8 @@ struct Slot {
     score: Score,
     /// The best document's address, packed as segment ordinal (high half) and doc id.
     best: u64,
+    /// The best document's insert number (`_seq`): of two equal scores the smaller wins.
+    sequence: u64,
     newest: Timestamp,
 }
 
@@ -757,10 +761,12 @@ impl ClusterHits {
             *slot = other;
             return;
         }
-        // Equal scores keep the first document in index order.
-        if other.score > slot.score || (other.score == slot.score && other.best < slot.best) {
+        // Equal scores keep the first document inserted.
+        if other.score > slot.score || (other.score == slot.score && other.sequence < slot.sequence)
+        {
             slot.score = other.score;
             slot.best = other.best;
+            slot.sequence = other.sequence;
         }
         slot.newest = slot.newest.max(other.newest);
         slot.hits += other.hits;
@@ -793,10 +799,12 @@ impl Collector for CollapseCollector {
             } else {
                 None
             },
+            sequences: segment.fast_fields().u64(SEQUENCE)?,
             collected: SegmentHits {
                 segment_ord,
                 hits: Vec::new(),
                 times: Vec::new(),
+                sequences: Vec::new(),
             },
         })
     }
@@ -818,6 +826,7 @@ impl Collector for CollapseCollector {
         for ClusterHitsFruit(segment) in &segments {
             total_hits += segment.hits.len() as u64;
             let address = u64::from(segment.segment_ord) << 32;
+            let mut sequences = segment.sequences.iter();
             for (index, hit) in segment.hits.iter().enumerate() {
                 let newest = segment.times.get(index).copied().unwrap_or(0);
                 if ordinals.size(hit.number) == 1 {
@@ -837,6 +846,7 @@ impl Collector for CollapseCollector {
                             hits: 1,
                             score: hit.score,
                             best: address | u64::from(hit.doc),
+                            sequence: sequences.next().copied().unwrap_or(u64::MAX),
                             newest,
                         },
                     );
@@ -942,11 +952,14 @@ struct Hit {
     score: Score,
 }
 
-/// A segment's hits in the order collected, with their event times when tracked.
+/// A segment's hits in the order collected, with their event times when tracked, and the
+/// insert numbers of the hits of clusters of several documents (in the same order), which
+/// break ties between their equal scores.
 struct SegmentHits {
     segment_ord: SegmentOrdinal,
     hits: Vec<Hit>,
     times: Vec<Timestamp>,
+    sequences: Vec<u64>,
 }
 
 /// [`CollapseCollector`]'s work on one segment.
@@ -956,6 +969,8 @@ pub struct CollapseSegmentCollector {
     min_cluster_size: u64,
     /// The event times, when the newest hit is tracked.
     times: Option<Column<i64>>,
+    /// The insert numbers (`_seq`).
+    sequences: Column<u64>,
     collected: SegmentHits,
 }
 
@@ -973,6 +988,11 @@ impl SegmentCollector for CollapseSegmentCollector {
             return;
         }
         collected.hits.push(Hit { number, doc, score });
+        if self.ordinals.size(number) > 1 {
+            collected
+                .sequences
+                .push(self.sequences.first(doc).unwrap_or(u64::MAX));
+        }
         if let Some(times) = &self.times {
             collected
                 .times
@@ -1013,6 +1033,13 @@ impl Sort {
     /// The order of two clusters: the sort's key, then the better score, then the smaller
     /// root, so that the order is total and repeatable.
     pub fn compare(self, a: &CollapsedCluster, b: &CollapsedCluster) -> Ordering {
+        self.compare_keys(&SortKey::of(a), &SortKey::of(b))
+    }
+
+    /// [`compare`](Self::compare) on what the order reads of a cluster, wherever it was
+    /// collected: the same order for the clusters of one index and for those that the shards
+    /// of an index split by story answered.
+    pub fn compare_keys(self, a: &SortKey, b: &SortKey) -> Ordering {
         let primary = match self {
             Sort::Relevance => Ordering::Equal,
             Sort::SimilarDesc => b.size.cmp(&a.size),
@@ -1022,6 +1049,30 @@ impl Sort {
         primary
             .then_with(|| b.score.total_cmp(&a.score))
             .then_with(|| a.root.cmp(&b.root))
+    }
+}
+
+/// What a [`Sort`] orders clusters by.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SortKey {
+    /// Live documents.
+    pub size: u64,
+    /// The newest matching document's event time (read only by [`Sort::Newest`]).
+    pub newest: Timestamp,
+    /// The best score.
+    pub score: Score,
+    /// The root, the last tie-break.
+    pub root: Fingerprint,
+}
+
+impl SortKey {
+    fn of(cluster: &CollapsedCluster) -> Self {
+        SortKey {
+            size: cluster.size,
+            newest: cluster.newest,
+            score: cluster.score,
+            root: cluster.root,
+        }
     }
 }
 

@@ -115,6 +115,26 @@ pub struct PreparedDocument<D> {
     sketch: Option<Arc<Sketch>>,
     digest: u64,
     document: D,
+    /// Where another process placed it (a shard's documents), else `None`.
+    placed: Option<Placed>,
+}
+
+/// Where a document was placed by another process: a shard's documents are placed in the
+/// shared forest by a coordinator, which sends each to the shard that owns its root with
+/// this ([`PreparedDocument::placed`], [`DedupWriterBuilder::placed_elsewhere`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Placed {
+    /// The node it was counted on (what the index stores as its `simhash`).
+    pub node: Fingerprint,
+    /// Its story's root.
+    pub root: Fingerprint,
+    /// The node it attached through, for a new leaf.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<Fingerprint>,
+    /// Whether it joined a story that was there.
+    pub duplicate: bool,
+    /// Its event time (its own, or its arrival at the coordinator).
+    pub time: Timestamp,
 }
 
 impl<D> PreparedDocument<D> {
@@ -137,7 +157,25 @@ impl<D> PreparedDocument<D> {
             signature,
             digest,
             document,
+            placed: None,
         }
+    }
+
+    /// The same document, placed by another process: [`DedupWriter::add`] then stores it
+    /// there instead of placing it.
+    pub fn placed(mut self, placed: Placed) -> Self {
+        self.placed = Some(placed);
+        self
+    }
+
+    /// Its signature: what a forest places it by.
+    pub fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    /// The digest of its fields (equal under one id: a re-send).
+    pub fn digest(&self) -> u64 {
+        self.digest
     }
 
     /// Its id.
@@ -250,6 +288,7 @@ pub struct DedupWriterBuilder {
     sketch_dir: Option<PathBuf>,
     checkpoints: Option<Checkpoints>,
     prune_tombstones: bool,
+    placed_elsewhere: bool,
 }
 
 /// Where and how often a writer saves its forest.
@@ -383,6 +422,15 @@ impl DedupWriterBuilder {
         self
     }
 
+    /// Keeps no forest: every document comes placed by another process
+    /// ([`PreparedDocument::placed`]; one that does not is refused), and a delete or a
+    /// replacement leaves the forest to it too. What a shard of an index split by story does:
+    /// its coordinator places documents in the shared forest.
+    pub fn placed_elsewhere(mut self) -> Self {
+        self.placed_elsewhere = true;
+        self
+    }
+
     /// Opens the writer's side of `index`: checks the fields, and replays the index's inserts
     /// into a fresh forest (see [`RecoveryReport`]).
     pub fn open(self, index: &Index) -> Result<DedupWriter> {
@@ -421,6 +469,7 @@ impl DedupWriterBuilder {
             text_fields: self.text_fields,
             location: self.location,
             store: self.store,
+            placed_elsewhere: self.placed_elsewhere,
             reader,
             next_sequence: 0,
             uncommitted: HashMap::new(),
@@ -531,6 +580,8 @@ pub struct DedupWriter {
     text_fields: Vec<Field>,
     location: PathBuf,
     store: Option<Arc<dyn SharedForest>>,
+    /// Documents come placed by another process ([`DedupWriterBuilder::placed_elsewhere`]).
+    placed_elsewhere: bool,
     /// Where the forest keeps default mode's sketches; `None`: on the heap.
     sketch_dir: Option<PathBuf>,
     reader: IndexReader,
@@ -578,6 +629,7 @@ impl DedupWriter {
             sketch_dir: None,
             checkpoints: None,
             prune_tombstones: true,
+            placed_elsewhere: false,
         }
     }
 
@@ -596,7 +648,8 @@ impl DedupWriter {
         self.prunable = mark
             .as_ref()
             .and_then(|mark| self.prune_plan(mark.tombstones.clone(), dedup.newest_time()));
-        let replay_into = (!dedup.is_shared()).then(|| dedup.forest_mut());
+        let replay_into =
+            (!dedup.is_shared() && !self.placed_elsewhere).then(|| dedup.forest_mut());
         let recorded_next =
             recovery::recorded_next_sequence(self.last_commit()?.payload.as_deref());
         let replayed = recovery::replay(
@@ -629,6 +682,10 @@ impl DedupWriter {
     /// an empty one, with why a checkpoint found could not be used.
     fn open_forest(&self) -> Result<(Deduplicator, Option<CheckpointMark>, Option<String>)> {
         let config = self.config.clone();
+        if self.placed_elsewhere {
+            // Unused: an empty forest, which checkpoints nothing.
+            return Ok((Deduplicator::new(config)?, None, None));
+        }
         if let Some(shared) = &self.store {
             let dedup = Deduplicator::with_store(config.clone(), shared.connect(&config)?)?;
             return Ok((dedup, None, None));
@@ -940,7 +997,14 @@ impl DedupWriter {
             sketch,
             digest,
             mut document,
+            placed,
         } = prepared;
+        if self.placed_elsewhere && placed.is_none() {
+            return Err(Error::Config(format!(
+                "{id:?} was not placed: this index is a shard, whose documents are placed by its \
+                 coordinator (send them there)"
+            )));
+        }
         let mut change = Change::Added;
         if let Some(live) = self.live(&id)? {
             if live.digest == digest {
@@ -955,11 +1019,24 @@ impl DedupWriter {
             self.remove(writer, &id, &live.insert)?;
             change = Change::Replaced;
         }
-        let event_time = time.unwrap_or_else(|| self.arrival_time());
         for &key in signature.sketch.iter().flat_map(Sketch::keys) {
             document.add_u64(self.fields.sketch_keys, u64::from(key));
         }
-        let placement = self.dedup.place(signature, event_time)?;
+        let (event_time, placement) = match placed {
+            Some(placed) => (placed.time, placed),
+            None => {
+                let event_time = time.unwrap_or_else(|| self.arrival_time());
+                let placement = self.dedup.place(signature, event_time)?;
+                let placed = Placed {
+                    node: placement.node,
+                    root: placement.root,
+                    via: placement.via,
+                    duplicate: placement.is_duplicate(),
+                    time: event_time,
+                };
+                (event_time, placed)
+            }
+        };
         // The document is stored under its node, which is what a replay places it by.
         let simhash = placement.node;
         let live = Live {
@@ -970,7 +1047,7 @@ impl DedupWriter {
                 sketch,
             },
             root: placement.root,
-            duplicate: placement.is_duplicate(),
+            duplicate: placement.duplicate,
             digest,
         };
         self.next_sequence += 1;
@@ -1072,7 +1149,9 @@ impl DedupWriter {
         for insert in &inserts {
             add_tombstone(writer, &self.fields, insert).map_err(self.error())?;
             self.pending_tombstones.push(insert.sequence);
-            self.dedup.remove_document(insert.simhash)?;
+            if !self.placed_elsewhere {
+                self.dedup.remove_document(insert.simhash)?;
+            }
         }
         // Only the live documents matched: the query could match the tombstones just added.
         let live = self.fields.live(query);
@@ -1171,7 +1250,9 @@ impl DedupWriter {
         let Some(id_field) = self.id_field else {
             return Ok(());
         };
-        self.dedup.remove_document(insert.simhash)?;
+        if !self.placed_elsewhere {
+            self.dedup.remove_document(insert.simhash)?;
+        }
         self.uncommitted.insert(id.to_owned(), None);
         writer.delete_term(Term::from_field_text(id_field, id));
         self.pending_tombstones.push(insert.sequence);

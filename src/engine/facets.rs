@@ -22,7 +22,7 @@ use tantivy::{DateTime, DocId, Score, SegmentOrdinal, SegmentReader};
 
 use crate::engine::collapse::{ClusterOrdinals, NO_CLUSTER};
 use crate::engine::filter::{ValueField, ValueKind};
-use crate::engine::histogram::Interval;
+use crate::engine::histogram::{self, HistogramBucket, Interval};
 use crate::simhash::FingerprintHasher;
 use crate::{Error, Result};
 
@@ -580,6 +580,29 @@ pub fn most_frequent(mut counts: Vec<FacetCount>, limit: usize) -> Vec<FacetCoun
     counts
 }
 
+/// The buckets from the first counted to the last, in time order, those without documents
+/// included with zero counts. `counts` are a bucket dimension's counts (each value the start
+/// of its bucket, a multiple of `interval` from its origin). More than
+/// [`MAX_HISTOGRAM_BUCKETS`](crate::engine::MAX_HISTOGRAM_BUCKETS) is an [`Error::Query`](crate::Error::Query) asking for a wider interval or a narrower
+/// time range.
+pub fn lay_out(counts: Vec<FacetCount>, interval: Interval) -> Result<Vec<HistogramBucket>> {
+    let counted = counts
+        .into_iter()
+        .filter_map(|count| match count.value {
+            FacetValue::Signed(start) => Some((start, (count.articles, count.clusters))),
+            _ => None,
+        })
+        .collect();
+    Ok(histogram::fill_gaps(counted, interval)?
+        .into_iter()
+        .map(|(start, (articles, clusters))| HistogramBucket {
+            start,
+            articles,
+            clusters,
+        })
+        .collect())
+}
+
 /// A total order of values: by kind, then by value (floats by `total_cmp`).
 fn compare_values(a: &FacetValue, b: &FacetValue) -> std::cmp::Ordering {
     use FacetValue::*;
@@ -603,5 +626,29 @@ impl FacetValue {
             FacetValue::Bool(_) => 3,
             FacetValue::Text(_) => 4,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn count(start: i64, articles: u64) -> FacetCount {
+        FacetCount {
+            value: FacetValue::Signed(start),
+            articles,
+            clusters: 1,
+        }
+    }
+
+    #[test]
+    fn empty_buckets_fill_the_gaps() {
+        let hour: Interval = "1h".parse().unwrap();
+        let buckets = lay_out(vec![count(7200, 2), count(0, 1)], hour).unwrap();
+        let starts: Vec<(i64, u64)> = buckets.iter().map(|b| (b.start, b.articles)).collect();
+        assert_eq!(starts, [(0, 1), (3600, 0), (7200, 2)]);
+        assert!(lay_out(Vec::new(), hour).unwrap().is_empty());
+        let second: Interval = "1s".parse().unwrap();
+        assert!(lay_out(vec![count(0, 1), count(1_000_000, 1)], second).is_err());
     }
 }

@@ -7,7 +7,6 @@ use std::str::FromStr;
 use serde::Serialize;
 
 use crate::config::parse_duration;
-use crate::engine::facets::{FacetCount, FacetValue};
 use crate::local_time::TimeZone;
 use crate::{Error, Result};
 
@@ -99,32 +98,10 @@ pub struct HistogramBucket {
     pub clusters: u64,
 }
 
-/// The buckets from the first counted to the last, in time order, those without documents
-/// included with zero counts. `counts` are a bucket dimension's counts (each value the start
-/// of its bucket, a multiple of `interval` from its origin). More than
-/// [`MAX_HISTOGRAM_BUCKETS`] is an [`Error::Query`] asking for a wider interval or a narrower
-/// time range.
-pub fn lay_out(counts: Vec<FacetCount>, interval: Interval) -> Result<Vec<HistogramBucket>> {
-    let counted = counts
-        .into_iter()
-        .filter_map(|count| match count.value {
-            FacetValue::Signed(start) => Some((start, (count.articles, count.clusters))),
-            _ => None,
-        })
-        .collect();
-    Ok(fill_gaps(counted, interval)?
-        .into_iter()
-        .map(|(start, (articles, clusters))| HistogramBucket {
-            start,
-            articles,
-            clusters,
-        })
-        .collect())
-}
-
 /// Counts keyed by their bucket's start, from the first to the last in time order, the
 /// buckets between filled with `T::default()`; more than [`MAX_HISTOGRAM_BUCKETS`] is an
-/// [`Error::Query`]. What [`lay_out`] and the story view's spread share.
+/// [`Error::Query`]. What [`lay_out`](crate::engine::lay_out) and the story view's spread
+/// share.
 pub(crate) fn fill_gaps<T: Default>(
     mut counted: Vec<(i64, T)>,
     interval: Interval,
@@ -156,25 +133,6 @@ pub(crate) fn fill_gaps<T: Default>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn count(start: i64, articles: u64) -> FacetCount {
-        FacetCount {
-            value: FacetValue::Signed(start),
-            articles,
-            clusters: 1,
-        }
-    }
-
-    #[test]
-    fn empty_buckets_fill_the_gaps() {
-        let hour: Interval = "1h".parse().unwrap();
-        let buckets = lay_out(vec![count(7200, 2), count(0, 1)], hour).unwrap();
-        let starts: Vec<(i64, u64)> = buckets.iter().map(|b| (b.start, b.articles)).collect();
-        assert_eq!(starts, [(0, 1), (3600, 0), (7200, 2)]);
-        assert!(lay_out(Vec::new(), hour).unwrap().is_empty());
-        let second: Interval = "1s".parse().unwrap();
-        assert!(lay_out(vec![count(0, 1), count(1_000_000, 1)], second).is_err());
-    }
 
     #[test]
     fn intervals_are_whole_seconds() {

@@ -11,10 +11,13 @@
 //! - [`FacetCollector`]: values and time buckets counted over all matches (facets, histogram);
 //! - [`Highlighter`]: snippets of stored raw text with the matched words marked;
 //! - [`DedupSearcher`]: list pages, detail pages, near-duplicate checks, statistics;
+//! - [`ShardSpec`] and [`merge_pages`]: an index split into shards by story, and the exact
+//!   merge of their answers;
 //! - [`check_index`]: every file of an index read and checked (`tantivy-dedup check`);
 //! - recovery and pruning (private): the forest rebuilt on open from its checkpoint and the
 //!   inserts after it, and the tombstones a checkpoint made unnecessary deleted.
 
+mod answers;
 mod check;
 mod collapse;
 mod dedup_writer;
@@ -27,32 +30,39 @@ mod prune;
 mod recovery;
 pub mod schema;
 mod search;
+mod shards;
 mod snippet;
 mod story;
 pub(crate) mod tokenizer;
 mod writer;
 
+pub use answers::{
+    ClusterHit, DocumentView, IndexStats, NearDuplicate, NearDuplicates, SearchPage, SimilarPage,
+};
 pub use check::{CheckReport, Damage, check_index};
 pub use collapse::{
     ClusterHitsFruit, ClusterNumbering, ClusterOrdinals, CollapseCollector,
-    CollapseSegmentCollector, Collapsed, CollapsedCluster, NO_CLUSTER, RootMap, Sort,
+    CollapseSegmentCollector, Collapsed, CollapsedCluster, NO_CLUSTER, RootMap, Sort, SortKey,
 };
 pub use dedup_writer::{
     CheckpointReport, DEFAULT_CHECKPOINT_INSERTS, DedupDocument, DedupWriter, DedupWriterBuilder,
-    DocumentPreparer, PreparedDocument,
+    DocumentPreparer, Placed, PreparedDocument,
 };
 pub use directory::{FOREST_DIR, SETTINGS_FILE, stored_settings};
 pub use facets::{
     DEFAULT_FACET_LIMIT, Dimension, FacetCollector, FacetCount, FacetFruit, FacetSegmentCollector,
-    FacetValue, most_frequent,
+    FacetValue, lay_out, most_frequent,
 };
 pub use filter::{Filter, ValueField, ValueKind};
-pub use histogram::{HistogramBucket, Interval, MAX_HISTOGRAM_BUCKETS, lay_out};
+pub use histogram::{HistogramBucket, Interval, MAX_HISTOGRAM_BUCKETS};
 pub use recovery::{CHECKPOINT_FILE, RecoveryReport};
 pub use search::{
-    ClusterHit, DEFAULT_PAGE_SIZE, DedupSearcher, DocumentView, IndexStats, MAX_FACET_LIMIT,
-    MAX_OFFSET, MAX_PAGE_SIZE, NearDuplicate, NearDuplicates, SearchPage, SearchRequest,
-    SimilarPage, list_items,
+    DEFAULT_PAGE_SIZE, DedupSearcher, MAX_FACET_LIMIT, MAX_OFFSET, MAX_PAGE_SIZE, SearchRequest,
+    list_items,
+};
+pub use shards::{
+    GlobalStatistics, MAX_SHARDS, PageShape, ShardCount, ShardPage, ShardSpec, TermStatistics,
+    finish_page, merge_near_duplicates, merge_pages,
 };
 pub use snippet::{Highlighter, SNIPPET_CHARS};
 pub use story::{

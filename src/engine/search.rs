@@ -1,12 +1,11 @@
 //! [`DedupSearcher`]: list pages (collapsed search), detail pages (the rest of a cluster),
 //! near-duplicate checks and statistics, over what the writer committed.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use serde::Serialize;
 use tantivy::collector::{Count, DocSetCollector};
 use tantivy::query::{
     AllQuery, BooleanQuery, ConstScoreQuery, Occur, Query, QueryParser, QueryParserError,
@@ -19,16 +18,18 @@ use tantivy::{DateTime, DocAddress, Index, IndexReader, ReloadPolicy, TantivyDoc
 use crate::article::Article;
 use crate::config::Config;
 use crate::dedup::Signer;
+use crate::engine::answers::{
+    ClusterHit, DocumentView, IndexStats, NearDuplicate, NearDuplicates, SearchPage, SimilarPage,
+};
 use crate::engine::collapse::{
     ClusterNumbering, ClusterOrdinals, CollapseCollector, CollapsedCluster, Sort,
 };
 use crate::engine::directory::{self, index_error, open_tantivy, stored_settings};
-use crate::engine::facets::{
-    DEFAULT_FACET_LIMIT, Dimension, FacetCollector, FacetCount, most_frequent,
-};
+use crate::engine::facets::{DEFAULT_FACET_LIMIT, Dimension, FacetCollector};
 use crate::engine::filter::Filter;
-use crate::engine::histogram::{self, HistogramBucket, Interval};
+use crate::engine::histogram::Interval;
 use crate::engine::schema::{self, NewsFields, fast_value};
+use crate::engine::shards::{self, PageShape, ShardCount, ShardPage, TermStatistics};
 use crate::engine::snippet::Highlighter;
 use crate::forest::Timestamp;
 use crate::index::BlockLayout;
@@ -72,6 +73,15 @@ pub(crate) fn check_page(offset: usize, limit: usize) -> Result<()> {
 
 /// The most values a facet may list ([`SearchRequest::facet_limit`]).
 pub const MAX_FACET_LIMIT: usize = 1000;
+
+fn check_facet_limit(limit: usize) -> Result<()> {
+    if limit > MAX_FACET_LIMIT {
+        return Err(Error::Query(format!(
+            "facet_limit must be at most {MAX_FACET_LIMIT}, got {limit}"
+        )));
+    }
+    Ok(())
+}
 
 /// A list-page request: a keyword query, filters, an order, a page of clusters, and what to
 /// count over all the matches.
@@ -318,6 +328,17 @@ impl SearchRequest {
         self.highlight = highlight;
         self
     }
+
+    /// How the request's page is cut and counted.
+    pub fn shape(&self) -> PageShape {
+        PageShape {
+            sort: self.sort,
+            offset: self.offset,
+            limit: self.limit,
+            facet_limit: self.facet_limit,
+            histogram: self.histogram,
+        }
+    }
 }
 
 /// The names in a list parameter (`fields`, `facets`, `exclude`): separated by commas or white
@@ -333,39 +354,6 @@ pub fn list_items(text: &str) -> impl Iterator<Item = &str> {
         .filter(|item| !item.is_empty())
 }
 
-/// A document as results show it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
-pub struct DocumentView {
-    /// The external id.
-    pub id: String,
-    /// The headline, when stored.
-    pub title: Option<String>,
-    /// The outlet.
-    pub source: Option<String>,
-    /// The address.
-    pub url: Option<String>,
-    /// Publication time (the arrival time for articles sent without one), Unix seconds.
-    #[cfg_attr(feature = "server", schema(value_type = Option<i64>))]
-    pub published_at: Option<Timestamp>,
-    /// The document's fingerprint.
-    pub simhash: Fingerprint,
-    /// Its cluster's root hash.
-    pub root: Fingerprint,
-    /// The stored values of the platform's own fields, by name: one value as it is, several
-    /// as an array (dates as Unix seconds, facets as paths). Left out of JSON when empty.
-    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub fields: std::collections::BTreeMap<String, serde_json::Value>,
-    /// The stored body, on document and detail pages only (list pages stay light).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub content: Option<String>,
-    /// On a list page asked to highlight, the representative's snippet: up to about 160
-    /// characters of its stored title or body around the first words the query matched,
-    /// those in `<em>`, the rest HTML-escaped.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub snippet: Option<String>,
-}
-
 /// What a view of a document carries besides its fields.
 #[derive(Clone, Copy)]
 pub(super) enum Extra<'a> {
@@ -375,97 +363,6 @@ pub(super) enum Extra<'a> {
     Content,
     /// A snippet by these words: list pages asked to highlight.
     Snippet(&'a Highlighter),
-}
-
-/// One cluster of a list page.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
-pub struct ClusterHit {
-    /// The cluster's root hash.
-    pub root: Fingerprint,
-    /// The best-scoring matching document.
-    pub representative: DocumentView,
-    /// Its score.
-    pub score: f32,
-    /// The cluster's documents that match the query (and filters).
-    pub hits: u64,
-    /// All the cluster's documents in the index; `cluster_size - 1` are "similar articles".
-    pub cluster_size: u64,
-    /// The cluster's sources (of all its documents), most frequent first.
-    pub sources: Vec<String>,
-    /// The newest matching document's time.
-    #[cfg_attr(feature = "server", schema(value_type = i64))]
-    pub newest: Timestamp,
-}
-
-/// A list page.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
-pub struct SearchPage {
-    /// Matching documents (with a minimum cluster size: those of the clusters kept).
-    pub total_hits: u64,
-    /// Matching clusters (with a minimum cluster size: those kept).
-    pub total_clusters: u64,
-    /// The clusters of the page, in order.
-    pub clusters: Vec<ClusterHit>,
-    /// Per field asked for, its values over all matching documents, most articles first.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub facets: Option<BTreeMap<String, Vec<FacetCount>>>,
-    /// The matching documents per interval of publication time, in time order, empty
-    /// intervals between the first and the last included.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub histogram: Option<Vec<HistogramBucket>>,
-}
-
-/// A detail page: a document and the other documents of its cluster, earliest first.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
-pub struct SimilarPage {
-    /// The document asked for.
-    pub document: DocumentView,
-    /// All documents of its cluster, itself included.
-    pub cluster_size: u64,
-    /// The other documents (`cluster_size - 1`), before pagination.
-    pub total: u64,
-    /// The page of other documents.
-    pub documents: Vec<DocumentView>,
-}
-
-/// An indexed document near an unindexed text.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
-pub struct NearDuplicate {
-    /// Hamming distance between the two fingerprints.
-    pub distance: u32,
-    /// The document.
-    pub document: DocumentView,
-}
-
-/// The result of a check before publishing.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
-pub struct NearDuplicates {
-    /// The text's fingerprint.
-    pub simhash: Fingerprint,
-    /// Indexed near-duplicates (seed mode: within `k`; default mode: candidates whose texts
-    /// verify, as the forest's edges), nearest fingerprint first (then earliest).
-    pub matches: Vec<NearDuplicate>,
-}
-
-/// The index's size.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
-pub struct IndexStats {
-    /// Live documents.
-    pub documents: u64,
-    /// Distinct clusters among them.
-    pub clusters: u64,
-    /// Records of deleted or replaced documents, kept for the forest's replay.
-    pub tombstones: u64,
-    /// Tantivy segments.
-    pub segments: usize,
-    /// Bytes of the index directory on disk.
-    pub disk_bytes: u64,
 }
 
 struct Shared {
@@ -789,12 +686,43 @@ impl DedupSearcher {
     /// ```
     pub fn search(&self, request: &SearchRequest) -> Result<SearchPage> {
         check_page(request.offset, request.limit)?;
-        if request.facet_limit > MAX_FACET_LIMIT {
-            return Err(Error::Query(format!(
-                "facet_limit must be at most {MAX_FACET_LIMIT}, got {}",
-                request.facet_limit
-            )));
-        }
+        check_facet_limit(request.facet_limit)?;
+        let page = self.collect_page(request, request.offset, None)?;
+        // The collector cut the page already.
+        let shape = PageShape {
+            offset: 0,
+            ..request.shape()
+        };
+        shards::finish_page(page, shape)
+    }
+
+    /// This index's part of a list page when it is one shard of several
+    /// ([`shards::merge_pages`]): its first `offset + limit` stories, every facet value's
+    /// counts and the histogram's buckets, scored with `statistics` when given (the sums of
+    /// every shard's [`term_statistics`](Self::term_statistics)).
+    pub fn shard_page(
+        &self,
+        request: &SearchRequest,
+        statistics: Option<&TermStatistics>,
+    ) -> Result<ShardPage> {
+        check_page(request.offset, request.limit)?;
+        check_facet_limit(request.facet_limit)?;
+        self.collect_page(request, 0, statistics)
+    }
+
+    /// What BM25 reads of this index for `request`'s query ([`TermStatistics`]).
+    pub fn term_statistics(&self, request: &SearchRequest) -> Result<TermStatistics> {
+        let keywords = self.keywords(request)?;
+        TermStatistics::of(&self.tantivy_searcher(), &*keywords).map_err(self.error())
+    }
+
+    /// The stories `skip..offset + limit` of `request` with their figures, and its counts.
+    fn collect_page(
+        &self,
+        request: &SearchRequest,
+        skip: usize,
+        statistics: Option<&TermStatistics>,
+    ) -> Result<ShardPage> {
         let keywords = self.keywords(request)?;
         let highlighter = request.highlight.then(|| Highlighter::new(&*keywords));
         let query = self.with_conditions(keywords, request)?;
@@ -802,39 +730,51 @@ impl DedupSearcher {
         let facet_names = distinct(&request.facets);
         let dimensions = self.dimensions(&searcher, &facet_names, request.histogram)?;
         let ordinals = self.ordinals(&searcher)?;
+        let end = request.offset.saturating_add(request.limit);
         let collector = CollapseCollector::new(
             Arc::clone(&ordinals),
             request.sort,
-            request.offset,
-            request.limit,
+            skip,
+            end.saturating_sub(skip),
         )
         .min_cluster_size(request.min_cluster_size);
+        let provider =
+            statistics.map(|statistics| statistics.provider(searcher.schema(), &searcher));
         // One pass over the matches: the collapse and, when asked, the counts beside it.
         let (collapsed, mut counts) = if dimensions.is_empty() {
-            let collapsed = searcher.search(&*query, &collector).map_err(self.error())?;
-            (collapsed, Vec::new())
+            let collapsed = match &provider {
+                Some(provider) => {
+                    searcher.search_with_statistics_provider(&*query, &collector, provider)
+                }
+                None => searcher.search(&*query, &collector),
+            };
+            (collapsed.map_err(self.error())?, Vec::new())
         } else {
             let counter = FacetCollector::new(Arc::clone(&ordinals), dimensions)
                 .min_cluster_size(request.min_cluster_size);
-            searcher
-                .search(&*query, &(collector, counter))
-                .map_err(self.error())?
+            let both = (collector, counter);
+            match &provider {
+                Some(provider) => {
+                    searcher.search_with_statistics_provider(&*query, &both, provider)
+                }
+                None => searcher.search(&*query, &both),
+            }
+            .map_err(self.error())?
         };
-        let histogram = match request.histogram {
-            Some(interval) => Some(histogram::lay_out(
-                counts.pop().unwrap_or_default(),
-                interval,
-            )?),
-            None => None,
-        };
-        let facets = (!facet_names.is_empty()).then(|| {
-            facet_names
-                .iter()
-                .map(|name| (*name).to_owned())
-                .zip(counts)
-                .map(|(name, counts)| (name, most_frequent(counts, request.facet_limit)))
+        let histogram = request.histogram.map(|_| {
+            counts
+                .pop()
+                .unwrap_or_default()
+                .into_iter()
+                .map(ShardCount::from)
                 .collect()
         });
+        let facets = facet_names
+            .iter()
+            .map(|name| (*name).to_owned())
+            .zip(counts)
+            .map(|(name, counts)| (name, counts.into_iter().map(ShardCount::from).collect()))
+            .collect();
         let page = &collapsed.clusters;
         // The newest hit: the collector tracked it for the `newest` order; otherwise the
         // members are checked against the query, a seek per member instead of a fast-field
@@ -854,7 +794,7 @@ impl DedupSearcher {
                 newest: newest.unwrap_or(cluster.newest),
             });
         }
-        Ok(SearchPage {
+        Ok(ShardPage {
             total_hits: collapsed.total_hits,
             total_clusters: collapsed.total_clusters,
             clusters,
@@ -1133,22 +1073,20 @@ impl DedupSearcher {
                 _ => distance <= max_distance,
             };
             if matches {
-                let time = fast_value::<i64>(&searcher, address, schema::EVENT_TIME);
-                near.push((distance, time.map_err(self.error())?, address));
-            }
-        }
-        near.sort_unstable();
-        let matches = near
-            .into_iter()
-            .take(limit)
-            .map(|(distance, _, address)| {
-                Ok(NearDuplicate {
+                near.push(NearDuplicate {
                     distance,
                     document: self.view(&searcher, address, Extra::None)?,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(NearDuplicates { simhash, matches })
+                });
+            }
+        }
+        Ok(shards::merge_near_duplicates(
+            simhash,
+            vec![NearDuplicates {
+                simhash,
+                matches: near,
+            }],
+            limit,
+        ))
     }
 
     /// A document's stored fields and cluster, with `extra`.

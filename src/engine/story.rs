@@ -13,9 +13,10 @@ use serde::Serialize;
 use tantivy::collector::DocSetCollector;
 use tantivy::{DocAddress, DocId};
 
+use crate::engine::answers::DocumentView;
 use crate::engine::histogram::{self, Interval};
 use crate::engine::schema::{self, sketch_in};
-use crate::engine::search::{DedupSearcher, DocumentView, Extra, check_page};
+use crate::engine::search::{DedupSearcher, Extra, check_page};
 use crate::engine::snippet;
 use crate::forest::Timestamp;
 use crate::verify::Sketch;

@@ -163,6 +163,16 @@ fn own_value(value: FieldValue, analysis: Option<AnalyzedText>) -> NewsValue {
     }
 }
 
+/// Where an index's forest lives.
+enum ForestHome {
+    /// In memory, replayed from the index on open.
+    Own,
+    /// In a store several processes share.
+    Shared(Arc<dyn SharedForest>),
+    /// With a coordinator that places the documents: the index is a shard.
+    Elsewhere,
+}
+
 /// A Tantivy index of news articles with near-duplicate clustering: every document carries
 /// its simhash, the simhash's blocks and its cluster's root, decided by the forest at insert
 /// time.
@@ -250,13 +260,13 @@ impl DedupIndex {
     /// Creates a new index in `dir`, which must be missing (it is created) or empty.
     pub fn create(dir: &Path, config: Config) -> Result<Self> {
         create_files(dir, &config)?;
-        Self::open_with(dir, config, None)
+        Self::open_with(dir, config, ForestHome::Own)
     }
 
     /// Opens the index in `dir` with the settings it was created with.
     pub fn open(dir: &Path) -> Result<Self> {
         let config = stored_settings(dir)?;
-        Self::open_with(dir, config, None)
+        Self::open_with(dir, config, ForestHome::Own)
     }
 
     /// Opens the index in `dir`, or creates it with `config` when `dir` is missing or empty. A
@@ -276,10 +286,25 @@ impl DedupIndex {
         config: Option<Config>,
         store: Option<Arc<dyn SharedForest>>,
     ) -> Result<Self> {
+        let forest = match store {
+            Some(store) => ForestHome::Shared(store),
+            None => ForestHome::Own,
+        };
+        Self::open_or_create_as(dir, config, forest)
+    }
+
+    /// [`open_or_create`](Self::open_or_create) for one shard of an index split by story:
+    /// the index keeps no forest, and takes only documents placed by its coordinator
+    /// ([`PreparedDocument::placed`](crate::engine::PreparedDocument::placed)).
+    pub fn open_or_create_shard(dir: &Path, config: Option<Config>) -> Result<Self> {
+        Self::open_or_create_as(dir, config, ForestHome::Elsewhere)
+    }
+
+    fn open_or_create_as(dir: &Path, config: Option<Config>, forest: ForestHome) -> Result<Self> {
         if !directory::holds_index(dir)? {
             let config = config.unwrap_or_default();
             create_files(dir, &config)?;
-            return Self::open_with(dir, config, store);
+            return Self::open_with(dir, config, forest);
         }
         let stored = stored_settings(dir)?;
         let config = match config {
@@ -289,12 +314,12 @@ impl DedupIndex {
             }
             None => stored,
         };
-        Self::open_with(dir, config, store)
+        Self::open_with(dir, config, forest)
     }
 
     /// Opens the index: its files checked ([`directory::check_files`]), the writer's lock
     /// taken, the temporaries a crash left removed, every segment opened, the forest replayed.
-    fn open_with(dir: &Path, config: Config, store: Option<Arc<dyn SharedForest>>) -> Result<Self> {
+    fn open_with(dir: &Path, config: Config, forest: ForestHome) -> Result<Self> {
         config.validate()?;
         let (index, fields) = open_tantivy(dir, &config)?;
         directory::check_files(dir, &index)?;
@@ -318,14 +343,16 @@ impl DedupIndex {
         // own, which the next run with the index's settings could not use either: it replays
         // every insert, keeps its sketches in unlinked files, and neither checkpoints nor
         // prunes.
-        builder = if stored_settings(dir)?.dedup == config.dedup {
+        builder = if matches!(forest, ForestHome::Elsewhere) {
+            builder.placed_elsewhere()
+        } else if stored_settings(dir)?.dedup == config.dedup {
             builder
                 .checkpoints_in(dir.join(FOREST_DIR), config.index.checkpoint_inserts)
                 .prune_tombstones(config.index.prune_tombstones)
         } else {
             builder.sketches_in(dir)
         };
-        if let Some(store) = store {
+        if let ForestHome::Shared(store) = forest {
             builder = builder.shared_forest(store);
         }
         let dedup = builder.open(&index)?;

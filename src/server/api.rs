@@ -22,14 +22,14 @@ use crate::article::{Article, ArticleReader};
 use crate::config::ServerConfig;
 use crate::engine::{
     DEFAULT_FACET_LIMIT, DEFAULT_PAGE_SIZE, DedupSearcher, DocumentView, IndexStats,
-    MAX_FACET_LIMIT, MAX_OFFSET, MAX_PAGE_SIZE, NearDuplicates, Preparer, RecoveryReport,
-    SearchPage, SearchRequest, SimilarPage, Sort, Story, StoryRequest, list_items,
+    MAX_FACET_LIMIT, MAX_OFFSET, MAX_PAGE_SIZE, NearDuplicates, Placed, PreparedArticle, Preparer,
+    RecoveryReport, SearchPage, SearchRequest, SimilarPage, Sort, Story, StoryRequest, list_items,
 };
 use crate::forest::Timestamp;
-use crate::input::TimeCoverage;
+use crate::input::{TimeCoverage, split_documents};
 use crate::local_time::{RangeEnd, TimeError, TimeZone};
 use crate::server::access;
-use crate::server::body::{BatchLimits, DocumentError, Refused, parse_batch_with};
+use crate::server::body::{BatchLimits, DocumentError, Refused, parse_document_with};
 use crate::server::error::{ApiError, ErrorBody, ErrorDetail};
 use crate::server::metrics::{Exposition, Metrics};
 use crate::server::writer::{Reservation, WriteError, WriterHandle};
@@ -49,11 +49,14 @@ pub struct AppState {
     /// Reads running at once: one per core. More would only share the cores, each read
     /// slower, and each holding its own collapse buffers.
     pub(crate) readers: tokio::sync::Semaphore,
+    /// Which shard this server is, when it is one of an index split by story: it then takes
+    /// only placed documents, from its coordinator (`/internal/v1/documents`).
+    pub(crate) shard: Option<crate::engine::ShardSpec>,
 }
 
 impl AppState {
     /// Runs a read on a blocking thread once a core is free for it.
-    async fn read<T: Send + 'static>(
+    pub(crate) async fn read<T: Send + 'static>(
         &self,
         work: impl FnOnce() -> AppResult<T> + Send + 'static,
     ) -> AppResult<T> {
@@ -66,11 +69,11 @@ impl AppState {
     }
 }
 
-type AppResult<T> = Result<T, ApiError>;
+pub(crate) type AppResult<T> = Result<T, ApiError>;
 
 /// Runs blocking library work off the async threads; a panic in it becomes a 500, never a
 /// dropped connection.
-async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> AppResult<T> + Send + 'static,
 ) -> AppResult<T> {
     tokio::task::spawn_blocking(work)
@@ -129,11 +132,11 @@ pub const MEMORY_PER_BODY_BYTE: usize = 6;
 
 /// How a body is read: its limit (`setting` names it in the 413, `code` is its code) and,
 /// for a write, the queue room that grows as it arrives.
-struct BodyLimit<'a> {
-    bytes: usize,
-    setting: &'static str,
-    code: &'static str,
-    reservation: Option<&'a mut Reservation>,
+pub(crate) struct BodyLimit<'a> {
+    pub(crate) bytes: usize,
+    pub(crate) setting: &'static str,
+    pub(crate) code: &'static str,
+    pub(crate) reservation: Option<&'a mut Reservation>,
 }
 
 /// A body's bytes as they arrive, decoded when it came gzip-compressed.
@@ -210,7 +213,7 @@ impl Received {
 /// decoded bytes (413 past it, whatever `Content-Length` said), holding
 /// [`MEMORY_PER_BODY_BYTE`] per decoded byte in the writer's queue as it arrives (503 when the
 /// queue is full). A body that cannot be read is a 400.
-async fn read_body(
+pub(crate) async fn read_body(
     body: Body,
     gzip: bool,
     timeout: std::time::Duration,
@@ -292,7 +295,7 @@ fn path_value<T>(path: Result<Path<T>, PathRejection>) -> AppResult<T> {
 }
 
 /// The `{id}` of a path, or a JSON error.
-fn path_id(path: Result<Path<DocumentId>, PathRejection>) -> AppResult<String> {
+pub(crate) fn path_id(path: Result<Path<DocumentId>, PathRejection>) -> AppResult<String> {
     path_value(path).map(|DocumentId { id }| id)
 }
 
@@ -387,8 +390,45 @@ pub(crate) async fn post_documents(
     headers: HeaderMap,
     body: Body,
 ) -> AppResult<Response> {
+    if let Some(shard) = state.shard {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "shard_write",
+            format!(
+                "this server is shard {shard} of an index split by story: its documents are \
+                 placed by a coordinator (serve --coordinator); send them there"
+            ),
+        ));
+    }
+    let (body, reservation) = receive_documents(&state, &headers, body).await?;
+    let prepare_state = state.clone();
+    let batch = blocking(move || {
+        let documents =
+            split_documents(&body, prepare_state.config.max_batch_documents).map_err(body_error)?;
+        Ok(prepare_batch(
+            &prepare_state,
+            documents.into_iter().map(|document| (document, None)),
+        ))
+    })
+    .await?;
+    index_batch(&state, batch, reservation).await
+}
+
+/// A refused body's answer.
+pub(crate) fn body_error(error: crate::input::BodyError) -> ApiError {
+    let status = StatusCode::from_u16(error.status()).unwrap_or(StatusCode::BAD_REQUEST);
+    ApiError::new(status, error.code(), error.to_string())
+}
+
+/// Reads a POST of documents under the body limit, holding room in the writer's queue as it
+/// arrives (refused at once when the writer takes no work).
+pub(crate) async fn receive_documents(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+) -> AppResult<(axum::body::Bytes, Reservation)> {
     let limit = state.config.max_body_mib << 20;
-    let gzip = access::gzip_body(&headers);
+    let gzip = access::gzip_body(headers);
     // The limit counts decoded bytes, so only a plain body's declared length says it is over.
     let declared = headers
         .get(header::CONTENT_LENGTH)
@@ -411,50 +451,119 @@ pub(crate) async fn post_documents(
         },
     )
     .await?;
-    let limits = BatchLimits {
-        max_documents: state.config.max_batch_documents,
-        max_document_bytes: state.config.max_document_kib << 10,
-        latest_time: crate::dedup::now()
-            .saturating_add(state.config.max_future.as_secs() as Timestamp),
-    };
+    Ok((body, reservation))
+}
 
-    // Parse, check and prepare (analyse and fingerprint) in parallel, off the writer.
-    let prepare_state = state.clone();
-    let (prepared, mut results, warnings) = blocking(move || {
-        let articles = ArticleReader::for_config(prepare_state.searcher.config());
-        let parsed = parse_batch_with(&body, &limits, &articles).map_err(|error| {
-            let status = StatusCode::from_u16(error.status()).unwrap_or(StatusCode::BAD_REQUEST);
-            ApiError::new(status, error.code(), error.to_string())
-        })?;
-        let mut failed = Vec::new();
-        let mut records = Vec::with_capacity(parsed.len());
-        let mut coverage = TimeCoverage::default();
-        for (index, document) in parsed.into_iter().enumerate() {
-            match document {
-                Ok(record) => {
-                    coverage.count(record.article.published_at);
-                    records.push((index, record));
-                }
-                Err(refused) => failed.push((index, failed_result(index, refused))),
+/// A batch parsed, checked and prepared: the documents to index with their positions, those
+/// refused with theirs, and the warnings of the batch.
+pub(crate) struct PreparedBatch {
+    prepared: Vec<(usize, PreparedArticle)>,
+    failed: Vec<(usize, DocumentResult)>,
+    warnings: Vec<String>,
+}
+
+/// The limits a document of a POST is checked against, now.
+pub(crate) fn batch_limits(config: &ServerConfig) -> BatchLimits {
+    BatchLimits {
+        max_documents: config.max_batch_documents,
+        max_document_bytes: config.max_document_kib << 10,
+        latest_time: crate::dedup::now().saturating_add(config.max_future.as_secs() as Timestamp),
+    }
+}
+
+/// Parses, checks and prepares (analyses and fingerprints, in parallel) the documents of a
+/// batch, each with where it was placed when a coordinator sent it.
+pub(crate) fn prepare_batch<'a>(
+    state: &AppState,
+    documents: impl Iterator<Item = (&'a [u8], Option<Placed>)>,
+) -> PreparedBatch {
+    let limits = batch_limits(&state.config);
+    let articles = ArticleReader::for_config(state.searcher.config());
+    let mut failed = Vec::new();
+    let mut records = Vec::new();
+    let mut coverage = TimeCoverage::default();
+    for (index, (document, placed)) in documents.enumerate() {
+        match parse_document_with(document, &limits, &articles) {
+            Ok(record) => {
+                coverage.count(record.article.published_at);
+                records.push((index, record, placed));
             }
+            Err(refused) => failed.push((index, failed_result(index, refused))),
         }
-        let warnings: Vec<String> = coverage.warning(articles.time_key()).into_iter().collect();
-        let preparer = &prepare_state.preparer;
-        let prepared: Vec<_> = records
-            .into_par_iter()
-            .map(|(index, record)| (index, preparer.prepare(record)))
-            .collect();
-        Ok((prepared, failed, warnings))
-    })
-    .await?;
-    state.metrics.count_rejected(results.len() as u64);
+    }
+    let warnings: Vec<String> = coverage.warning(articles.time_key()).into_iter().collect();
+    let preparer = &state.preparer;
+    let prepared: Vec<_> = records
+        .into_par_iter()
+        .map(|(index, record, placed)| {
+            let prepared = preparer.prepare(record);
+            match placed {
+                Some(placed) => (index, prepared.placed(placed)),
+                None => (index, prepared),
+            }
+        })
+        .collect();
+    PreparedBatch {
+        prepared,
+        failed,
+        warnings,
+    }
+}
 
+/// Hands a prepared batch to the writer and answers, once it is committed, each document's
+/// outcome in order.
+pub(crate) async fn index_batch(
+    state: &AppState,
+    batch: PreparedBatch,
+    reservation: Reservation,
+) -> AppResult<Response> {
+    let written = write_batch(state, batch, reservation).await?;
+    answer_batch(state, written).await
+}
+
+/// A batch's documents written and committed: their decisions, and the refused documents.
+pub(crate) struct WrittenBatch {
+    positions: Vec<usize>,
+    decisions: Vec<Decision>,
+    failed: Vec<(usize, DocumentResult)>,
+    warnings: Vec<String>,
+}
+
+/// Hands a prepared batch to the writer; returns once it is committed.
+pub(crate) async fn write_batch(
+    state: &AppState,
+    batch: PreparedBatch,
+    reservation: Reservation,
+) -> AppResult<WrittenBatch> {
+    let PreparedBatch {
+        prepared,
+        failed,
+        warnings,
+    } = batch;
+    state.metrics.count_rejected(failed.len() as u64);
     let (positions, prepared): (Vec<usize>, Vec<_>) = prepared.into_iter().unzip();
     let decisions = if prepared.is_empty() {
         Vec::new()
     } else {
         state.writer.add(prepared, reservation).await?
     };
+    Ok(WrittenBatch {
+        positions,
+        decisions,
+        failed,
+        warnings,
+    })
+}
+
+/// The answer to a written batch: each document's outcome in order, with its cluster's size
+/// now.
+pub(crate) async fn answer_batch(state: &AppState, written: WrittenBatch) -> AppResult<Response> {
+    let WrittenBatch {
+        positions,
+        decisions,
+        failed: mut results,
+        warnings,
+    } = written;
     let sizes = {
         let searcher = state.searcher.clone();
         let roots: Vec<Fingerprint> = decisions.iter().map(|decision| decision.root).collect();
@@ -515,7 +624,7 @@ pub(crate) async fn post_documents(
     Ok((status, Json(response)).into_response())
 }
 
-fn failed_result(index: usize, refused: Refused) -> DocumentResult {
+pub(crate) fn failed_result(index: usize, refused: Refused) -> DocumentResult {
     DocumentResult::Failed {
         index,
         id: refused.id,
@@ -596,15 +705,21 @@ pub(crate) struct SearchParams {
     /// Whether each representative gets a `snippet` with the matched words in `<em>`.
     #[param(value_type = Option<bool>)]
     highlight: Option<String>,
+    /// On a coordinator of shards (`serve --coordinator`), with a shard down or slow: `true`
+    /// answers the stories of the shards that answered (each exact) with `"partial": true`
+    /// and `shards`; `false` (the default) answers 503 `shard_unavailable`. A single index
+    /// reads and ignores it.
+    #[param(value_type = Option<bool>)]
+    allow_partial: Option<String>,
 }
 
 /// The parameters of `GET /v1/search`, for the error that lists them.
 const SEARCH_PARAMETERS: &str = "q, sort, offset, limit, from, to, source, filter, exclude, \
-                                 fields, min_cluster_size, facets, facet_limit, histogram, highlight";
+                                 fields, min_cluster_size, facets, facet_limit, histogram, highlight, allow_partial";
 
 impl SearchParams {
     /// Reads a raw query string (percent-decoded, `+` as a space).
-    fn parse(query: Option<&str>) -> AppResult<Self> {
+    pub(crate) fn parse(query: Option<&str>) -> AppResult<Self> {
         let mut params = SearchParams::default();
         for (name, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
             let value = value.into_owned();
@@ -630,6 +745,7 @@ impl SearchParams {
                 "facet_limit" => &mut params.facet_limit,
                 "histogram" => &mut params.histogram,
                 "highlight" => &mut params.highlight,
+                "allow_partial" => &mut params.allow_partial,
                 unknown => {
                     return Err(ApiError::bad_request(
                         "invalid_parameter",
@@ -724,9 +840,27 @@ fn time_param(
         })
 }
 
+/// A boolean parameter: `true`/`1` or `false`/`0`/empty, `false` when absent.
+fn flag_param(name: &str, value: Option<&str>) -> AppResult<bool> {
+    match value.map(str::trim) {
+        None | Some("" | "false" | "0") => Ok(false),
+        Some("true" | "1") => Ok(true),
+        Some(other) => Err(ApiError::bad_request(
+            "invalid_parameter",
+            format!("`{name}` must be true or false, got {other:?}"),
+        )),
+    }
+}
+
 impl SearchParams {
+    /// Whether a coordinator may answer without a shard (`allow_partial`).
+    pub(crate) fn allow_partial(&self) -> AppResult<bool> {
+        flag_param("allow_partial", self.allow_partial.as_deref())
+    }
+
     /// The request, with dates and times without an offset read in `zone`.
-    fn request(self, zone: TimeZone) -> AppResult<SearchRequest> {
+    pub(crate) fn request(self, zone: TimeZone) -> AppResult<SearchRequest> {
+        let _ = self.allow_partial()?;
         let sort = match self.sort.as_deref() {
             None | Some("") => Sort::default(),
             Some(sort) => sort
@@ -799,16 +933,7 @@ impl SearchParams {
                     .map_err(|error| invalid("histogram", error))?,
             );
         }
-        request = request.highlight(match self.highlight.as_deref().map(str::trim) {
-            None | Some("" | "false" | "0") => false,
-            Some("true" | "1") => true,
-            Some(other) => {
-                return Err(ApiError::bad_request(
-                    "invalid_parameter",
-                    format!("`highlight` must be true or false, got {other:?}"),
-                ));
-            }
-        });
+        request = request.highlight(flag_param("highlight", self.highlight.as_deref())?);
         Ok(request)
     }
 }
@@ -868,7 +993,7 @@ pub struct ClusterInfo {
 /// Similar documents shown with a document.
 const SIMILAR_ON_DOCUMENT: usize = 10;
 
-fn no_document(id: &str) -> ApiError {
+pub(crate) fn no_document(id: &str) -> ApiError {
     ApiError::not_found(format!("no document has id {id:?}"))
 }
 
@@ -1061,7 +1186,7 @@ pub(crate) async fn get_story(
 }
 
 /// The most near-duplicates a check returns by default.
-const NEAR_DUPLICATES_LIMIT: usize = 20;
+pub(crate) const NEAR_DUPLICATES_LIMIT: usize = 20;
 
 /// The body of `POST /v1/near-duplicates`: a text as a document would be posted, without the
 /// need for an id, and how many near-duplicates to return. The handler reads it field by
@@ -1449,7 +1574,7 @@ pub(crate) async fn end_json_with_newline(response: Response) -> Response {
 
 /// Records every answered request in the metrics and the log.
 pub(crate) async fn observe(
-    State(state): State<Arc<AppState>>,
+    State(metrics): State<Arc<Metrics>>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -1464,9 +1589,7 @@ pub(crate) async fn observe(
     let response = next.run(request).await;
     let elapsed = started.elapsed();
     let status = response.status().as_u16();
-    state
-        .metrics
-        .observe_request(method.as_str(), &route, status, elapsed);
+    metrics.observe_request(method.as_str(), &route, status, elapsed);
     let ms = crate::server::log_ms(elapsed);
     // A probe's 503 says what was logged when the writer failed; a line per probe would bury it.
     if response.status().is_server_error() && route != "/healthz" {

@@ -154,7 +154,7 @@ pub fn parse_document(json: &[u8], limits: &BatchLimits) -> Result<Article, Refu
 }
 
 /// [`parse_document`] by a schema's `[fields]`.
-fn parse_document_with(
+pub(crate) fn parse_document_with(
     json: &[u8],
     limits: &BatchLimits,
     articles: &ArticleReader,

@@ -26,7 +26,10 @@ mod access;
 mod api;
 mod body;
 mod connections;
+#[cfg(feature = "redis")]
+pub mod coordinator;
 mod error;
+mod internal;
 mod metrics;
 mod openapi;
 mod web;
@@ -56,7 +59,7 @@ pub use openapi::openapi;
 pub use writer::WriteError;
 
 use crate::config::ServerConfig;
-use crate::engine::DedupIndex;
+use crate::engine::{DedupIndex, ShardSpec};
 use crate::{Error, Result};
 
 /// A running service: the writer thread and the shared state of the handlers, served by
@@ -70,6 +73,22 @@ impl Server {
     /// Starts the writer thread over `index` (which becomes the server's: all writes go
     /// through it from now on).
     pub fn start(index: DedupIndex, config: ServerConfig) -> Result<Self> {
+        Self::start_with(index, config, None)
+    }
+
+    /// [`start`](Self::start) for shard `shard` of an index split by story (an index opened
+    /// with [`DedupIndex::open_or_create_shard`]): the public writes are refused, and the
+    /// coordinator's internal routes (`/internal/v1/…`, write key) add its placed documents
+    /// and answer its list pages' parts.
+    pub fn start_shard(index: DedupIndex, config: ServerConfig, shard: ShardSpec) -> Result<Self> {
+        Self::start_with(index, config, Some(shard))
+    }
+
+    fn start_with(
+        index: DedupIndex,
+        config: ServerConfig,
+        shard: Option<ShardSpec>,
+    ) -> Result<Self> {
         config.validate()?;
         let metrics = Arc::new(Metrics::new());
         metrics.set_forest(index.forest_stats());
@@ -98,6 +117,7 @@ impl Server {
             readers: tokio::sync::Semaphore::new(
                 std::thread::available_parallelism().map_or(2, |cores| cores.get()),
             ),
+            shard,
         });
         Ok(Server { state, writer })
     }
@@ -109,7 +129,7 @@ impl Server {
         let (routes, _document) = routes().split_for_parts();
         let router = routes
             .route_layer(axum::middleware::from_fn_with_state(
-                state.clone(),
+                state.metrics.clone(),
                 api::observe,
             ))
             .fallback(api::no_route)
@@ -176,6 +196,9 @@ fn routes() -> OpenApiRouter<Arc<api::AppState>> {
         .routes(routes!(api::healthz))
         .routes(routes!(api::metrics))
         .routes(routes!(api::openapi_json))
+        .routes(routes!(internal::post_placed))
+        .routes(routes!(internal::shard_page))
+        .routes(routes!(internal::term_statistics))
         .routes(routes!(web::list_page))
         .routes(routes!(web::story_page))
         .routes(routes!(web::check_page))

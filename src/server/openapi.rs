@@ -36,6 +36,8 @@ use crate::{Error, Result};
         (name = "search", description = "List pages (one result per story) and checks \
             before publishing"),
         (name = "service", description = "Statistics, health, metrics and this document"),
+        (name = "shards", description = "A shard's routes for its coordinator (`serve --shard \
+            I/N`; write key): placed documents and the parts of list pages"),
     )
 )]
 pub(crate) struct Description;

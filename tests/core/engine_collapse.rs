@@ -288,7 +288,7 @@ fn article(rng: &mut SmallRng, id: String, slot: usize, title: String, content: 
 
 /// The corpus: every template with 0 to 8 reposts, plus 110 unrelated stories, shuffled and
 /// published a minute apart.
-fn corpus(seed: u64) -> Vec<Article> {
+pub(crate) fn corpus(seed: u64) -> Vec<Article> {
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut stories: Vec<(String, String)> = Vec::new();
     for (title, body) in TEMPLATES {
@@ -313,7 +313,7 @@ fn corpus(seed: u64) -> Vec<Article> {
         .collect()
 }
 
-fn config() -> Config {
+pub(crate) fn config() -> Config {
     Config {
         index: IndexConfig {
             writer_threads: Some(1),

@@ -8,6 +8,7 @@
 mod engine_collapse;
 mod engine_ordinals;
 mod engine_recovery;
+mod engine_shards;
 mod forest_invariants;
 mod index_bruteforce;
 mod own_fields;

@@ -23,5 +23,6 @@ mod search_platform;
 mod serve_process;
 mod server_api;
 mod server_durability;
+mod shards;
 mod store_redis;
 mod web_page;

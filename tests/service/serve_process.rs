@@ -67,15 +67,25 @@ impl Serve {
     /// Starts `tantivy-dedup serve --index INDEX --addr 127.0.0.1:0`, with the further
     /// arguments and environment `configure` gives it.
     pub fn start(index: &Path, configure: impl FnOnce(&mut Command)) -> Self {
+        Self::launch(|command| {
+            command.arg("--index").arg(index);
+            configure(command);
+        })
+    }
+
+    /// Starts `tantivy-dedup serve` with the further arguments and environment `configure`
+    /// gives it (a coordinator has no `--index`), on `--addr 127.0.0.1:0` unless they name
+    /// an address.
+    pub fn launch(configure: impl FnOnce(&mut Command)) -> Self {
         let mut command = Command::new(BIN);
         command
             .arg("serve")
-            .arg("--index")
-            .arg(index)
-            .args(["--addr", "127.0.0.1:0"])
             .stdin(Stdio::null())
             .stderr(Stdio::null());
         configure(&mut command);
+        if !command.get_args().any(|arg| arg == "--addr") {
+            command.args(["--addr", "127.0.0.1:0"]);
+        }
         let (child, base) = spawn_listening(&mut command, None);
         let agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
@@ -96,6 +106,29 @@ impl Serve {
         let text = response.body_mut().read_to_string().unwrap();
         let json = serde_json::from_str(&text).unwrap_or_else(|error| panic!("{error}: {text}"));
         (status, json)
+    }
+
+    /// Status and body of any request (`body`: JSON).
+    pub fn request(&self, method: &str, path_and_query: &str, body: Option<&str>) -> (u16, String) {
+        let url = format!("{}{path_and_query}", self.base);
+        let response = match (method, body) {
+            ("GET", _) => self.agent.get(&url).call(),
+            ("DELETE", _) => self.agent.delete(&url).call(),
+            (_, body) => self
+                .agent
+                .post(&url)
+                .header("content-type", "application/json")
+                .send(body.unwrap_or_default().as_bytes()),
+        };
+        let mut response = response.unwrap();
+        let status = response.status().as_u16();
+        (status, response.body_mut().read_to_string().unwrap())
+    }
+
+    /// Kills the process at once (SIGKILL), as a crash would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// A list page that must be answered 200.

@@ -389,7 +389,7 @@ const DETAILS: [&str; 6] = [
     "相关做法将在全市推广",
     "工作人员现场解答疑问",
 ];
-const SOURCES: [&str; 6] = [
+pub(crate) const SOURCES: [&str; 6] = [
     "新华网",
     "人民网",
     "央视网",
@@ -400,11 +400,11 @@ const SOURCES: [&str; 6] = [
 const EDITORS: [&str; 4] = ["周明", "吴芳", "郑磊", "孙悦"];
 
 /// Words searched for in the list-page checks; each is one token of the search index.
-const QUERY_WORDS: [&str; 5] = ["古籍", "湿地", "诈骗", "大棚", "出口"];
+pub(crate) const QUERY_WORDS: [&str; 5] = ["古籍", "湿地", "诈骗", "大棚", "出口"];
 
 /// A story: a title and its sentences.
 #[derive(Debug, Clone)]
-struct Story {
+pub(crate) struct Story {
     title: String,
     sentences: Vec<String>,
 }
@@ -503,7 +503,7 @@ fn edited_repost(rng: &mut SmallRng, story: &Story) -> String {
 
 /// How a document of the corpus was made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     Original,
     /// A repost normalisation undoes: it must share its original's fingerprint and root.
     Exact,
@@ -512,20 +512,20 @@ enum Kind {
 
 /// A corpus document with what the model knows about it.
 #[derive(Debug, Clone)]
-struct Doc {
-    id: String,
-    title: String,
-    content: String,
-    source: Option<String>,
-    url: String,
-    published_at: i64,
-    story: usize,
-    kind: Kind,
+pub(crate) struct Doc {
+    pub(crate) id: String,
+    pub(crate) title: String,
+    pub(crate) content: String,
+    pub(crate) source: Option<String>,
+    pub(crate) url: String,
+    pub(crate) published_at: i64,
+    pub(crate) story: usize,
+    pub(crate) kind: Kind,
 }
 
 impl Doc {
     /// The article's JSON, with `published_at` in one of the accepted forms.
-    fn json(&self, time_form: usize) -> Value {
+    pub(crate) fn json(&self, time_form: usize) -> Value {
         let time = match time_form % 3 {
             0 => json!(self.published_at),
             1 => json!(self.published_at.to_string()),
@@ -557,7 +557,7 @@ fn rfc3339(time: i64) -> String {
 
 /// The corpus: stories with 0-5 reposts each, in random arrival order, published at distinct
 /// times that are not in arrival order.
-fn corpus(seed: u64, stories: usize) -> (Vec<Story>, Vec<Doc>) {
+pub(crate) fn corpus(seed: u64, stories: usize) -> (Vec<Story>, Vec<Doc>) {
     let mut rng = SmallRng::seed_from_u64(seed);
     let stories: Vec<Story> = (0..stories).map(|_| story(&mut rng)).collect();
     let mut made: Vec<(usize, Kind, String, String)> = Vec::new();

@@ -1,0 +1,136 @@
+//! What the searcher answers: a document as results show it, a list page and its stories, a
+//! detail page, near-duplicates, the index's counts. Plain data, serialised as the API shows
+//! it and read back by a coordinator of shards.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::Fingerprint;
+use crate::engine::facets::FacetCount;
+use crate::engine::histogram::HistogramBucket;
+use crate::forest::Timestamp;
+
+/// A document as results show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+pub struct DocumentView {
+    /// The external id.
+    pub id: String,
+    /// The headline, when stored.
+    pub title: Option<String>,
+    /// The outlet.
+    pub source: Option<String>,
+    /// The address.
+    pub url: Option<String>,
+    /// Publication time (the arrival time for articles sent without one), Unix seconds.
+    #[cfg_attr(feature = "server", schema(value_type = Option<i64>))]
+    pub published_at: Option<Timestamp>,
+    /// The document's fingerprint.
+    pub simhash: Fingerprint,
+    /// Its cluster's root hash.
+    pub root: Fingerprint,
+    /// The stored values of the platform's own fields, by name: one value as it is, several
+    /// as an array (dates as Unix seconds, facets as paths). Left out of JSON when empty.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub fields: std::collections::BTreeMap<String, serde_json::Value>,
+    /// The stored body, on document and detail pages only (list pages stay light).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// On a list page asked to highlight, the representative's snippet: up to about 160
+    /// characters of its stored title or body around the first words the query matched,
+    /// those in `<em>`, the rest HTML-escaped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snippet: Option<String>,
+}
+
+/// One cluster of a list page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+pub struct ClusterHit {
+    /// The cluster's root hash.
+    pub root: Fingerprint,
+    /// The best-scoring matching document.
+    pub representative: DocumentView,
+    /// Its score.
+    pub score: f32,
+    /// The cluster's documents that match the query (and filters).
+    pub hits: u64,
+    /// All the cluster's documents in the index; `cluster_size - 1` are "similar articles".
+    pub cluster_size: u64,
+    /// The cluster's sources (of all its documents), most frequent first.
+    pub sources: Vec<String>,
+    /// The newest matching document's time.
+    #[cfg_attr(feature = "server", schema(value_type = i64))]
+    pub newest: Timestamp,
+}
+
+/// A list page.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+pub struct SearchPage {
+    /// Matching documents (with a minimum cluster size: those of the clusters kept).
+    pub total_hits: u64,
+    /// Matching clusters (with a minimum cluster size: those kept).
+    pub total_clusters: u64,
+    /// The clusters of the page, in order.
+    pub clusters: Vec<ClusterHit>,
+    /// Per field asked for, its values over all matching documents, most articles first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub facets: Option<BTreeMap<String, Vec<FacetCount>>>,
+    /// The matching documents per interval of publication time, in time order, empty
+    /// intervals between the first and the last included.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub histogram: Option<Vec<HistogramBucket>>,
+}
+
+/// A detail page: a document and the other documents of its cluster, earliest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+pub struct SimilarPage {
+    /// The document asked for.
+    pub document: DocumentView,
+    /// All documents of its cluster, itself included.
+    pub cluster_size: u64,
+    /// The other documents (`cluster_size - 1`), before pagination.
+    pub total: u64,
+    /// The page of other documents.
+    pub documents: Vec<DocumentView>,
+}
+
+/// An indexed document near an unindexed text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+pub struct NearDuplicate {
+    /// Hamming distance between the two fingerprints.
+    pub distance: u32,
+    /// The document.
+    pub document: DocumentView,
+}
+
+/// The result of a check before publishing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+pub struct NearDuplicates {
+    /// The text's fingerprint.
+    pub simhash: Fingerprint,
+    /// Indexed near-duplicates (seed mode: within `k`; default mode: candidates whose texts
+    /// verify, as the forest's edges), nearest fingerprint first (then earliest, then by id).
+    pub matches: Vec<NearDuplicate>,
+}
+
+/// The index's size.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+pub struct IndexStats {
+    /// Live documents.
+    pub documents: u64,
+    /// Distinct clusters among them.
+    pub clusters: u64,
+    /// Records of deleted or replaced documents, kept for the forest's replay.
+    pub tombstones: u64,
+    /// Tantivy segments.
+    pub segments: usize,
+    /// Bytes of the index directory on disk.
+    pub disk_bytes: u64,
+}

@@ -1,0 +1,168 @@
+//! The id directory of an index split by story, in the Redis Cluster beside the forest: per
+//! document id, where the document was placed and the digest of what was sent, so that any
+//! coordinator knows a re-send (`unchanged`) and the shard holding the copy a replacement
+//! must remove. Also the shard count, fixed when the store is first used.
+
+use serde::{Deserialize, Serialize};
+
+use crate::Fingerprint;
+use crate::engine::{Placed, ShardSpec};
+use crate::forest::Timestamp;
+use crate::forest::redis::RedisAddress;
+use crate::{Error, Result};
+
+/// Where a live document is: written once its shard has committed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Entry {
+    /// Its node in the forest.
+    pub(crate) node: Fingerprint,
+    /// Its story, which says its shard.
+    pub(crate) root: Fingerprint,
+    /// Whether it joined a story that was there.
+    pub(crate) duplicate: bool,
+    /// The digest of its fields ([`ArticleRecord::digest`](crate::article::ArticleRecord::digest)).
+    pub(crate) digest: u64,
+    /// Its event time.
+    pub(crate) time: Timestamp,
+}
+
+impl Entry {
+    /// The shard of `count` that holds it.
+    pub(crate) fn shard(&self, count: usize) -> usize {
+        ShardSpec::owner(self.root, count)
+    }
+
+    /// Where it was placed, as a shard is told.
+    pub(crate) fn placed(&self) -> Placed {
+        Placed {
+            node: self.node,
+            root: self.root,
+            via: None,
+            duplicate: self.duplicate,
+            time: self.time,
+        }
+    }
+}
+
+/// The directory: one key per id (`{prefix}i:{id}`, a JSON [`Entry`]), so each lives in its
+/// own hash slot; a batch's keys are read and written by concurrent commands over one
+/// multiplexed connection to the cluster.
+#[derive(Clone)]
+pub(crate) struct IdDirectory {
+    connection: redis::cluster_async::ClusterConnection,
+    prefix: String,
+}
+
+fn store_error(error: redis::RedisError) -> Error {
+    Error::Server(format!("the id directory's store failed: {error}"))
+}
+
+impl IdDirectory {
+    /// Connects to the cluster of `address`.
+    pub(crate) async fn connect(address: &RedisAddress) -> Result<Self> {
+        let client = redis::cluster::ClusterClient::builder(address.nodes.clone())
+            .connection_timeout(std::time::Duration::from_secs(2))
+            .response_timeout(std::time::Duration::from_secs(5))
+            .retries(3)
+            .build()
+            .map_err(store_error)?;
+        let connection = client.get_async_connection().await.map_err(store_error)?;
+        Ok(IdDirectory {
+            connection,
+            prefix: address.prefix.clone(),
+        })
+    }
+
+    fn key(&self, id: &str) -> String {
+        format!("{}i:{id}", self.prefix)
+    }
+
+    /// Records that the index is split into `count` shards, or checks that it is when the
+    /// store already says: a coordinator or shard with another count would send stories to
+    /// the wrong shards, so it is refused.
+    pub(crate) async fn check_shard_count(&self, count: usize) -> Result<()> {
+        let mut connection = self.connection.clone();
+        let recorded: Option<String> = redis::cmd("SET")
+            .arg(format!("{}shards", self.prefix))
+            .arg(count.to_string())
+            .arg("NX")
+            .arg("GET")
+            .query_async(&mut connection)
+            .await
+            .map_err(store_error)?;
+        match recorded {
+            Some(recorded) if recorded != count.to_string() => Err(Error::Config(format!(
+                "the store's index is split into {recorded} shards, not {count}: every shard \
+                 and coordinator must say the same count (it is fixed when the store is first \
+                 used; a new count needs a new store and a reload)"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// The entries of `ids`, in order (`None`: no live document has that id).
+    pub(crate) async fn get(&self, ids: &[String]) -> Result<Vec<Option<Entry>>> {
+        let mut reads = tokio::task::JoinSet::new();
+        for (position, id) in ids.iter().enumerate() {
+            let mut connection = self.connection.clone();
+            let key = self.key(id);
+            reads.spawn(async move {
+                let value: Option<String> = redis::cmd("GET")
+                    .arg(key)
+                    .query_async(&mut connection)
+                    .await?;
+                Ok::<_, redis::RedisError>((position, value))
+            });
+        }
+        let mut entries = vec![None; ids.len()];
+        while let Some(read) = reads.join_next().await {
+            let (position, value) = read
+                .map_err(|error| Error::Server(format!("reading the id directory: {error}")))?
+                .map_err(store_error)?;
+            entries[position] = value
+                .map(|value| {
+                    serde_json::from_str::<Entry>(&value).map_err(|error| {
+                        Error::Server(format!("the id directory holds a bad entry: {error}"))
+                    })
+                })
+                .transpose()?;
+        }
+        Ok(entries)
+    }
+
+    /// Sets each id's entry (`None`: removes it).
+    pub(crate) async fn set(&self, entries: Vec<(String, Option<Entry>)>) -> Result<()> {
+        let mut writes = tokio::task::JoinSet::new();
+        for (id, entry) in entries {
+            let mut connection = self.connection.clone();
+            let key = self.key(&id);
+            let value = entry
+                .map(|entry| serde_json::to_string(&entry))
+                .transpose()
+                .map_err(|error| Error::Server(format!("writing an id's entry: {error}")))?;
+            writes.spawn(async move {
+                match value {
+                    Some(value) => {
+                        redis::cmd("SET")
+                            .arg(key)
+                            .arg(value)
+                            .query_async::<()>(&mut connection)
+                            .await
+                    }
+                    None => {
+                        redis::cmd("DEL")
+                            .arg(key)
+                            .query_async::<()>(&mut connection)
+                            .await
+                    }
+                }
+            });
+        }
+        while let Some(write) = writes.join_next().await {
+            write
+                .map_err(|error| Error::Server(format!("writing the id directory: {error}")))?
+                .map_err(store_error)?;
+        }
+        Ok(())
+    }
+}

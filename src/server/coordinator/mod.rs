@@ -1,0 +1,192 @@
+//! The coordinator of an index split into shards by story (`serve --coordinator`): the whole
+//! public API and the web page over shard servers (`serve --shard I/N`), holding no index of
+//! its own, so several may run.
+//!
+//! - A write is placed in the shared forest here, in the order received (one batch at a time,
+//!   as one writer would decide), then sent to the shard that owns each document's root
+//!   ([`ShardSpec::owner`](crate::engine::ShardSpec::owner)) and answered once that shard has
+//!   committed it; the id directory ([`directory`]) makes a re-send `unchanged` through any
+//!   coordinator and tells where a replaced document's old copy is.
+//! - A list page asks every shard for its part ([`ShardPage`](crate::engine::ShardPage)),
+//!   scored by the sums of their statistics, and merges them
+//!   ([`merge_pages`](crate::engine::merge_pages)): exact, since a story is whole on one
+//!   shard. A story, a document and its detail page are asked of the one shard that holds
+//!   them; a near-duplicate check of every shard.
+//! - A shard down or slow: a list page answers 503 `shard_unavailable` naming it (or, with
+//!   `allow_partial=true`, the other shards' stories, flagged); the other answers are never
+//!   partial.
+
+mod directory;
+mod read;
+mod shards;
+mod write;
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::routing::{get, post};
+
+use crate::config::{Config, ServerConfig};
+use crate::dedup::{Deduplicator, Signer};
+use crate::forest::redis::{RedisAddress, RedisStore};
+use crate::server::metrics::Metrics;
+use crate::server::{access, api, connections, web};
+use crate::{Error, Result};
+
+use directory::IdDirectory;
+use shards::Shards;
+
+/// How long a read waits for a shard by default (`--shard-timeout`).
+pub const DEFAULT_SHARD_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a write waits for a shard's commit.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// What the coordinator's handlers share.
+pub(crate) struct CoordinatorState {
+    config: Config,
+    server: ServerConfig,
+    shards: Shards,
+    directory: IdDirectory,
+    /// The shared forest, through this process's connection: placing is one batch at a time.
+    placer: Arc<Mutex<Deduplicator>>,
+    signer: Signer,
+    /// Held for a whole write, so that batches are placed and recorded in the order received.
+    writing: tokio::sync::Mutex<()>,
+    metrics: Arc<Metrics>,
+    read_timeout: Duration,
+    started: Instant,
+}
+
+/// A running coordinator; [`serve`](Self::serve) runs it.
+///
+/// ```no_run
+/// use tantivy_dedup::config::{Config, ServerConfig};
+/// use tantivy_dedup::forest::redis::RedisAddress;
+/// use tantivy_dedup::server::coordinator::Coordinator;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = RedisAddress::parse("redis://127.0.0.1:7000")?;
+/// let shards = ["http://127.0.0.1:7701".to_owned(), "http://127.0.0.1:7702".to_owned()];
+/// let coordinator =
+///     Coordinator::start(Config::default(), ServerConfig::default(), &shards, &store).await?;
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:7700").await?;
+/// coordinator.serve(listener, async { let _ = tokio::signal::ctrl_c().await; }).await?;
+/// # Ok(())
+/// # }
+/// ```
+pub struct Coordinator {
+    state: Arc<CoordinatorState>,
+}
+
+impl Coordinator {
+    /// Connects to the store (checking the `[dedup]` settings and the shard count against
+    /// what it records) for the shards at `shard_urls`, shard 0 first. The shards' internal
+    /// routes are called with `server.keys`' write key.
+    pub async fn start(
+        config: Config,
+        server: ServerConfig,
+        shard_urls: &[String],
+        store: &RedisAddress,
+    ) -> Result<Self> {
+        Self::start_with_timeout(config, server, shard_urls, store, DEFAULT_SHARD_TIMEOUT).await
+    }
+
+    /// [`start`](Self::start), a read waiting at most `read_timeout` for each shard.
+    pub async fn start_with_timeout(
+        config: Config,
+        server: ServerConfig,
+        shard_urls: &[String],
+        store: &RedisAddress,
+        read_timeout: Duration,
+    ) -> Result<Self> {
+        config.validate()?;
+        server.validate()?;
+        let shards = Shards::new(shard_urls, server.keys.write.as_ref())?;
+        let directory = IdDirectory::connect(store).await?;
+        directory.check_shard_count(shards.count()).await?;
+        let dedup = config.dedup.clone();
+        let address = store.clone();
+        let placer = tokio::task::spawn_blocking(move || {
+            let store = RedisStore::connect(&address, &dedup)?;
+            Deduplicator::with_store(dedup, Box::new(store))
+        })
+        .await
+        .map_err(|error| Error::Server(format!("connecting to the store: {error}")))??;
+        Ok(Coordinator {
+            state: Arc::new(CoordinatorState {
+                signer: Signer::new(&config.dedup),
+                config,
+                server,
+                shards,
+                directory,
+                placer: Arc::new(Mutex::new(placer)),
+                writing: tokio::sync::Mutex::new(()),
+                metrics: Arc::new(Metrics::new()),
+                read_timeout,
+                started: Instant::now(),
+            }),
+        })
+    }
+
+    /// The public API's routes over the shards, behind the access checks of a server bound
+    /// to `bound`.
+    fn router(&self, bound: std::net::SocketAddr) -> Router {
+        let state = self.state.clone();
+        let access = Arc::new(access::Access::new(&state.server, bound));
+        Router::new()
+            .route("/v1/documents", post(write::post_documents))
+            .route(
+                "/v1/documents/{id}",
+                get(read::get_document).delete(write::delete_document),
+            )
+            .route("/v1/documents/{id}/similar", get(read::get_similar))
+            .route("/v1/search", get(read::search))
+            .route("/v1/stories/{root}", get(read::get_story))
+            .route("/v1/near-duplicates", post(read::near_duplicates))
+            .route("/v1/stats", get(read::stats))
+            .route("/healthz", get(read::healthz))
+            .route("/metrics", get(read::metrics))
+            .route("/openapi.json", get(api::openapi_json))
+            .route("/", get(web::list_page))
+            .route("/story/{root}", get(web::story_page))
+            .route("/check", get(web::check_page))
+            .route("/assets/{file}", get(web::asset))
+            .route_layer(axum::middleware::from_fn_with_state(
+                state.metrics.clone(),
+                api::observe,
+            ))
+            .fallback(api::no_route)
+            .method_not_allowed_fallback(api::wrong_method)
+            .with_state(state)
+            .layer(axum::middleware::from_fn_with_state(access, access::check))
+            .layer(axum::middleware::map_response(api::end_json_with_newline))
+    }
+
+    /// Serves on `listener` until `shutdown` completes, then lets requests in flight finish
+    /// (for at most `server.shutdown_grace`).
+    pub async fn serve(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<()> {
+        let bound = listener
+            .local_addr()
+            .map_err(|error| Error::Server(format!("reading the bound address: {error}")))?;
+        self.state.server.check_exposure(bound)?;
+        let router = self.router(bound);
+        connections::serve(listener, router, &self.state.server, shutdown).await;
+        Ok(())
+    }
+}
+
+/// Records, for a shard server, that the store's index is split into `count` shards, or
+/// checks that it is (`serve --shard I/N`): a shard with another count is refused.
+pub async fn check_shard_count(store: &RedisAddress, count: usize) -> Result<()> {
+    IdDirectory::connect(store)
+        .await?
+        .check_shard_count(count)
+        .await
+}

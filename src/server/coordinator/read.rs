@@ -1,0 +1,417 @@
+//! A coordinator's reads: list pages merged from every shard's part, a story, a document and
+//! its detail page from the shard that holds them, near-duplicate checks from every shard.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::CoordinatorState;
+use super::shards::{Answer, Unavailable, relay, shard_unavailable};
+use crate::Fingerprint;
+use crate::engine::{
+    IndexStats, NearDuplicates, SearchPage, ShardPage, ShardSpec, TermStatistics,
+    merge_near_duplicates, merge_pages,
+};
+use crate::server::api::{
+    AppResult, BodyLimit, DocumentId, NEAR_DUPLICATES_LIMIT, SearchParams, no_document, path_id,
+    read_body,
+};
+use crate::server::error::ApiError;
+use crate::server::metrics::Exposition;
+use crate::server::{ForestSize, Health, HealthStatus, StatsResponse, access};
+
+/// Calls every shard at once; their answers in shard order.
+async fn fan_out(
+    state: &Arc<CoordinatorState>,
+    method: Method,
+    path: &str,
+    body: Option<(Bytes, &'static str)>,
+) -> Vec<Result<Answer, Unavailable>> {
+    let mut calls = tokio::task::JoinSet::new();
+    for shard in 0..state.shards.count() {
+        let state = state.clone();
+        let method = method.clone();
+        let path = path.to_owned();
+        let body = body.clone();
+        calls.spawn(async move {
+            let timeout = state.read_timeout;
+            let answer = state.shards.call(shard, method, &path, body, timeout).await;
+            (shard, answer)
+        });
+    }
+    let mut answers: Vec<Option<Result<Answer, Unavailable>>> =
+        (0..state.shards.count()).map(|_| None).collect();
+    while let Some(call) = calls.join_next().await {
+        if let Ok((shard, answer)) = call {
+            answers[shard] = Some(answer);
+        }
+    }
+    answers
+        .into_iter()
+        .enumerate()
+        .map(|(shard, answer)| {
+            answer.unwrap_or_else(|| {
+                Err(Unavailable {
+                    shard,
+                    url: state.shards.url(shard).to_owned(),
+                    reason: "was not asked (a task failed)".to_owned(),
+                })
+            })
+        })
+        .collect()
+}
+
+/// Which shards answered a list page that is partial.
+#[derive(Debug, Serialize, Deserialize)]
+struct ShardsAnswered {
+    total: usize,
+    answered: usize,
+    /// The numbers of those that did not (shard 0 first).
+    missing: Vec<usize>,
+}
+
+/// A merged list page: a single server's answer, flagged when a shard is missing from it.
+#[derive(Serialize)]
+struct MergedPage {
+    #[serde(flatten)]
+    page: SearchPage,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    partial: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shards: Option<ShardsAnswered>,
+}
+
+/// The list page's query and the statistics to score by, as a shard reads them.
+#[derive(Serialize)]
+struct ShardSearch<'a> {
+    query: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    statistics: Option<&'a TermStatistics>,
+}
+
+pub(super) async fn search(
+    State(state): State<Arc<CoordinatorState>>,
+    RawQuery(query): RawQuery,
+) -> AppResult<Response> {
+    let params = SearchParams::parse(query.as_deref())?;
+    let allow_partial = params.allow_partial()?;
+    let request = params.request(state.config.index.time_zone)?;
+    let query = query.unwrap_or_default();
+    if state.shards.count() == 1 {
+        // One shard holds every story: its own answer is the index's.
+        let answer = state
+            .shards
+            .call(
+                0,
+                Method::GET,
+                &format!("/v1/search?{query}"),
+                None,
+                state.read_timeout,
+            )
+            .await
+            .map_err(|error| shard_unavailable(&error))?;
+        return Ok(relay(answer));
+    }
+    let mut missing: Vec<Unavailable> = Vec::new();
+    // Scores as one index would give them: every shard's statistics for the query, summed.
+    let statistics = if request.query.trim().is_empty() {
+        None
+    } else {
+        let body = json_body(&ShardSearch {
+            query: &query,
+            statistics: None,
+        })?;
+        let mut sum = TermStatistics::default();
+        for answer in fan_out(&state, Method::POST, "/internal/v1/statistics", Some(body)).await {
+            match answer {
+                Ok(answer) => sum.add(&parse_answer::<TermStatistics>(answer)?),
+                Err(error) => missing.push(error),
+            }
+        }
+        Some(sum)
+    };
+    let body = json_body(&ShardSearch {
+        query: &query,
+        statistics: statistics.as_ref(),
+    })?;
+    let mut pages = Vec::new();
+    for answer in fan_out(&state, Method::POST, "/internal/v1/search", Some(body)).await {
+        match answer {
+            Ok(answer) => pages.push(parse_answer::<ShardPage>(answer)?),
+            Err(error) if !missing.iter().any(|known| known.shard == error.shard) => {
+                missing.push(error)
+            }
+            Err(_) => {}
+        }
+    }
+    let shards = if missing.is_empty() {
+        None
+    } else if allow_partial {
+        missing.sort_by_key(|error| error.shard);
+        for error in &missing {
+            tracing::warn!(%error, "a partial list page: shard missing");
+        }
+        Some(ShardsAnswered {
+            total: state.shards.count(),
+            answered: state.shards.count() - missing.len(),
+            missing: missing.iter().map(|error| error.shard).collect(),
+        })
+    } else {
+        return Err(shard_unavailable(&missing[0]));
+    };
+    let page = merge_pages(pages, request.shape())?;
+    Ok(Json(MergedPage {
+        page,
+        partial: shards.as_ref().map(|_| true),
+        shards,
+    })
+    .into_response())
+}
+
+fn json_body(value: &impl Serialize) -> AppResult<(Bytes, &'static str)> {
+    let bytes = serde_json::to_vec(value).map_err(ApiError::internal)?;
+    Ok((Bytes::from(bytes), "application/json"))
+}
+
+/// A shard's answer read as `T`; a refusal (4xx) is passed on as the shard gave it.
+fn parse_answer<T: for<'de> Deserialize<'de>>(answer: Answer) -> AppResult<T> {
+    if !answer.status.is_success() {
+        return Err(refusal(answer));
+    }
+    serde_json::from_slice(&answer.body)
+        .map_err(|error| ApiError::internal(format!("a shard's answer could not be read: {error}")))
+}
+
+/// A shard's refusal of a request (a 4xx): the same refusal, its code and message kept.
+fn refusal(answer: Answer) -> ApiError {
+    #[derive(Deserialize)]
+    struct Refusal {
+        error: Detail,
+    }
+    #[derive(Deserialize)]
+    struct Detail {
+        code: String,
+        message: String,
+    }
+    match serde_json::from_slice::<Refusal>(&answer.body) {
+        Ok(refusal) => ApiError::new(
+            answer.status,
+            static_code(&refusal.error.code),
+            refusal.error.message,
+        ),
+        Err(_) => ApiError::new(
+            answer.status,
+            "shard_refused",
+            "a shard refused the request",
+        ),
+    }
+}
+
+/// The codes a shard refuses a read with, as the API's own `&'static str`s.
+fn static_code(code: &str) -> &'static str {
+    const CODES: [&str; 6] = [
+        "invalid_parameter",
+        "invalid_query",
+        "invalid_body",
+        "document_too_large",
+        "not_found",
+        "invalid_field",
+    ];
+    CODES
+        .into_iter()
+        .find(|known| *known == code)
+        .unwrap_or("shard_refused")
+}
+
+/// Passes a read to the shard that holds what it reads.
+async fn forward(state: &CoordinatorState, shard: usize, uri: &Uri) -> AppResult<Response> {
+    let path = uri
+        .path_and_query()
+        .map_or_else(|| uri.path().to_owned(), |path| path.as_str().to_owned());
+    let answer = state
+        .shards
+        .call(shard, Method::GET, &path, None, state.read_timeout)
+        .await
+        .map_err(|error| shard_unavailable(&error))?;
+    Ok(relay(answer))
+}
+
+/// The shard that holds the live document `id`.
+async fn holder(state: &CoordinatorState, id: &str) -> AppResult<usize> {
+    let entry = state.directory.get(&[id.to_owned()]).await?;
+    match entry.into_iter().next().flatten() {
+        Some(entry) => Ok(entry.shard(state.shards.count())),
+        None => Err(no_document(id)),
+    }
+}
+
+pub(super) async fn get_document(
+    State(state): State<Arc<CoordinatorState>>,
+    path: Result<Path<DocumentId>, PathRejection>,
+    uri: Uri,
+) -> AppResult<Response> {
+    let id = path_id(path)?;
+    let shard = holder(&state, &id).await?;
+    forward(&state, shard, &uri).await
+}
+
+pub(super) async fn get_similar(
+    State(state): State<Arc<CoordinatorState>>,
+    path: Result<Path<DocumentId>, PathRejection>,
+    uri: Uri,
+) -> AppResult<Response> {
+    let id = path_id(path)?;
+    let shard = holder(&state, &id).await?;
+    forward(&state, shard, &uri).await
+}
+
+pub(super) async fn get_story(
+    State(state): State<Arc<CoordinatorState>>,
+    Path(root): Path<String>,
+    uri: Uri,
+) -> AppResult<Response> {
+    // A root that does not parse is refused by any shard as it would be by one index.
+    let shard = root
+        .parse::<Fingerprint>()
+        .map_or(0, |root| ShardSpec::owner(root, state.shards.count()));
+    forward(&state, shard, &uri).await
+}
+
+pub(super) async fn near_duplicates(
+    State(state): State<Arc<CoordinatorState>>,
+    headers: HeaderMap,
+    body: Body,
+) -> AppResult<Response> {
+    let body = read_body(
+        body,
+        access::gzip_body(&headers),
+        state.server.body_timeout,
+        BodyLimit {
+            bytes: state.server.max_document_kib << 10,
+            setting: "server.max_document_kib",
+            code: "document_too_large",
+            reservation: None,
+        },
+    )
+    .await?;
+    let limit = serde_json::from_slice::<Value>(&body)
+        .ok()
+        .and_then(|value| value.get("limit")?.as_u64())
+        .map_or(NEAR_DUPLICATES_LIMIT, |limit| limit as usize);
+    let mut answers = Vec::new();
+    let asked = Some((body, "application/json"));
+    for answer in fan_out(&state, Method::POST, "/v1/near-duplicates", asked).await {
+        let answer = answer.map_err(|error| shard_unavailable(&error))?;
+        answers.push(parse_answer::<NearDuplicates>(answer)?);
+    }
+    let simhash = answers
+        .first()
+        .map_or(Fingerprint(0), |answer| answer.simhash);
+    Ok(Json(merge_near_duplicates(simhash, answers, limit)).into_response())
+}
+
+/// The index's figures: the sums of every shard's.
+async fn index_stats(state: &Arc<CoordinatorState>) -> AppResult<IndexStats> {
+    #[derive(Deserialize)]
+    struct ShardStats {
+        index: IndexStats,
+    }
+    let mut sum = IndexStats::default();
+    for answer in fan_out(state, Method::GET, "/v1/stats", None).await {
+        let answer = answer.map_err(|error| shard_unavailable(&error))?;
+        let stats = parse_answer::<ShardStats>(answer)?.index;
+        sum.documents += stats.documents;
+        sum.clusters += stats.clusters;
+        sum.tombstones += stats.tombstones;
+        sum.segments += stats.segments;
+        sum.disk_bytes += stats.disk_bytes;
+    }
+    Ok(sum)
+}
+
+pub(super) async fn stats(State(state): State<Arc<CoordinatorState>>) -> AppResult<Response> {
+    let index = index_stats(&state).await?;
+    let forest = {
+        let placer = state.placer.clone();
+        crate::server::api::blocking(move || {
+            let placer = placer
+                .lock()
+                .map_err(|_| ApiError::internal("the forest's connection was poisoned"))?;
+            Ok(placer.stats())
+        })
+        .await?
+    };
+    Ok(Json(StatsResponse {
+        index,
+        forest: ForestSize {
+            nodes: forest.nodes as u64,
+            roots: forest.roots as u64,
+            expired: forest.expired,
+            window_seconds: state.config.dedup.window_seconds(),
+        },
+        queue_documents: 0,
+        queue_reserved_bytes: 0,
+        recovery: Default::default(),
+        uptime_seconds: state.started.elapsed().as_secs(),
+    })
+    .into_response())
+}
+
+pub(super) async fn healthz(State(state): State<Arc<CoordinatorState>>) -> Response {
+    let down = fan_out(&state, Method::GET, "/healthz", None)
+        .await
+        .into_iter()
+        .enumerate()
+        .find_map(|(shard, answer)| match answer {
+            Ok(answer) if answer.status == StatusCode::OK => None,
+            Ok(answer) => Some(format!(
+                "shard {shard} answered {}: {}",
+                answer.status,
+                String::from_utf8_lossy(&answer.body).trim()
+            )),
+            Err(error) => Some(error.to_string()),
+        });
+    match down {
+        None => Json(Health {
+            status: HealthStatus::Ok,
+            queue_documents: Some(0),
+            error: None,
+        })
+        .into_response(),
+        Some(why) => {
+            let error = ApiError::unavailable("shard_unavailable", why, 1);
+            let body = Health {
+                status: HealthStatus::Unavailable,
+                queue_documents: None,
+                error: Some(error.body().error),
+            };
+            let mut response = (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(1));
+            response
+        }
+    }
+}
+
+pub(super) async fn metrics(
+    State(state): State<Arc<CoordinatorState>>,
+    headers: HeaderMap,
+) -> AppResult<Response> {
+    let accept: Vec<&str> = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .collect();
+    let format = Exposition::from_accept(&accept.join(","));
+    let index = index_stats(&state).await?;
+    let text = state.metrics.render(&index, format);
+    Ok(([(header::CONTENT_TYPE, format.content_type())], text).into_response())
+}

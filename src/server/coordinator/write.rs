@@ -1,0 +1,410 @@
+//! A coordinator's writes: each document placed in the shared forest, sent to the shard that
+//! owns its root, answered once committed there; the id directory kept in step.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::CoordinatorState;
+use super::directory::Entry;
+use super::shards::{relay, shard_unavailable};
+use crate::article::{ArticleReader, ArticleRecord};
+use crate::dedup::now;
+use crate::engine::{Placed, ShardSpec};
+use crate::forest::Signature;
+use crate::input::split_documents;
+use crate::server::api::{
+    AppResult, BodyLimit, DocumentId, batch_limits, blocking, body_error, failed_result,
+    no_document, path_id, read_body,
+};
+use crate::server::body::parse_document_with;
+use crate::server::error::{ApiError, ErrorDetail};
+use crate::server::{DocumentResult, access};
+
+/// The answer to a POST of documents, as a single server gives it: the shards' outcomes in
+/// the order posted.
+#[derive(Serialize)]
+struct IngestAnswer {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<ErrorDetail>,
+    indexed: usize,
+    unchanged: usize,
+    failed: usize,
+    results: Vec<Value>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    warnings: Vec<String>,
+}
+
+/// A document of the batch, read and signed.
+struct Signed {
+    position: usize,
+    raw: Bytes,
+    record: ArticleRecord,
+    signature: Signature,
+    digest: u64,
+}
+
+/// What each shard is sent: per document its position in the batch and its line; then the
+/// ids whose documents moved to another shard's story (`None` for the position).
+type ShardLines = BTreeMap<usize, Vec<(Option<usize>, Vec<u8>)>>;
+
+pub(super) async fn post_documents(
+    State(state): State<Arc<CoordinatorState>>,
+    headers: HeaderMap,
+    body: Body,
+) -> AppResult<Response> {
+    let limit = state.server.max_body_mib << 20;
+    let body = read_body(
+        body,
+        access::gzip_body(&headers),
+        state.server.body_timeout,
+        BodyLimit {
+            bytes: limit,
+            setting: "server.max_body_mib",
+            code: "body_too_large",
+            reservation: None,
+        },
+    )
+    .await?;
+    // Read and sign in parallel before taking the write turn.
+    let sign_state = state.clone();
+    let (signed, refused, warnings) = blocking(move || {
+        let documents =
+            split_documents(&body, sign_state.server.max_batch_documents).map_err(body_error)?;
+        let limits = batch_limits(&sign_state.server);
+        let articles = ArticleReader::for_config(&sign_state.config);
+        let mut coverage = crate::input::TimeCoverage::default();
+        let mut signed = Vec::new();
+        let mut failed = Vec::new();
+        for (position, raw) in documents.into_iter().enumerate() {
+            match parse_document_with(raw, &limits, &articles) {
+                Ok(record) => {
+                    coverage.count(record.article.published_at);
+                    signed.push((position, body.slice_ref(raw), record));
+                }
+                Err(refused) => failed.push(failed_result(position, refused)),
+            }
+        }
+        use rayon::prelude::*;
+        let signer = &sign_state.signer;
+        let signed: Vec<Signed> = signed
+            .into_par_iter()
+            .map(|(position, raw, record)| Signed {
+                position,
+                raw,
+                signature: signer.sign_record(&record),
+                digest: record.digest(),
+                record,
+            })
+            .collect();
+        let warnings: Vec<String> = coverage.warning(articles.time_key()).into_iter().collect();
+        Ok((signed, failed, warnings))
+    })
+    .await?;
+    let accepted = signed.len();
+    // With every document refused, the answer's error is the first one's, as a single
+    // server gives it.
+    let error = match refused.first() {
+        Some(DocumentResult::Failed { status, error, .. }) if accepted == 0 => Some((
+            StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_REQUEST),
+            ErrorDetail {
+                code: error.code,
+                message: format!("no document was indexed; the first: {}", error.message),
+            },
+        )),
+        _ => None,
+    };
+    let mut results = Vec::with_capacity(refused.len() + accepted);
+    for result in &refused {
+        if let DocumentResult::Failed { index, .. } = result {
+            results.push((*index, to_value(result)?));
+        }
+    }
+    if accepted > 0 {
+        let _turn = state.writing.lock().await;
+        let ids: Vec<String> = signed
+            .iter()
+            .map(|doc| doc.record.article.id.clone())
+            .collect();
+        let known = state.directory.get(&ids).await?;
+        let plan = {
+            let state = state.clone();
+            blocking(move || place(&state, signed, known)).await?
+        };
+        let entries = plan.entries.clone();
+        let outcomes = send(&state, plan.moves()).await?;
+        let entries = entries
+            .into_iter()
+            .map(|(id, entry)| (id, Some(entry)))
+            .collect();
+        state.directory.set(entries).await?;
+        results.extend(outcomes);
+    }
+    results.sort_unstable_by_key(|(position, _)| *position);
+    let results: Vec<Value> = results.into_iter().map(|(_, result)| result).collect();
+    let unchanged = results
+        .iter()
+        .filter(|result| result.get("unchanged") == Some(&Value::Bool(true)))
+        .count();
+    let indexed = results
+        .iter()
+        .filter(|result| result.get("root").is_some())
+        .count();
+    let failed = results.len() - indexed;
+    let (status, error) = match error {
+        Some((status, error)) => (status, Some(error)),
+        None => (StatusCode::OK, None),
+    };
+    let answer = IngestAnswer {
+        error,
+        indexed: indexed - unchanged,
+        unchanged,
+        failed,
+        results,
+        warnings,
+    };
+    Ok((status, Json(answer)).into_response())
+}
+
+fn to_value(result: &DocumentResult) -> AppResult<Value> {
+    serde_json::to_value(result).map_err(ApiError::internal)
+}
+
+/// Where the documents of a batch go.
+struct Plan {
+    /// How many shards there are.
+    shard_count: usize,
+    /// Per shard, its lines.
+    lines: ShardLines,
+    /// Per id, the shards that held or were sent a copy.
+    copies: HashMap<String, BTreeSet<usize>>,
+    /// Per id, its entry once the batch is committed.
+    entries: HashMap<String, Entry>,
+}
+
+/// Places the batch's documents in order, as one writer would: a re-send of what an id holds
+/// is only sent to its shard (which answers `unchanged`); a replacement takes the old
+/// version's count off its node first.
+fn place(
+    state: &CoordinatorState,
+    signed: Vec<Signed>,
+    known: Vec<Option<Entry>>,
+) -> AppResult<Plan> {
+    let count = state.shards.count();
+    let mut plan = Plan {
+        shard_count: count,
+        lines: ShardLines::new(),
+        copies: HashMap::new(),
+        entries: HashMap::new(),
+    };
+    let mut placer = state
+        .placer
+        .lock()
+        .map_err(|_| ApiError::internal("the forest's connection was poisoned by a panic"))?;
+    for (document, known) in signed.into_iter().zip(known) {
+        let id = document.record.article.id.clone();
+        let previous = plan.entries.get(&id).copied().or(known);
+        let placed = match previous {
+            Some(entry) if entry.digest == document.digest => entry.placed(),
+            _ => {
+                if let Some(entry) = previous {
+                    placer
+                        .remove_document(entry.node)
+                        .map_err(|error| store_failed(&error))?;
+                    plan.copies
+                        .entry(id.clone())
+                        .or_default()
+                        .insert(entry.shard(count));
+                }
+                let time = document
+                    .record
+                    .article
+                    .published_at
+                    .unwrap_or_else(|| placer.newest_time().unwrap_or_else(now));
+                let placement = placer
+                    .place(document.signature, time)
+                    .map_err(|error| store_failed(&error))?;
+                Placed {
+                    node: placement.node,
+                    root: placement.root,
+                    via: placement.via,
+                    duplicate: placement.is_duplicate(),
+                    time,
+                }
+            }
+        };
+        let shard = ShardSpec::owner(placed.root, count);
+        plan.copies.entry(id.clone()).or_default().insert(shard);
+        plan.entries.insert(
+            id,
+            Entry {
+                node: placed.node,
+                root: placed.root,
+                duplicate: placed.duplicate,
+                digest: document.digest,
+                time: placed.time,
+            },
+        );
+        let mut line = serde_json::to_vec(&serde_json::json!({ "placed": placed }))
+            .map_err(ApiError::internal)?;
+        // `{"placed":{…}}` becomes `{"placed":{…},"document":<as sent>}`.
+        line.pop();
+        line.extend_from_slice(b",\"document\":");
+        line.extend_from_slice(&document.raw);
+        line.push(b'}');
+        plan.lines
+            .entry(shard)
+            .or_default()
+            .push((Some(document.position), line));
+    }
+    Ok(plan)
+}
+
+impl Plan {
+    /// The lines, with a delete for each copy a replacement left on a shard other than its
+    /// story's, after that shard's documents: sent with them, committed with them, so that
+    /// an id is never live twice once answered and each shard's cluster sizes count it.
+    fn moves(mut self) -> ShardLines {
+        for (id, shards) in &self.copies {
+            let Some(entry) = self.entries.get(id) else {
+                continue;
+            };
+            let owner = entry.shard(self.shard_count);
+            for &shard in shards.iter().filter(|&&shard| shard != owner) {
+                let line = serde_json::json!({ "delete": id }).to_string().into_bytes();
+                self.lines.entry(shard).or_default().push((None, line));
+            }
+        }
+        self.lines
+    }
+}
+
+fn store_failed(error: &crate::Error) -> ApiError {
+    tracing::warn!(%error, "the shared forest's store failed");
+    ApiError::unavailable(
+        "store_unavailable",
+        format!(
+            "the shared forest's store failed, so the request was not completed; retry it: {error}"
+        ),
+        1,
+    )
+}
+
+/// Sends each shard its lines, all at once, and returns each document's outcome by position.
+async fn send(state: &Arc<CoordinatorState>, lines: ShardLines) -> AppResult<Vec<(usize, Value)>> {
+    let mut calls = tokio::task::JoinSet::new();
+    for (shard, documents) in lines {
+        let (positions, lines): (Vec<Option<usize>>, Vec<Vec<u8>>) = documents.into_iter().unzip();
+        let positions: Vec<usize> = positions.into_iter().flatten().collect();
+        let body = Bytes::from(lines.join(&b'\n'));
+        let state = state.clone();
+        calls.spawn(async move {
+            let answer = state
+                .shards
+                .call(
+                    shard,
+                    Method::POST,
+                    "/internal/v1/documents",
+                    Some((body, "application/x-ndjson")),
+                    super::WRITE_TIMEOUT,
+                )
+                .await;
+            (shard, positions, answer)
+        });
+    }
+    let mut outcomes = Vec::new();
+    let mut failure = None;
+    while let Some(call) = calls.join_next().await {
+        let (shard, positions, answer) =
+            call.map_err(|error| ApiError::internal(format!("sending to a shard: {error}")))?;
+        let answer = match answer {
+            Ok(answer) => answer,
+            Err(error) => {
+                failure.get_or_insert(shard_unavailable(&error));
+                continue;
+            }
+        };
+        let parsed: Value = serde_json::from_slice(&answer.body).map_err(|error| {
+            ApiError::internal(format!("shard {shard} answered no JSON: {error}"))
+        })?;
+        let results = parsed
+            .get("results")
+            .and_then(Value::as_array)
+            .filter(|results| results.len() == positions.len());
+        let Some(results) = results else {
+            // The shard refused the request as a whole (e.g. its own limits).
+            return Err(relayed(answer.status, &parsed));
+        };
+        for (position, mut result) in positions.into_iter().zip(results.iter().cloned()) {
+            if let Some(index) = result.get_mut("index") {
+                *index = Value::from(position);
+            }
+            outcomes.push((position, result));
+        }
+    }
+    match failure {
+        Some(error) => Err(error),
+        None => Ok(outcomes),
+    }
+}
+
+/// A shard's refusal, answered as it came.
+fn relayed(status: StatusCode, body: &Value) -> ApiError {
+    let message = body
+        .pointer("/error/message")
+        .and_then(Value::as_str)
+        .unwrap_or("no reason given");
+    ApiError::new(
+        status,
+        "shard_refused",
+        format!("a shard refused the documents sent to it: {message}"),
+    )
+}
+
+/// An id as one segment of a path.
+pub(super) fn encode_path(id: &str) -> String {
+    form_urlencoded::byte_serialize(id.as_bytes())
+        .collect::<String>()
+        .replace('+', "%20")
+}
+
+pub(super) async fn delete_document(
+    State(state): State<Arc<CoordinatorState>>,
+    path: Result<Path<DocumentId>, PathRejection>,
+) -> AppResult<Response> {
+    let id = path_id(path)?;
+    let _turn = state.writing.lock().await;
+    let entry = state.directory.get(std::slice::from_ref(&id)).await?;
+    let Some(entry) = entry.into_iter().next().flatten() else {
+        return Err(no_document(&id));
+    };
+    let shard = entry.shard(state.shards.count());
+    let path = format!("/v1/documents/{}", encode_path(&id));
+    let answer = state
+        .shards
+        .call(shard, Method::DELETE, &path, None, super::WRITE_TIMEOUT)
+        .await
+        .map_err(|error| shard_unavailable(&error))?;
+    if answer.status.is_success() || answer.status == StatusCode::NOT_FOUND {
+        let placer = state.placer.clone();
+        blocking(move || {
+            let mut placer = placer
+                .lock()
+                .map_err(|_| ApiError::internal("the forest's connection was poisoned"))?;
+            placer
+                .remove_document(entry.node)
+                .map_err(|error| store_failed(&error))
+        })
+        .await?;
+        state.directory.set(vec![(id, None)]).await?;
+    }
+    Ok(relay(answer))
+}

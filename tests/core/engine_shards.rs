@@ -1,0 +1,151 @@
+//! An index split into shards by story, in the library alone: the documents of one index
+//! (which placed them) added to 1 to 4 shard indexes, each document to the shard that owns its
+//! root, placed as the one index placed it. The merge of the shards' parts
+//! ([`merge_pages`]), scored by the sums of their statistics, must equal the one index's list
+//! page, field for field, for random requests (sort, keywords, page, minimum size, facets,
+//! histogram, highlights); and the near-duplicate checks merged must equal its check.
+
+use proptest::prelude::*;
+use tantivy_dedup::engine::{
+    DedupIndex, Placed, SearchRequest, ShardSpec, Sort, TermStatistics, merge_near_duplicates,
+    merge_pages,
+};
+use tantivy_dedup::{Article, Decision};
+use tempfile::TempDir;
+
+use crate::engine_collapse::{config, corpus};
+
+/// Words of the corpus's stories, searched for alone or together.
+const WORDS: [&str; 8] = [
+    "地铁", "记者", "今天", "全市", "预计", "发布", "城市", "项目",
+];
+
+/// One index and the same documents split into `count` shards.
+struct Split {
+    _dir: TempDir,
+    whole: DedupIndex,
+    shards: Vec<DedupIndex>,
+    articles: Vec<Article>,
+}
+
+fn split(count: usize) -> Split {
+    let dir = tempfile::tempdir().unwrap();
+    let articles = corpus(7);
+    let mut whole = DedupIndex::create(&dir.path().join("whole"), config()).unwrap();
+    let decisions: Vec<Decision> = articles
+        .iter()
+        .map(|article| whole.add_article(article.clone()).unwrap())
+        .collect();
+    whole.commit().unwrap();
+    let mut shards: Vec<DedupIndex> = (0..count)
+        .map(|shard| {
+            let path = dir.path().join(format!("shard-{shard}"));
+            DedupIndex::open_or_create_shard(&path, Some(config())).unwrap()
+        })
+        .collect();
+    for (article, decision) in articles.iter().zip(&decisions) {
+        let shard = &mut shards[ShardSpec::owner(decision.root, count)];
+        let placed = Placed {
+            node: decision.simhash,
+            root: decision.root,
+            via: None,
+            duplicate: decision.duplicate,
+            time: article.published_at.unwrap(),
+        };
+        let prepared = shard.prepare(article.clone()).placed(placed);
+        shard.add(prepared).unwrap();
+    }
+    for shard in &mut shards {
+        shard.commit().unwrap();
+    }
+    Split {
+        _dir: dir,
+        whole,
+        shards,
+        articles,
+    }
+}
+
+/// The shards' list page: their parts scored by the sums of their statistics, merged.
+fn merged(shards: &[DedupIndex], request: &SearchRequest) -> tantivy_dedup::engine::SearchPage {
+    let mut statistics = TermStatistics::default();
+    for shard in shards {
+        statistics.add(&shard.searcher().term_statistics(request).unwrap());
+    }
+    let pages = shards
+        .iter()
+        .map(|shard| {
+            shard
+                .searcher()
+                .shard_page(request, Some(&statistics))
+                .unwrap()
+        })
+        .collect();
+    merge_pages(pages, request.shape()).unwrap()
+}
+
+fn request_strategy() -> impl Strategy<Value = SearchRequest> {
+    (
+        prop::sample::select(Sort::ALL.map(|(_, sort)| sort).to_vec()),
+        prop::collection::vec(prop::sample::select(WORDS.to_vec()), 0..3),
+        0usize..60,
+        1usize..25,
+        0u64..4,
+        any::<bool>(),
+        prop::option::of(prop::sample::select(vec!["1h", "1d", "30m"])),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(sort, words, offset, limit, min_size, facets, histogram, highlight)| {
+                let mut request = SearchRequest::new(words.join(" "))
+                    .sort(sort)
+                    .page(offset, limit)
+                    .min_cluster_size(min_size)
+                    .highlight(highlight)
+                    .facet_limit(3);
+                if facets {
+                    request = request.facets(["source"]);
+                }
+                if let Some(interval) = histogram {
+                    request = request.histogram(interval.parse().unwrap());
+                }
+                request
+            },
+        )
+}
+
+#[test]
+fn merged_shard_pages_equal_one_index() {
+    for count in 1..=4 {
+        let split = split(count);
+        let config = ProptestConfig {
+            cases: 48,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        };
+        proptest!(config, |(request in request_strategy())| {
+            let expected = split.whole.searcher().search(&request).unwrap();
+            prop_assert_eq!(merged(&split.shards, &request), expected, "{} shards", count);
+        });
+        // Near-duplicate checks: every shard's matches merged.
+        for article in split.articles.iter().step_by(7) {
+            let expected = split.whole.searcher().near_duplicates(article, 5).unwrap();
+            let answers = split
+                .shards
+                .iter()
+                .map(|shard| shard.searcher().near_duplicates(article, 5).unwrap())
+                .collect();
+            let merged = merge_near_duplicates(expected.simhash, answers, 5);
+            assert_eq!(merged, expected, "{count} shards: {}", article.id);
+        }
+    }
+}
+
+#[test]
+fn a_shard_refuses_documents_it_was_not_given_a_place_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut shard = DedupIndex::open_or_create_shard(dir.path(), Some(config())).unwrap();
+    let article = corpus(7).remove(0);
+    let error = shard.add_article(article).unwrap_err();
+    assert!(error.to_string().contains("coordinator"), "{error}");
+}

@@ -1,0 +1,359 @@
+//! An index split into shards by story (`serve --shard I/N` behind `serve --coordinator`),
+//! against one index holding the same documents (SPEC §6, "Search across shards"): real
+//! server processes on loopback over a real Redis Cluster.
+//!
+//! - `every_answer_equals_one_index_with_one_to_four_shards`: the same stream of batches
+//!   (then replacements, some moving a document to another story's shard, and deletes) sent
+//!   to one index and to 1, 2, 3 and 4 shards; every list page (each sort, keywords, deep
+//!   offsets, `min_cluster_size`, source and time filters, facets, histogram, highlights),
+//!   story page, document, detail page, near-duplicate check and the statistics' counts
+//!   compared field by field; a replaced document live on one shard only; a re-send through
+//!   a second coordinator `unchanged`.
+//! - `a_shard_down_is_named_and_partial_pages_are_flagged`: a shard killed: list pages 503
+//!   `shard_unavailable`, or flagged partial with exact per-story figures; the shard restarted:
+//!   every answer as before, nothing acknowledged lost.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::redis_cluster::RedisCluster;
+use crate::serve_process::{Serve, pct};
+use crate::server_api::{Doc, QUERY_WORDS, SOURCES, corpus};
+
+/// Documents per POST.
+const BATCH: usize = 25;
+
+/// Shard servers and their coordinator, over one store.
+struct Sharded {
+    shards: Vec<Serve>,
+    coordinator: Serve,
+}
+
+/// Shard `shard` of `count` over its index in `dir`, on `addr` (port 0: any).
+fn start_shard(dir: &Path, shard: usize, count: usize, store: &str, addr: &str) -> Serve {
+    Serve::start(&dir.join(format!("shard-{shard}")), |command| {
+        command
+            .args(["--shard", &format!("{shard}/{count}")])
+            .args(["--store", store, "--commit-delay", "5ms", "--addr", addr]);
+    })
+}
+
+fn start_coordinator(shards: &[Serve], store: &str) -> Serve {
+    let urls: Vec<&str> = shards.iter().map(|shard| shard.base.as_str()).collect();
+    Serve::launch(|command| {
+        command
+            .args(["--coordinator", "--shards", &urls.join(",")])
+            .args(["--store", store, "--shard-timeout", "2s"]);
+    })
+}
+
+impl Sharded {
+    fn start(dir: &Path, count: usize, store: &str) -> Self {
+        let shards: Vec<Serve> = (0..count)
+            .map(|shard| start_shard(dir, shard, count, store, "127.0.0.1:0"))
+            .collect();
+        let coordinator = start_coordinator(&shards, store);
+        Sharded {
+            shards,
+            coordinator,
+        }
+    }
+}
+
+/// The stream both sides are sent: batches of the corpus in order.
+fn batches(docs: &[Doc]) -> Vec<Value> {
+    docs.chunks(BATCH)
+        .enumerate()
+        .map(|(batch, chunk)| {
+            Value::Array(
+                chunk
+                    .iter()
+                    .enumerate()
+                    .map(|(position, doc)| doc.json(batch + position))
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+/// Sends `body` to both and checks that both answer the same.
+fn same(oracle: &Serve, sharded: &Serve, method: &str, path: &str, body: Option<&str>) -> Value {
+    let (expected_status, expected) = oracle.request(method, path, body);
+    let (status, answer) = sharded.request(method, path, body);
+    let parse = |text: &str| -> Value {
+        serde_json::from_str(text).unwrap_or_else(|error| panic!("{path}: {error}: {text}"))
+    };
+    let (expected, answer) = (parse(&expected), parse(&answer));
+    assert_eq!(
+        (status, &answer),
+        (expected_status, &expected),
+        "{method} {path} differs from one index"
+    );
+    answer
+}
+
+/// The list pages compared: every sort with and without keywords at several depths, and with
+/// each kind of condition and count.
+fn list_pages(docs: &[Doc], keywords: bool) -> Vec<String> {
+    let from = docs.iter().map(|doc| doc.published_at).min().unwrap_or(0);
+    let to = docs.iter().map(|doc| doc.published_at).max().unwrap_or(0);
+    let middle = from + (to - from) / 2;
+    let mut queries: Vec<&str> = vec![""];
+    if keywords {
+        queries.extend(QUERY_WORDS);
+        queries.push("古籍 出口");
+    }
+    let mut pages = Vec::new();
+    for sort in ["relevance", "similar_desc", "similar_asc", "newest"] {
+        for q in &queries {
+            for (offset, limit) in [(0, 10), (3, 7), (15, 20), (500, 5)] {
+                pages.push(format!(
+                    "/v1/search?sort={sort}&q={}&offset={offset}&limit={limit}",
+                    pct(q)
+                ));
+            }
+        }
+        pages.push(format!(
+            "/v1/search?sort={sort}&facets=source&facet_limit=3&histogram=1h&limit=15"
+        ));
+        pages.push(format!(
+            "/v1/search?sort={sort}&min_cluster_size=2&facets=source&histogram=1d"
+        ));
+        pages.push(format!(
+            "/v1/search?sort={sort}&source={}&from={middle}&limit=30",
+            pct(SOURCES[0])
+        ));
+        pages.push(format!(
+            "/v1/search?sort={sort}&to={middle}&filter={}&limit=30&offset=2",
+            pct(&format!("source:{}", SOURCES[1]))
+        ));
+        if keywords {
+            pages.push(format!(
+                "/v1/search?sort={sort}&q={}&highlight=true&facets=source&exclude={}",
+                pct(QUERY_WORDS[1]),
+                pct(QUERY_WORDS[2])
+            ));
+        }
+    }
+    pages.push("/v1/search?sort=bogus".to_owned());
+    pages
+}
+
+/// Compares every read this test makes of both: list pages, the stories of the largest
+/// clusters, documents and their detail pages, near-duplicate checks, the statistics' counts.
+fn compare_reads(oracle: &Serve, sharded: &Serve, docs: &[Doc], keywords: bool) {
+    for page in list_pages(docs, keywords) {
+        same(oracle, sharded, "GET", &page, None);
+    }
+    let (_, largest) = oracle.get("/v1/search?sort=similar_desc&limit=25");
+    for cluster in largest["clusters"].as_array().unwrap() {
+        let root = cluster["root"].as_str().unwrap();
+        same(oracle, sharded, "GET", &format!("/v1/stories/{root}"), None);
+        let path = format!("/v1/stories/{root}?sort=source&histogram=1h&offset=1&limit=2");
+        same(oracle, sharded, "GET", &path, None);
+    }
+    same(oracle, sharded, "GET", "/v1/stories/0123456789abcdef", None);
+    same(oracle, sharded, "GET", "/v1/stories/not-a-root", None);
+    for doc in docs.iter().step_by(5) {
+        let id = pct(&doc.id);
+        same(oracle, sharded, "GET", &format!("/v1/documents/{id}"), None);
+        let path = format!("/v1/documents/{id}/similar?offset=1&limit=3");
+        same(oracle, sharded, "GET", &path, None);
+    }
+    same(oracle, sharded, "GET", "/v1/documents/no-such-id", None);
+    for doc in docs.iter().step_by(9) {
+        let body = json!({"content": doc.content, "title": doc.title, "limit": 4}).to_string();
+        same(oracle, sharded, "POST", "/v1/near-duplicates", Some(&body));
+    }
+    let counts = |server: &Serve| {
+        let (status, stats) = server.get("/v1/stats");
+        assert_eq!(status, 200, "{stats}");
+        let index = &stats["index"];
+        (
+            index["documents"].clone(),
+            index["clusters"].clone(),
+            index["tombstones"].clone(),
+        )
+    };
+    assert_eq!(counts(sharded), counts(oracle), "the statistics' counts");
+}
+
+/// Which of `shards` hold a live document `id`.
+fn holders(shards: &[Serve], id: &str) -> Vec<usize> {
+    shards
+        .iter()
+        .enumerate()
+        .filter(|(_, shard)| shard.get(&format!("/v1/documents/{}", pct(id))).0 == 200)
+        .map(|(number, _)| number)
+        .collect()
+}
+
+#[test]
+fn every_answer_equals_one_index_with_one_to_four_shards() {
+    let redis = RedisCluster::start(3);
+    let store = redis.store_arg();
+    let dir = tempfile::tempdir().unwrap();
+    let (_, docs) = corpus(32, 60);
+    let stream = batches(&docs);
+    // Replacements: a document takes another story's text (so it may move to another shard),
+    // or an edited text of its own; then deletes.
+    let replaced: Vec<Value> = docs
+        .iter()
+        .step_by(6)
+        .enumerate()
+        .map(|(n, doc)| {
+            let other = &docs[(n * 37 + 11) % docs.len()];
+            let mut json = doc.json(n);
+            json["content"] = if n % 2 == 0 {
+                json!(other.content)
+            } else {
+                json!(format!("{}（更新）", doc.content))
+            };
+            json
+        })
+        .collect();
+    let deleted: Vec<&str> = docs
+        .iter()
+        .skip(3)
+        .step_by(10)
+        .map(|doc| doc.id.as_str())
+        .collect();
+
+    for count in 1..=4 {
+        redis.flush_all();
+        let shards_dir = dir.path().join(format!("split-{count}"));
+        let sharded = Sharded::start(&shards_dir, count, &store);
+        let oracle = Serve::start(&shards_dir.join("oracle"), |command| {
+            command.args(["--commit-delay", "5ms"]);
+        });
+        for batch in &stream {
+            let expected = oracle.post(batch);
+            let answer = sharded.coordinator.post(batch);
+            assert_eq!(answer, expected, "{count} shards: a batch's answer");
+        }
+        // Every answer, with keyword queries: no document was deleted yet, so BM25's
+        // statistics (which count deleted documents until a merge drops them) agree.
+        compare_reads(&oracle, &sharded.coordinator, &docs, true);
+
+        let replacements = Value::Array(replaced.clone());
+        let expected = oracle.post(&replacements);
+        let answer = sharded.coordinator.post(&replacements);
+        assert_eq!(answer, expected, "{count} shards: the replacements' answer");
+        for doc in replaced.iter() {
+            let id = doc["id"].as_str().unwrap();
+            assert_eq!(
+                holders(&sharded.shards, id).len(),
+                1,
+                "{count} shards: {id} must be live on one shard after its replacement"
+            );
+        }
+        for id in &deleted {
+            same(
+                &oracle,
+                &sharded.coordinator,
+                "DELETE",
+                &format!("/v1/documents/{id}"),
+                None,
+            );
+            assert!(holders(&sharded.shards, id).is_empty(), "{id} deleted");
+        }
+        compare_reads(&oracle, &sharded.coordinator, &docs, false);
+
+        // A re-send through another coordinator changes nothing.
+        let second = start_coordinator(&sharded.shards, &store);
+        let resent = second.post(&replacements);
+        assert_eq!(resent["unchanged"], json!(replaced.len()), "{resent}");
+        assert_eq!(
+            resent,
+            oracle.post(&replacements),
+            "{count} shards: a re-send"
+        );
+        compare_reads(&oracle, &second, &docs, false);
+    }
+}
+
+#[test]
+fn a_shard_down_is_named_and_partial_pages_are_flagged() {
+    let redis = RedisCluster::start(3);
+    let store = redis.store_arg();
+    let dir = tempfile::tempdir().unwrap();
+    let (_, docs) = corpus(33, 40);
+    let mut sharded = Sharded::start(dir.path(), 3, &store);
+    for batch in batches(&docs) {
+        sharded.coordinator.post(&batch);
+    }
+    let everything = "/v1/search?sort=similar_desc&limit=1000";
+    let full = sharded
+        .coordinator
+        .search(&everything["/v1/search?".len()..]);
+    let size_of = |root: &Value| {
+        full["clusters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|cluster| &cluster["root"] == root)
+            .map(|cluster| cluster["cluster_size"].clone())
+    };
+    let port = sharded.shards[1]
+        .base
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .to_owned();
+    sharded.shards[1].kill();
+
+    let (status, refusal) = sharded.coordinator.get(everything);
+    assert_eq!(status, 503, "{refusal}");
+    assert_eq!(refusal["error"]["code"], "shard_unavailable", "{refusal}");
+    assert!(
+        refusal["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("shard 1"),
+        "{refusal}"
+    );
+    let (status, partial) = sharded
+        .coordinator
+        .get(&format!("{everything}&allow_partial=true"));
+    assert_eq!(status, 200, "{partial}");
+    assert_eq!(partial["partial"], json!(true));
+    assert_eq!(
+        partial["shards"],
+        json!({"total": 3, "answered": 2, "missing": [1]})
+    );
+    let shown = partial["clusters"].as_array().unwrap();
+    assert!(!shown.is_empty() && shown.len() < full["clusters"].as_array().unwrap().len());
+    for cluster in shown {
+        assert_eq!(
+            Some(cluster["cluster_size"].clone()),
+            size_of(&cluster["root"]),
+            "a partial page's stories are whole: {cluster}"
+        );
+    }
+    // A story is never partial: the down shard's stories are refused, the others answered.
+    for cluster in full["clusters"].as_array().unwrap().iter().take(12) {
+        let root = cluster["root"].as_str().unwrap();
+        let (status, _) = sharded.coordinator.get(&format!("/v1/stories/{root}"));
+        let on_live_shard = shown.iter().any(|shown| shown["root"] == cluster["root"]);
+        assert_eq!(status, if on_live_shard { 200 } else { 503 }, "{root}");
+    }
+    let check = json!({"content": docs[0].content}).to_string();
+    let (status, _) = sharded
+        .coordinator
+        .request("POST", "/v1/near-duplicates", Some(&check));
+    assert_eq!(status, 503, "a near-duplicate check is never partial");
+
+    // Back on the same address: every answer as before the kill.
+    sharded.shards[1] = start_shard(dir.path(), 1, 3, &store, &format!("127.0.0.1:{port}"));
+    let again = sharded
+        .coordinator
+        .search(&everything["/v1/search?".len()..]);
+    assert_eq!(again, full, "after the shard's restart");
+    for doc in &docs {
+        let (status, _) = sharded
+            .coordinator
+            .get(&format!("/v1/documents/{}", pct(&doc.id)));
+        assert_eq!(status, 200, "{} was acknowledged", doc.id);
+    }
+}
