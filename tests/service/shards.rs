@@ -343,7 +343,8 @@ fn a_shard_down_is_named_and_partial_pages_are_flagged() {
         .coordinator
         .request("POST", "/v1/near-duplicates", Some(&check));
     assert_eq!(status, 503, "a near-duplicate check is never partial");
-
+    let (status, health) = sharded.coordinator.get("/healthz");
+    assert_eq!(status, 503, "{health}");
     // Back on the same address: every answer as before the kill.
     sharded.shards[1] = start_shard(dir.path(), 1, 3, &store, &format!("127.0.0.1:{port}"));
     let again = sharded
@@ -356,4 +357,33 @@ fn a_shard_down_is_named_and_partial_pages_are_flagged() {
             .get(&format!("/v1/documents/{}", pct(&doc.id)));
         assert_eq!(status, 200, "{} was acknowledged", doc.id);
     }
+    assert_eq!(sharded.coordinator.get("/healthz").0, 200);
+
+    // Down again: a write with documents for the down shard is refused; retried once the
+    // shard is back, it is completed, each document placed once.
+    let (_, more) = corpus(34, 8);
+    let more: Vec<Value> = more
+        .iter()
+        .map(|doc| {
+            let mut json = doc.json(0);
+            json["id"] = json!(format!("late-{}", doc.id));
+            json
+        })
+        .collect();
+    let late = Value::Array(more.clone());
+    sharded.shards[1].kill();
+    let (status, refused) = sharded.coordinator.try_post(&late);
+    assert_eq!(status, 503, "{refused}");
+    assert_eq!(refused["error"]["code"], "shard_unavailable", "{refused}");
+    sharded.shards[1] = start_shard(dir.path(), 1, 3, &store, &format!("127.0.0.1:{port}"));
+    let retried = sharded.coordinator.post(&late);
+    assert_eq!(retried["failed"], json!(0), "{retried}");
+    let resent = sharded.coordinator.post(&late);
+    assert_eq!(resent["unchanged"], json!(more.len()), "{resent}");
+    let (_, stats) = sharded.coordinator.get("/v1/stats");
+    assert_eq!(
+        stats["index"]["documents"],
+        json!(docs.len() + more.len()),
+        "{stats}"
+    );
 }

@@ -11,8 +11,11 @@ use crate::forest::Timestamp;
 use crate::forest::redis::RedisAddress;
 use crate::{Error, Result};
 
-/// Where a live document is: written once its shard has committed it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// Where a document was placed: written once it is placed, before its shard is sent it, so
+/// that a request retried after a failure sends it again from the same place (the shard,
+/// which judges what it holds, then adds it or answers `unchanged`) instead of placing it
+/// twice.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Entry {
     /// Its node in the forest.
     pub(crate) node: Fingerprint,
@@ -24,6 +27,11 @@ pub(crate) struct Entry {
     pub(crate) digest: u64,
     /// Its event time.
     pub(crate) time: Timestamp,
+    /// Shards that may still hold an older version of it (it moved to another story's shard
+    /// and the request that moved it has not been answered yet): deleted there when it is
+    /// next sent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) stale: Vec<usize>,
 }
 
 impl Entry {

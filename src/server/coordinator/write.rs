@@ -139,13 +139,23 @@ pub(super) async fn post_documents(
             let state = state.clone();
             blocking(move || place(&state, signed, known)).await?
         };
-        let entries = plan.entries.clone();
-        let outcomes = send(&state, plan.moves()).await?;
-        let entries = entries
-            .into_iter()
-            .map(|(id, entry)| (id, Some(entry)))
+        // Recorded before the shards are sent anything: a retry after a failure below sends
+        // the same places again (and deletes the stale copies then).
+        let placed = plan.entries.iter();
+        let placed = placed.map(|(id, entry)| (id.clone(), Some(entry.clone())));
+        state.directory.set(placed.collect()).await?;
+        let settled: Vec<(String, Option<Entry>)> = plan
+            .entries
+            .iter()
+            .filter(|(_, entry)| !entry.stale.is_empty())
+            .map(|(id, entry)| {
+                let stale = Vec::new();
+                (id.clone(), Some(Entry { stale, ..entry.clone() }))
+            })
             .collect();
-        state.directory.set(entries).await?;
+        let outcomes = send(&state, plan.lines).await?;
+        // Answered: every stale copy is gone.
+        state.directory.set(settled).await?;
         results.extend(outcomes);
     }
     results.sort_unstable_by_key(|(position, _)| *position);
@@ -180,49 +190,45 @@ fn to_value(result: &DocumentResult) -> AppResult<Value> {
 
 /// Where the documents of a batch go.
 struct Plan {
-    /// How many shards there are.
-    shard_count: usize,
-    /// Per shard, its lines.
+    /// Per shard, its lines: the documents it is sent, then the deletes of the copies that
+    /// moved away from it.
     lines: ShardLines,
-    /// Per id, the shards that held or were sent a copy.
-    copies: HashMap<String, BTreeSet<usize>>,
-    /// Per id, its entry once the batch is committed.
+    /// Per id, its entry once the batch is placed.
     entries: HashMap<String, Entry>,
 }
 
 /// Places the batch's documents in order, as one writer would: a re-send of what an id holds
 /// is only sent to its shard (which answers `unchanged`); a replacement takes the old
-/// version's count off its node first.
+/// version's count off its node first, and a copy left on another shard is deleted there in
+/// the same request, after that shard's documents, so that an id is never live twice once
+/// answered and each shard's cluster sizes count the move.
 fn place(
     state: &CoordinatorState,
     signed: Vec<Signed>,
     known: Vec<Option<Entry>>,
 ) -> AppResult<Plan> {
     let count = state.shards.count();
-    let mut plan = Plan {
-        shard_count: count,
-        lines: ShardLines::new(),
-        copies: HashMap::new(),
-        entries: HashMap::new(),
-    };
+    let mut lines = ShardLines::new();
+    let mut entries: HashMap<String, Entry> = HashMap::new();
+    // Per id, the shards that held or were sent a version of it.
+    let mut copies: HashMap<String, BTreeSet<usize>> = HashMap::new();
     let mut placer = state
         .placer
         .lock()
         .map_err(|_| ApiError::internal("the forest's connection was poisoned by a panic"))?;
     for (document, known) in signed.into_iter().zip(known) {
         let id = document.record.article.id.clone();
-        let previous = plan.entries.get(&id).copied().or(known);
-        let placed = match previous {
+        let previous = entries.get(&id).cloned().or(known);
+        let held = copies.entry(id.clone()).or_default();
+        held.extend(previous.iter().flat_map(|entry| entry.stale.iter().copied()));
+        let placed = match &previous {
             Some(entry) if entry.digest == document.digest => entry.placed(),
             _ => {
-                if let Some(entry) = previous {
+                if let Some(entry) = &previous {
                     placer
                         .remove_document(entry.node)
                         .map_err(|error| store_failed(&error))?;
-                    plan.copies
-                        .entry(id.clone())
-                        .or_default()
-                        .insert(entry.shard(count));
+                    held.insert(entry.shard(count));
                 }
                 let time = document
                     .record
@@ -242,17 +248,16 @@ fn place(
             }
         };
         let shard = ShardSpec::owner(placed.root, count);
-        plan.copies.entry(id.clone()).or_default().insert(shard);
-        plan.entries.insert(
-            id,
-            Entry {
-                node: placed.node,
-                root: placed.root,
-                duplicate: placed.duplicate,
-                digest: document.digest,
-                time: placed.time,
-            },
-        );
+        held.insert(shard);
+        let entry = Entry {
+            node: placed.node,
+            root: placed.root,
+            duplicate: placed.duplicate,
+            digest: document.digest,
+            time: placed.time,
+            stale: held.iter().copied().filter(|&held| held != shard).collect(),
+        };
+        entries.insert(id, entry);
         let mut line = serde_json::to_vec(&serde_json::json!({ "placed": placed }))
             .map_err(ApiError::internal)?;
         // `{"placed":{…}}` becomes `{"placed":{…},"document":<as sent>}`.
@@ -260,31 +265,18 @@ fn place(
         line.extend_from_slice(b",\"document\":");
         line.extend_from_slice(&document.raw);
         line.push(b'}');
-        plan.lines
+        lines
             .entry(shard)
             .or_default()
             .push((Some(document.position), line));
     }
-    Ok(plan)
-}
-
-impl Plan {
-    /// The lines, with a delete for each copy a replacement left on a shard other than its
-    /// story's, after that shard's documents: sent with them, committed with them, so that
-    /// an id is never live twice once answered and each shard's cluster sizes count it.
-    fn moves(mut self) -> ShardLines {
-        for (id, shards) in &self.copies {
-            let Some(entry) = self.entries.get(id) else {
-                continue;
-            };
-            let owner = entry.shard(self.shard_count);
-            for &shard in shards.iter().filter(|&&shard| shard != owner) {
-                let line = serde_json::json!({ "delete": id }).to_string().into_bytes();
-                self.lines.entry(shard).or_default().push((None, line));
-            }
+    for (id, entry) in &entries {
+        for &shard in &entry.stale {
+            let line = serde_json::json!({ "delete": id }).to_string().into_bytes();
+            lines.entry(shard).or_default().push((None, line));
         }
-        self.lines
     }
+    Ok(Plan { lines, entries })
 }
 
 fn store_failed(error: &crate::Error) -> ApiError {
