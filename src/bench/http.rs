@@ -11,10 +11,13 @@ use serde::Serialize;
 
 use crate::bench::Latency;
 use crate::config::Config;
-use crate::engine::{DedupIndex, Sort};
+use crate::engine::{DedupIndex, ShardSpec, Sort};
 use crate::input::Lines;
 use crate::server::Server;
 use crate::{Error, Result};
+
+/// What stops a [`LocalServer`]'s server.
+type StopSignal = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 /// A server running in this process on a loopback port, for benchmarks and tests.
 pub struct LocalServer {
@@ -29,6 +32,39 @@ impl LocalServer {
     pub fn start(dir: &Path, config: Config) -> Result<Self> {
         let index = DedupIndex::open_or_create(dir, Some(config.clone()))?;
         let server = Server::start(index, config.server)?;
+        Self::serve(move |listener, stopped| async move { server.serve(listener, stopped).await })
+    }
+
+    /// Shard `shard` of an index split by story, in `dir`, on a free port of 127.0.0.1.
+    pub fn start_shard(dir: &Path, config: Config, shard: ShardSpec) -> Result<Self> {
+        let index = DedupIndex::open_or_create_shard(dir, Some(config.clone()))?;
+        let server = Server::start_shard(index, config.server, shard)?;
+        Self::serve(move |listener, stopped| async move { server.serve(listener, stopped).await })
+    }
+
+    /// A coordinator of `shards` (their URLs, shard 0 first) over the store `store`, on a
+    /// free port of 127.0.0.1.
+    #[cfg(feature = "redis")]
+    pub fn start_coordinator(
+        config: Config,
+        shards: Vec<String>,
+        store: crate::forest::redis::RedisAddress,
+    ) -> Result<Self> {
+        use crate::server::coordinator::Coordinator;
+        Self::serve(move |listener, stopped| async move {
+            let server = config.server.clone();
+            let coordinator = Coordinator::start(config, server, &shards, &store).await?;
+            coordinator.serve(listener, stopped).await
+        })
+    }
+
+    /// Runs `serve` on a runtime of its own thread, with a listener on a free loopback port
+    /// and a signal to stop.
+    fn serve<F, Fut>(serve: F) -> Result<Self>
+    where
+        F: FnOnce(tokio::net::TcpListener, StopSignal) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<()>>,
+    {
         let (shutdown, stopped) = tokio::sync::oneshot::channel::<()>();
         let (ready, bound) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {
@@ -39,11 +75,13 @@ impl LocalServer {
                     .await
                     .map_err(|error| Error::Server(format!("binding a loopback port: {error}")))?;
                 let _ = ready.send(listener.local_addr().ok());
-                server
-                    .serve(listener, async {
+                serve(
+                    listener,
+                    Box::pin(async move {
                         let _ = stopped.await;
-                    })
-                    .await
+                    }),
+                )
+                .await
             })
         });
         match bound.recv().ok().flatten() {
@@ -278,10 +316,25 @@ pub fn http_search(
     } else {
         format!("&{parameters}")
     };
-    let plans: Vec<String> = queries
+    let plans = list_pages(url, queries, &parameters_suffix);
+    let timed = timed_gets(&plans, clients, requests)?;
+    Ok(HttpSearchReport {
+        clients,
+        requests: timed.latency.samples,
+        queries: queries.to_vec(),
+        parameters: parameters.to_owned(),
+        seconds: timed.seconds,
+        requests_per_second: timed.requests_per_second,
+        latency: timed.latency,
+    })
+}
+
+/// The list pages `http_search` rotates through: each query with every sort and one of the
+/// first three pages, `suffix` added.
+pub fn list_pages(url: &str, queries: &[String], suffix: &str) -> Vec<String> {
+    queries
         .iter()
         .flat_map(|query| {
-            let suffix = &parameters_suffix;
             Sort::ALL.iter().enumerate().map(move |(page, (sort, _))| {
                 let query: String = url_encode(query);
                 format!(
@@ -290,19 +343,37 @@ pub fn http_search(
                 )
             })
         })
-        .collect();
+        .collect()
+}
+
+/// Requests timed under concurrent clients.
+#[derive(Debug, Clone, Serialize)]
+pub struct TimedRequests {
+    /// Wall time.
+    pub seconds: f64,
+    /// Requests answered per second.
+    pub requests_per_second: f64,
+    /// Per-request latency.
+    pub latency: Latency,
+}
+
+/// `clients` threads each GET `requests` of `targets` (full URLs, rotated through) and time
+/// every answer; any answer but a success is an error.
+pub fn timed_gets(targets: &[String], clients: usize, requests: usize) -> Result<TimedRequests> {
+    if targets.is_empty() {
+        return Err(Error::Server("no request to time".to_owned()));
+    }
     let latencies = Mutex::new(Vec::with_capacity(clients * requests));
     let failure = FirstFailure::default();
     let started = Instant::now();
     std::thread::scope(|scope| {
         for client in 0..clients.max(1) {
-            let plans = &plans;
             let (latencies, failure) = (&latencies, &failure);
             scope.spawn(move || {
                 let agent = agent();
                 let mut mine = Vec::with_capacity(requests);
                 for request in 0..requests {
-                    let target = &plans[(client * 7 + request) % plans.len()];
+                    let target = &targets[(client * 7 + request) % targets.len()];
                     let sent = Instant::now();
                     let answer = agent.get(target).call().and_then(|mut response| {
                         let status = response.status();
@@ -322,11 +393,7 @@ pub fn http_search(
     let seconds = started.elapsed().as_secs_f64();
     failure.into_result()?;
     let latencies = latencies.into_inner().unwrap_or_default();
-    Ok(HttpSearchReport {
-        clients,
-        requests: latencies.len(),
-        queries: queries.to_vec(),
-        parameters: parameters.to_owned(),
+    Ok(TimedRequests {
         seconds,
         requests_per_second: latencies.len() as f64 / seconds,
         latency: Latency::of(latencies),

@@ -6,6 +6,8 @@ pub mod http;
 pub mod memory;
 pub mod ordinals;
 pub mod restart;
+#[cfg(feature = "redis")]
+pub mod shards;
 
 use std::ops::ControlFlow;
 use std::path::Path;

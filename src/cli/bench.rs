@@ -38,6 +38,11 @@ enum Part {
     /// Reopening time: a default-mode forest of --restart-documents generated texts saved as
     /// a checkpoint, loaded cold and warm, and the replay rate after it.
     Restart,
+    /// The index split into shards by story: ingest of --corpus and list, story and detail
+    /// pages at --search-clients, one process against a coordinator with each of
+    /// --shard-counts shards (placing on the Redis Cluster of --store), and every list page
+    /// compared with the one process's.
+    Shards,
 }
 
 #[derive(Args)]
@@ -121,6 +126,13 @@ pub struct BenchArgs {
     /// fresh one on loopback; --corpus is posted into its index unless --no-http-ingest
     #[arg(long, value_name = "URL")]
     http_url: Option<String>,
+    /// The Redis Cluster the shards part places in (scripts/redis-cluster.sh start prints it);
+    /// its keys go under a prefix of the run's own, left behind
+    #[arg(long, value_name = "URLS")]
+    store: Option<String>,
+    /// Shard counts the shards part measures behind a coordinator, comma-separated
+    #[arg(long, value_delimiter = ',', default_value = "1,3")]
+    shard_counts: Vec<usize>,
     /// Skip the HTTP ingest (search what the server already holds)
     #[arg(long)]
     no_http_ingest: bool,
@@ -173,7 +185,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let needs_corpus = wants(Part::Fingerprint)
         || wants(Part::Ingest)
         || ((wants(Part::Collapse) || wants(Part::Detail)) && args.index.is_none())
-        || (wants(Part::Http) && !args.no_http_ingest);
+        || (wants(Part::Http) && !args.no_http_ingest)
+        || wants(Part::Shards);
     if needs_corpus {
         input::require_file(&args.corpus)?;
     }
@@ -411,8 +424,52 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         }
         report.insert("http".into(), Value::Object(figures));
     }
+    if wants(Part::Shards) {
+        let Some(store) = &args.store else {
+            bail!(
+                "the shards part needs a Redis Cluster: --store URLS (scripts/redis-cluster.sh \
+                 start prints them), or leave it out with --only"
+            );
+        };
+        let store = tantivy_dedup::forest::redis::RedisAddress::parse(store)?;
+        let mut settings = settings.clone();
+        if settings.fields.published_at.from.is_none() && corpus_dates_by("date", &args.corpus) {
+            eprintln!(
+                "bench: the corpus dates its articles by `date`: read as published_at, so that \
+                 every setup dates them alike"
+            );
+            settings.fields.published_at.from = Some("date".to_owned());
+        }
+        let plan = bench::shards::ShardsBench {
+            counts: args.shard_counts.clone(),
+            batch: args.http_batch,
+            // One ordered stream: every setup then decides alike, so that their answers can
+            // be compared page for page (the coordinator places one batch at a time anyway).
+            ingest_clients: 1,
+            clients: args.search_clients,
+            requests: args.search_requests,
+            queries: args.collapse_queries.clone(),
+            limit: args.limit,
+        };
+        let figures =
+            bench::shards::shards(&args.corpus, &settings, &store, scratch.path(), &plan)?;
+        report.insert("shards".into(), serde_json::to_value(figures)?);
+    }
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether the corpus's first article has the key `key` and no `published_at`.
+fn corpus_dates_by(key: &str, corpus: &std::path::Path) -> bool {
+    let Ok(reader) = input::open(corpus) else {
+        return false;
+    };
+    let first = std::io::BufRead::lines(reader).next();
+    let Some(Ok(line)) = first else {
+        return false;
+    };
+    serde_json::from_str::<Value>(&line)
+        .is_ok_and(|article| article.get(key).is_some() && article.get("published_at").is_none())
 }
 
 #[derive(Args)]

@@ -626,6 +626,7 @@ impl Forest {
                 .as_ref()
                 .map_or(0, |verification| verification.sketches.mapped_bytes()),
             expired: self.expired,
+            round_trips: 0,
         }
     }
 

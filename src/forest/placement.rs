@@ -103,4 +103,6 @@ pub struct ForestStats {
     pub mapped_bytes: usize,
     /// Nodes removed by expiry so far.
     pub expired: u64,
+    /// Round trips to a shared store so far (each batch of commands counts one); 0 in memory.
+    pub round_trips: u64,
 }

@@ -330,7 +330,7 @@ fn redacted(node: &str) -> String {
 /// println!("root {}", placement.root);
 /// ```
 pub struct RedisStore {
-    runtime: tokio::runtime::Runtime,
+    runtime: StoreRuntime,
     connection: ClusterConnection,
     prefix: String,
     layout: BlockLayout,
@@ -356,6 +356,31 @@ pub struct RedisStore {
     /// Round trips made so far (batches, and single commands).
     round_trips: u64,
     stats: ForestStats,
+}
+
+/// The store's own single-threaded runtime, which its synchronous calls block on. Dropped
+/// without waiting, so that a store may be dropped anywhere, an async task included (a
+/// coordinator's placer is), where dropping a runtime the usual way panics.
+struct StoreRuntime(Option<tokio::runtime::Runtime>);
+
+impl std::ops::Deref for StoreRuntime {
+    type Target = tokio::runtime::Runtime;
+
+    fn deref(&self) -> &Self::Target {
+        match &self.0 {
+            Some(runtime) => runtime,
+            // Taken only by `drop`.
+            None => unreachable!("the store's runtime is used after it was dropped"),
+        }
+    }
+}
+
+impl Drop for StoreRuntime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 impl RedisStore {
@@ -394,7 +419,7 @@ impl RedisStore {
             .layout()
             .map_err(|error| StoreError::Config(error.to_string()))?;
         let mut store = RedisStore {
-            runtime,
+            runtime: StoreRuntime(Some(runtime)),
             connection,
             prefix: address.prefix.clone(),
             layout,
@@ -1715,7 +1740,10 @@ impl ForestStore for RedisStore {
     }
 
     fn stats(&self) -> ForestStats {
-        self.stats
+        ForestStats {
+            round_trips: self.round_trips,
+            ..self.stats
+        }
     }
 }
 

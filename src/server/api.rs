@@ -1369,6 +1369,10 @@ pub struct ForestSize {
     pub expired: u64,
     /// The window, seconds (`[dedup] window`).
     pub window_seconds: u64,
+    /// A coordinator's round trips to the shared store so far (batches of commands), for
+    /// the figure of round trips per insert; absent elsewhere.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store_round_trips: Option<u64>,
 }
 
 /// Statistics of the service.
@@ -1395,6 +1399,7 @@ pub(crate) async fn stats(State(state): State<Arc<AppState>>) -> AppResult<Json<
             roots,
             expired,
             window_seconds: state.searcher.config().dedup.window_seconds(),
+            store_round_trips: None,
         },
         queue_documents: state.writer.queued_documents(),
         queue_reserved_bytes: state.writer.reserved_bytes(),

@@ -617,31 +617,40 @@ fn brute_force(searcher: &DedupSearcher, request: &SearchRequest) -> (u64, Vec<E
         .iter()
         .map(|segment| {
             let fast = segment.fast_fields();
-            (fast.u64("root").unwrap(), fast.i64("_time").unwrap())
+            (
+                fast.u64("root").unwrap(),
+                fast.i64("_time").unwrap(),
+                fast.u64("_seq").unwrap(),
+            )
         })
         .collect();
-    // root -> (best score, its address, hits, newest)
-    let mut groups: HashMap<u64, (f32, DocAddress, u64, i64)> = HashMap::new();
+    // root -> (best score, its insert number, its address, hits, newest): on equal scores
+    // the first document inserted represents its cluster.
+    let mut groups: HashMap<u64, (f32, u64, DocAddress, u64, i64)> = HashMap::new();
     let mut total_hits = 0;
     for (score, address) in top {
-        let (roots, times) = &columns[address.segment_ord as usize];
+        let (roots, times, sequences) = &columns[address.segment_ord as usize];
         let Some(root) = roots.first(address.doc_id) else {
             continue; // a tombstone (only the match-all query reaches them)
         };
         assert!(by_address.contains_key(&address));
         let time = times.first(address.doc_id).unwrap();
+        let sequence = sequences.first(address.doc_id).unwrap();
         total_hits += 1;
-        let group = groups.entry(root).or_insert((score, address, 0, time));
-        if score > group.0 || (score == group.0 && address < group.1) {
+        let group = groups
+            .entry(root)
+            .or_insert((score, sequence, address, 0, time));
+        if score > group.0 || (score == group.0 && sequence < group.1) {
             group.0 = score;
-            group.1 = address;
+            group.1 = sequence;
+            group.2 = address;
         }
-        group.2 += 1;
-        group.3 = group.3.max(time);
+        group.3 += 1;
+        group.4 = group.4.max(time);
     }
     let clusters = groups
         .into_iter()
-        .map(|(root, (score, address, hits, newest))| {
+        .map(|(root, (score, _, address, hits, newest))| {
             let mut named: Vec<(String, u64)> = sources[&root].clone().into_iter().collect();
             named.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
             Expected {

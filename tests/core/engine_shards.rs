@@ -3,7 +3,8 @@
 //! root, placed as the one index placed it. The merge of the shards' parts
 //! ([`merge_pages`]), scored by the sums of their statistics, must equal the one index's list
 //! page, field for field, for random requests (sort, keywords, page, minimum size, facets,
-//! histogram, highlights); and the near-duplicate checks merged must equal its check.
+//! histogram, highlights); and the near-duplicate checks merged must equal its check. A story
+//! of 100,000 members lives on one shard, with exact counts.
 
 use proptest::prelude::*;
 use tantivy_dedup::engine::{
@@ -148,4 +149,90 @@ fn a_shard_refuses_documents_it_was_not_given_a_place_for() {
     let article = corpus(7).remove(0);
     let error = shard.add_article(article).unwrap_err();
     assert!(error.to_string().contains("coordinator"), "{error}");
+}
+
+#[test]
+fn a_story_of_100000_members_lives_on_one_shard_with_exact_counts() {
+    const MEMBERS: usize = 100_000;
+    const COUNT: usize = 3;
+    let dir = tempfile::tempdir().unwrap();
+    let mut shards: Vec<DedupIndex> = (0..COUNT)
+        .map(|shard| {
+            let path = dir.path().join(format!("shard-{shard}"));
+            DedupIndex::open_or_create_shard(&path, Some(config())).unwrap()
+        })
+        .collect();
+    // One wire story reprinted 100,000 times (one node, one root), and one other story.
+    let text =
+        "国家统计局今天发布数据，前三季度国内生产总值同比增长百分之五点二，就业形势总体稳定。";
+    let root = tantivy_dedup::Fingerprint(0x5a5a_1234_abcd_0001);
+    let other_root = tantivy_dedup::Fingerprint(0x0123_4567_89ab_cdef);
+    let owner = ShardSpec::owner(root, COUNT);
+    let sources = ["新华网", "人民网", "央视网", "澎湃新闻", "中国新闻网"];
+    for (number, target) in (0..=MEMBERS).map(|number| {
+        let target = if number == MEMBERS { other_root } else { root };
+        (number, target)
+    }) {
+        let article = Article {
+            id: format!("m{number}"),
+            content: if target == root {
+                text.to_owned()
+            } else {
+                "另一条新闻：城市地铁新线今天开通。".to_owned()
+            },
+            source: Some(sources[number % sources.len()].to_owned()),
+            published_at: Some(1_700_000_000 + number as i64),
+            ..Article::default()
+        };
+        let placed = Placed {
+            node: target,
+            root: target,
+            via: None,
+            duplicate: number > 0 && target == root,
+            time: article.published_at.unwrap(),
+        };
+        let shard = &mut shards[ShardSpec::owner(target, COUNT)];
+        let prepared = shard.prepare(article).placed(placed);
+        shard.add(prepared).unwrap();
+    }
+    for shard in &mut shards {
+        shard.commit().unwrap();
+    }
+    let request = SearchRequest::new("")
+        .sort(Sort::SimilarDesc)
+        .page(0, 10)
+        .facets(["source"]);
+    let pages: Vec<_> = shards
+        .iter()
+        .map(|shard| shard.searcher().shard_page(&request, None).unwrap())
+        .collect();
+    assert_eq!(pages[owner].clusters[0].cluster_size, MEMBERS as u64);
+    for (shard, page) in pages.iter().enumerate() {
+        let held = page.clusters.iter().any(|cluster| cluster.root == root);
+        assert_eq!(
+            held,
+            shard == owner,
+            "shard {shard}: the story lives on its owner only"
+        );
+    }
+    let page = merge_pages(pages, request.shape()).unwrap();
+    assert_eq!(page.total_hits, MEMBERS as u64 + 1);
+    assert_eq!(page.total_clusters, 2);
+    assert_eq!(page.clusters[0].root, root);
+    assert_eq!(page.clusters[0].cluster_size, MEMBERS as u64);
+    assert_eq!(page.clusters[0].hits, MEMBERS as u64);
+    assert_eq!(
+        page.clusters[0].representative.id, "m0",
+        "the first inserted"
+    );
+    let facets = &page.facets.unwrap()["source"];
+    let counted: u64 = facets.iter().map(|count| count.articles).sum();
+    assert_eq!(counted, MEMBERS as u64 + 1);
+    let story = shards[owner]
+        .searcher()
+        .story(root, &Default::default())
+        .unwrap()
+        .unwrap();
+    assert_eq!(story.cluster_size, MEMBERS as u64);
+    assert_eq!(story.first_published.id, "m0");
 }

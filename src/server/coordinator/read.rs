@@ -355,6 +355,7 @@ pub(super) async fn stats(State(state): State<Arc<CoordinatorState>>) -> AppResu
             roots: forest.roots as u64,
             expired: forest.expired,
             window_seconds: state.config.dedup.window_seconds(),
+            store_round_trips: Some(forest.round_trips),
         },
         queue_documents: 0,
         queue_reserved_bytes: 0,

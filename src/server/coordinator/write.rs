@@ -150,7 +150,13 @@ pub(super) async fn post_documents(
             .filter(|(_, entry)| !entry.stale.is_empty())
             .map(|(id, entry)| {
                 let stale = Vec::new();
-                (id.clone(), Some(Entry { stale, ..entry.clone() }))
+                (
+                    id.clone(),
+                    Some(Entry {
+                        stale,
+                        ..entry.clone()
+                    }),
+                )
             })
             .collect();
         let outcomes = send(&state, plan.lines).await?;
@@ -220,7 +226,11 @@ fn place(
         let id = document.record.article.id.clone();
         let previous = entries.get(&id).cloned().or(known);
         let held = copies.entry(id.clone()).or_default();
-        held.extend(previous.iter().flat_map(|entry| entry.stale.iter().copied()));
+        held.extend(
+            previous
+                .iter()
+                .flat_map(|entry| entry.stale.iter().copied()),
+        );
         let placed = match &previous {
             Some(entry) if entry.digest == document.digest => entry.placed(),
             _ => {
