@@ -1215,6 +1215,26 @@ pub struct NearDuplicatesRequest {
     pub limit: Option<usize>,
 }
 
+/// A body of one document (a text to check) under `server.max_document_kib`.
+pub(crate) async fn read_document_body(
+    config: &ServerConfig,
+    headers: &HeaderMap,
+    body: Body,
+) -> AppResult<axum::body::Bytes> {
+    read_body(
+        body,
+        access::gzip_body(headers),
+        config.body_timeout,
+        BodyLimit {
+            bytes: config.max_document_kib << 10,
+            setting: "server.max_document_kib",
+            code: "document_too_large",
+            reservation: None,
+        },
+    )
+    .await
+}
+
 /// Check a text before publishing.
 ///
 /// The indexed near-duplicates of a text that is not indexed, by the rule the clusters
@@ -1241,18 +1261,7 @@ pub(crate) async fn near_duplicates(
     headers: HeaderMap,
     body: Body,
 ) -> AppResult<Json<NearDuplicates>> {
-    let body = read_body(
-        body,
-        access::gzip_body(&headers),
-        state.config.body_timeout,
-        BodyLimit {
-            bytes: state.config.max_document_kib << 10,
-            setting: "server.max_document_kib",
-            code: "document_too_large",
-            reservation: None,
-        },
-    )
-    .await?;
+    let body = read_document_body(&state.config, &headers, body).await?;
     let invalid = |message: String| ApiError::bad_request("invalid_body", message);
     let mut value: Value = serde_json::from_slice(&body).map_err(|error| {
         invalid(format!(
@@ -1458,19 +1467,22 @@ pub(crate) async fn healthz(State(state): State<Arc<AppState>>) -> Response {
             error: None,
         })
         .into_response(),
-        Err(error) => {
-            let body = Health {
-                status: HealthStatus::Unavailable,
-                queue_documents: None,
-                error: Some(ApiError::from(error).body().error),
-            };
-            let mut response = (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, header::HeaderValue::from(1));
-            response
-        }
+        Err(error) => unhealthy(ApiError::from(error)),
     }
+}
+
+/// The health probe's 503: why, and when to ask again.
+pub(crate) fn unhealthy(error: ApiError) -> Response {
+    let body = Health {
+        status: HealthStatus::Unavailable,
+        queue_documents: None,
+        error: Some(error.body().error),
+    };
+    let mut response = (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, header::HeaderValue::from(1));
+    response
 }
 
 /// Metrics for Prometheus.
@@ -1498,16 +1510,25 @@ pub(crate) async fn metrics(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
 ) -> AppResult<Response> {
+    let searcher = state.searcher.clone();
+    let index = state.read(move || Ok(searcher.stats()?)).await?;
+    Ok(metrics_answer(&state.metrics, &index, &headers))
+}
+
+/// `/metrics`' answer: `metrics` with the index's figures, in the format `Accept` asks for.
+pub(crate) fn metrics_answer(
+    metrics: &Metrics,
+    index: &IndexStats,
+    headers: &HeaderMap,
+) -> Response {
     let accept: Vec<&str> = headers
         .get_all(header::ACCEPT)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .collect();
     let format = Exposition::from_accept(&accept.join(","));
-    let searcher = state.searcher.clone();
-    let index = state.read(move || Ok(searcher.stats()?)).await?;
-    let text = state.metrics.render(&index, format);
-    Ok(([(header::CONTENT_TYPE, format.content_type())], text).into_response())
+    let text = metrics.render(index, format);
+    ([(header::CONTENT_TYPE, format.content_type())], text).into_response()
 }
 
 /// This API's OpenAPI 3.1 document.

@@ -12,7 +12,7 @@ use axum::response::Response;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::engine::{Placed, ShardPage, TermStatistics};
+use crate::engine::{DedupSearcher, Placed, SearchRequest, ShardPage, TermStatistics};
 use crate::server::api::{
     AppResult, AppState, SearchParams, answer_batch, blocking, prepare_batch, receive_documents,
     write_batch,
@@ -126,13 +126,10 @@ pub(crate) async fn shard_page(
     State(state): State<Arc<AppState>>,
     Json(search): Json<ShardSearch>,
 ) -> AppResult<Json<ShardPage>> {
-    not_a_shard(&state)?;
-    let request = SearchParams::parse(Some(&search.query))?.request(state.time_zone)?;
-    let searcher = state.searcher.clone();
-    state
-        .read(move || Ok(searcher.shard_page(&request, search.statistics.as_ref())?))
-        .await
-        .map(Json)
+    read_on_shard(&state, search, |searcher, request, statistics| {
+        searcher.shard_page(request, statistics)
+    })
+    .await
 }
 
 /// What BM25 reads of this shard for a list page's query ([`TermStatistics`]).
@@ -150,11 +147,25 @@ pub(crate) async fn term_statistics(
     State(state): State<Arc<AppState>>,
     Json(search): Json<ShardSearch>,
 ) -> AppResult<Json<TermStatistics>> {
-    not_a_shard(&state)?;
+    read_on_shard(&state, search, |searcher, request, _| {
+        searcher.term_statistics(request)
+    })
+    .await
+}
+
+/// Runs `read` over the list page `search` asks for, on a reading thread of this shard.
+async fn read_on_shard<T: Send + 'static>(
+    state: &AppState,
+    search: ShardSearch,
+    read: impl FnOnce(&DedupSearcher, &SearchRequest, Option<&TermStatistics>) -> crate::Result<T>
+    + Send
+    + 'static,
+) -> AppResult<Json<T>> {
+    not_a_shard(state)?;
     let request = SearchParams::parse(Some(&search.query))?.request(state.time_zone)?;
     let searcher = state.searcher.clone();
     state
-        .read(move || Ok(searcher.term_statistics(&request)?))
+        .read(move || Ok(read(&searcher, &request, search.statistics.as_ref())?))
         .await
         .map(Json)
 }

@@ -125,25 +125,10 @@ impl Server {
     /// The API's routes ([`routes()`]), behind the access checks of a server bound to `bound`.
     fn router(&self, bound: std::net::SocketAddr) -> Result<Router> {
         let state = self.state.clone();
-        let access = Arc::new(access::Access::new(&state.config, bound));
         let (routes, _document) = routes().split_for_parts();
-        let router = routes
-            .route_layer(axum::middleware::from_fn_with_state(
-                state.metrics.clone(),
-                api::observe,
-            ))
-            .fallback(api::no_route)
-            .method_not_allowed_fallback(api::wrong_method)
-            .with_state(state.clone())
-            // Layers run outermost last: CORS answers preflights before the access checks.
-            // Gzip bodies are decoded by the handlers as they read them (`api::read_body`).
-            .layer(axum::middleware::from_fn_with_state(access, access::check));
-        let router = match cors(&state.config.cors_origins)? {
-            Some(cors) => router.layer(cors),
-            None => router,
-        };
-        // Outermost, so that every JSON answer gets it, the access checks' refusals too.
-        Ok(router.layer(axum::middleware::map_response(api::end_json_with_newline)))
+        let metrics = state.metrics.clone();
+        let config = state.config.clone();
+        finish_router(routes, state, metrics, &config, bound)
     }
 
     /// Serves the API on `listener` until `shutdown` completes, then lets requests in flight
@@ -174,6 +159,33 @@ impl Server {
             .unwrap_or_else(|_| Err("the index writer panicked".to_owned()));
         closed.map_err(|message| Error::Server(format!("closing the index: {message}")))
     }
+}
+
+/// `routes` served as every server of the API serves them, whatever answers the routes: each
+/// request observed in `metrics` and the log, JSON answers to unknown routes and methods, the
+/// access checks of a server bound to `bound`, CORS, and a line break after every JSON answer.
+pub(crate) fn finish_router<S: Clone + Send + Sync + 'static>(
+    routes: Router<S>,
+    state: S,
+    metrics: Arc<Metrics>,
+    config: &ServerConfig,
+    bound: std::net::SocketAddr,
+) -> Result<Router> {
+    let access = Arc::new(access::Access::new(config, bound));
+    let router = routes
+        .route_layer(axum::middleware::from_fn_with_state(metrics, api::observe))
+        .fallback(api::no_route)
+        .method_not_allowed_fallback(api::wrong_method)
+        .with_state(state)
+        // Layers run outermost last: CORS answers preflights before the access checks.
+        // Gzip bodies are decoded by the handlers as they read them (`api::read_body`).
+        .layer(axum::middleware::from_fn_with_state(access, access::check));
+    let router = match cors(&config.cors_origins)? {
+        Some(cors) => router.layer(cors),
+        None => router,
+    };
+    // Outermost, so that every JSON answer gets it, the access checks' refusals too.
+    Ok(router.layer(axum::middleware::map_response(api::end_json_with_newline)))
 }
 
 /// Every route the service serves, with its documentation: the router is built from this list

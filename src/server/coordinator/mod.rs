@@ -32,7 +32,7 @@ use crate::config::{Config, ServerConfig};
 use crate::dedup::{Deduplicator, Signer};
 use crate::forest::redis::{RedisAddress, RedisStore};
 use crate::server::metrics::Metrics;
-use crate::server::{access, api, connections, web};
+use crate::server::{api, connections, finish_router, web};
 use crate::{Error, Result};
 
 use directory::IdDirectory;
@@ -131,18 +131,16 @@ impl Coordinator {
         })
     }
 
-    /// The public API's routes over the shards, behind the access checks of a server bound
-    /// to `bound`.
-    fn router(&self, bound: std::net::SocketAddr) -> Router {
+    /// The public API's routes over the shards, served as one server serves them.
+    fn router(&self, bound: std::net::SocketAddr) -> Result<Router> {
         let state = self.state.clone();
-        let access = Arc::new(access::Access::new(&state.server, bound));
-        Router::new()
+        let routes = Router::new()
             .route("/v1/documents", post(write::post_documents))
             .route(
                 "/v1/documents/{id}",
-                get(read::get_document).delete(write::delete_document),
+                get(read::held_document).delete(write::delete_document),
             )
-            .route("/v1/documents/{id}/similar", get(read::get_similar))
+            .route("/v1/documents/{id}/similar", get(read::held_document))
             .route("/v1/search", get(read::search))
             .route("/v1/stories/{root}", get(read::get_story))
             .route("/v1/near-duplicates", post(read::near_duplicates))
@@ -153,16 +151,9 @@ impl Coordinator {
             .route("/", get(web::list_page))
             .route("/story/{root}", get(web::story_page))
             .route("/check", get(web::check_page))
-            .route("/assets/{file}", get(web::asset))
-            .route_layer(axum::middleware::from_fn_with_state(
-                state.metrics.clone(),
-                api::observe,
-            ))
-            .fallback(api::no_route)
-            .method_not_allowed_fallback(api::wrong_method)
-            .with_state(state)
-            .layer(axum::middleware::from_fn_with_state(access, access::check))
-            .layer(axum::middleware::map_response(api::end_json_with_newline))
+            .route("/assets/{file}", get(web::asset));
+        let metrics = state.metrics.clone();
+        finish_router(routes, state.clone(), metrics, &state.server, bound)
     }
 
     /// Serves on `listener` until `shutdown` completes, then lets requests in flight finish
@@ -176,7 +167,7 @@ impl Coordinator {
             .local_addr()
             .map_err(|error| Error::Server(format!("reading the bound address: {error}")))?;
         self.state.server.check_exposure(bound)?;
-        let router = self.router(bound);
+        let router = self.router(bound)?;
         connections::serve(listener, router, &self.state.server, shutdown).await;
         Ok(())
     }

@@ -7,7 +7,7 @@ use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -20,12 +20,11 @@ use crate::engine::{
     merge_near_duplicates, merge_pages,
 };
 use crate::server::api::{
-    AppResult, BodyLimit, DocumentId, NEAR_DUPLICATES_LIMIT, SearchParams, no_document, path_id,
-    read_body,
+    AppResult, DocumentId, NEAR_DUPLICATES_LIMIT, SearchParams, metrics_answer, no_document,
+    path_id, read_document_body, unhealthy,
 };
 use crate::server::error::ApiError;
-use crate::server::metrics::Exposition;
-use crate::server::{ForestSize, Health, HealthStatus, StatsResponse, access};
+use crate::server::{ForestSize, Health, HealthStatus, StatsResponse};
 
 /// Calls every shard at once; their answers in shard order.
 async fn fan_out(
@@ -252,17 +251,8 @@ async fn holder(state: &CoordinatorState, id: &str) -> AppResult<usize> {
     }
 }
 
-pub(super) async fn get_document(
-    State(state): State<Arc<CoordinatorState>>,
-    path: Result<Path<DocumentId>, PathRejection>,
-    uri: Uri,
-) -> AppResult<Response> {
-    let id = path_id(path)?;
-    let shard = holder(&state, &id).await?;
-    forward(&state, shard, &uri).await
-}
-
-pub(super) async fn get_similar(
+/// A document or its detail page, from the shard that holds it.
+pub(super) async fn held_document(
     State(state): State<Arc<CoordinatorState>>,
     path: Result<Path<DocumentId>, PathRejection>,
     uri: Uri,
@@ -289,18 +279,7 @@ pub(super) async fn near_duplicates(
     headers: HeaderMap,
     body: Body,
 ) -> AppResult<Response> {
-    let body = read_body(
-        body,
-        access::gzip_body(&headers),
-        state.server.body_timeout,
-        BodyLimit {
-            bytes: state.server.max_document_kib << 10,
-            setting: "server.max_document_kib",
-            code: "document_too_large",
-            reservation: None,
-        },
-    )
-    .await?;
+    let body = read_document_body(&state.server, &headers, body).await?;
     let limit = serde_json::from_slice::<Value>(&body)
         .ok()
         .and_then(|value| value.get("limit")?.as_u64())
@@ -386,19 +365,7 @@ pub(super) async fn healthz(State(state): State<Arc<CoordinatorState>>) -> Respo
             error: None,
         })
         .into_response(),
-        Some(why) => {
-            let error = ApiError::unavailable("shard_unavailable", why, 1);
-            let body = Health {
-                status: HealthStatus::Unavailable,
-                queue_documents: None,
-                error: Some(error.body().error),
-            };
-            let mut response = (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, header::HeaderValue::from(1));
-            response
-        }
+        Some(why) => unhealthy(ApiError::unavailable("shard_unavailable", why, 1)),
     }
 }
 
@@ -406,13 +373,6 @@ pub(super) async fn metrics(
     State(state): State<Arc<CoordinatorState>>,
     headers: HeaderMap,
 ) -> AppResult<Response> {
-    let accept: Vec<&str> = headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .collect();
-    let format = Exposition::from_accept(&accept.join(","));
     let index = index_stats(&state).await?;
-    let text = state.metrics.render(&index, format);
-    Ok(([(header::CONTENT_TYPE, format.content_type())], text).into_response())
+    Ok(metrics_answer(&state.metrics, &index, &headers))
 }

@@ -390,6 +390,14 @@ pub(super) async fn delete_document(
     };
     let shard = entry.shard(state.shards.count());
     let path = format!("/v1/documents/{}", encode_path(&id));
+    // A copy an unanswered move left behind goes too (it is not there: 404, which is fine).
+    for &stale in &entry.stale {
+        state
+            .shards
+            .call(stale, Method::DELETE, &path, None, super::WRITE_TIMEOUT)
+            .await
+            .map_err(|error| shard_unavailable(&error))?;
+    }
     let answer = state
         .shards
         .call(shard, Method::DELETE, &path, None, super::WRITE_TIMEOUT)
