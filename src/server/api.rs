@@ -1359,6 +1359,9 @@ pub struct StatsResponse {
     pub recovery: RecoveryReport,
     /// Seconds since the server started.
     pub uptime_seconds: u64,
+    /// Which shard this server is (`I/N`), when it is one (`serve --shard`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shard: Option<String>,
 }
 
 /// The forest's size: what was seen within the window only, so far fewer nodes and roots than
@@ -1414,6 +1417,7 @@ pub(crate) async fn stats(State(state): State<Arc<AppState>>) -> AppResult<Json<
         queue_reserved_bytes: state.writer.reserved_bytes(),
         recovery: state.recovery.clone(),
         uptime_seconds: state.started.elapsed().as_secs(),
+        shard: state.shard.map(|shard| shard.to_string()),
     }))
 }
 

@@ -283,6 +283,36 @@ fn a_shard_down_is_named_and_partial_pages_are_flagged() {
     for batch in batches(&docs) {
         sharded.coordinator.post(&batch);
     }
+    // Shards listed out of order would misroute stories: the coordinator refuses to start.
+    let swapped = [&sharded.shards[1], &sharded.shards[0], &sharded.shards[2]]
+        .map(|shard| shard.base.as_str())
+        .join(",");
+    let mut refused = std::process::Command::new(env!("CARGO_BIN_EXE_tantivy-dedup"))
+        .args([
+            "serve",
+            "--coordinator",
+            "--shards",
+            &swapped,
+            "--store",
+            &store,
+        ])
+        .args(["--addr", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while refused.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = refused.kill();
+            panic!("a coordinator with its shards out of order went on running");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let output = refused.wait_with_output().unwrap();
+    let message = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(message.contains("in order, shard 0 first"), "{message}");
     let everything = "/v1/search?sort=similar_desc&limit=1000";
     let full = sharded
         .coordinator

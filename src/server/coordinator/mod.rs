@@ -26,10 +26,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Router;
+use axum::http::Method;
 use axum::routing::{get, post};
 
 use crate::config::{Config, ServerConfig};
 use crate::dedup::{Deduplicator, Signer};
+use crate::engine::ShardSpec;
 use crate::forest::redis::{RedisAddress, RedisStore};
 use crate::server::metrics::Metrics;
 use crate::server::{api, connections, finish_router, web};
@@ -105,6 +107,7 @@ impl Coordinator {
         config.validate()?;
         server.validate()?;
         let shards = Shards::new(shard_urls, server.keys.write.as_ref())?;
+        check_order(&shards).await?;
         let directory = IdDirectory::connect(store).await?;
         directory.check_shard_count(shards.count()).await?;
         let dedup = config.dedup.clone();
@@ -171,6 +174,47 @@ impl Coordinator {
         connections::serve(listener, router, &self.state.server, shutdown).await;
         Ok(())
     }
+}
+
+/// Checks that each shard that answers is the shard `--shards` lists it as: a list out of
+/// order would send stories to shards that do not own them. A shard that does not answer yet
+/// is only reported (it may start later).
+async fn check_order(shards: &Shards) -> Result<()> {
+    let count = shards.count();
+    for index in 0..count {
+        let asked = shards
+            .call(
+                index,
+                Method::GET,
+                "/v1/stats",
+                None,
+                Duration::from_secs(2),
+            )
+            .await;
+        let answer = match asked {
+            Ok(answer) => answer,
+            Err(error) => {
+                tracing::warn!(%error, "a shard did not answer at start; it is checked by its answers from now on");
+                continue;
+            }
+        };
+        let says = serde_json::from_slice::<serde_json::Value>(&answer.body)
+            .ok()
+            .and_then(|stats| Some(stats.get("shard")?.as_str()?.to_owned()));
+        let expected = ShardSpec { index, count }.to_string();
+        if says.as_deref() != Some(expected.as_str()) {
+            return Err(Error::Config(format!(
+                "--shards lists {} as shard {expected}, but it says it is {}: list every shard \
+                 in order, shard 0 first, each started with --shard I/{count}",
+                shards.url(index),
+                says.map_or_else(
+                    || "not a shard".to_owned(),
+                    |shard| format!("shard {shard}")
+                )
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Records, for a shard server, that the store's index is split into `count` shards, or

@@ -340,6 +340,7 @@ pub(super) async fn stats(State(state): State<Arc<CoordinatorState>>) -> AppResu
         queue_reserved_bytes: 0,
         recovery: Default::default(),
         uptime_seconds: state.started.elapsed().as_secs(),
+        shard: None,
     })
     .into_response())
 }
