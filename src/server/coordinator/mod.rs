@@ -5,7 +5,7 @@
 //! - A write is placed in the shared forest here, in the order received (one batch at a time,
 //!   as one writer would decide), then sent to the shard that owns each document's root
 //!   ([`ShardSpec::owner`](crate::engine::ShardSpec::owner)) and answered once that shard has
-//!   committed it; the id directory ([`directory`]) makes a re-send `unchanged` through any
+//!   committed it; the id directory (`directory.rs`) makes a re-send `unchanged` through any
 //!   coordinator and tells where a replaced document's old copy is.
 //! - A list page asks every shard for its part ([`ShardPage`](crate::engine::ShardPage)),
 //!   scored by the sums of their statistics, and merges them
