@@ -19,11 +19,11 @@ use tantivy::collector::TopDocs;
 use tantivy::query::{BooleanQuery, Occur, Query, QueryParser, RangeQuery, TermQuery};
 use tantivy::schema::{
     DateOptions, FAST, Facet, FacetOptions, INDEXED, IndexRecordOption, STORED, STRING, Schema,
-    TextFieldIndexing, TextOptions, Value,
+    Value,
 };
 use tantivy::{DateTime, Index, IndexWriter, Order, TantivyDocument, Term, doc};
 use tantivy_dedup::DedupConfig;
-use tantivy_dedup::engine::schema::{DedupFields, TOKENIZER};
+use tantivy_dedup::engine::schema::{DedupFields, chinese_text};
 use tantivy_dedup::engine::{ClusterOrdinals, CollapseCollector, DedupWriter, Sort};
 
 /// Invented posts: (id, platform, sentiment, likes, minutes after the first, text).
@@ -100,11 +100,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // 1. Your schema, plus the dedup fields. Text is segmented by the crate's tokenizer
     //    (normalisation + jieba), registered on the index below.
     let config = DedupConfig::default();
-    let text = TextOptions::default().set_stored().set_indexing_options(
-        TextFieldIndexing::default()
-            .set_tokenizer(TOKENIZER)
-            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
-    );
+    let text = chinese_text() | STORED;
     let mut builder = Schema::builder();
     let id = builder.add_text_field("id", STRING | STORED);
     let body = builder.add_text_field("body", text);

@@ -1243,6 +1243,33 @@ mod humantime_serde_compat {
     }
 }
 
+/// A duration written as settings and parameters take it, in whole days, hours, minutes and
+/// seconds (`7d`, `1d 12h`, `1h 30m`, `0s`); below a second is left out.
+///
+/// ```
+/// use std::time::Duration;
+/// use tantivy_dedup::config::{format_duration, parse_duration};
+///
+/// assert_eq!(format_duration(Duration::from_secs(7 * 86_400)), "7d");
+/// assert_eq!(format_duration(Duration::from_secs(5_400)), "1h 30m");
+/// assert_eq!(parse_duration(&format_duration(Duration::from_secs(90_061))), Ok(Duration::from_secs(90_061)));
+/// ```
+pub fn format_duration(duration: Duration) -> String {
+    let mut rest = duration.as_secs();
+    let mut parts = Vec::new();
+    for (unit, name) in [(86_400, "d"), (3_600, "h"), (60, "m"), (1, "s")] {
+        if rest >= unit {
+            parts.push(format!("{}{name}", rest / unit));
+            rest %= unit;
+        }
+    }
+    if parts.is_empty() {
+        "0s".to_owned()
+    } else {
+        parts.join(" ")
+    }
+}
+
 /// A duration as settings and parameters write it (`"7d"`, `"36h 30m"`, `"1h"`), or a message
 /// that shows the form.
 ///

@@ -61,6 +61,10 @@ pub use dedup::{Change, Decision, Deduplicator};
 pub use error::{Error, Result};
 pub use forest::Forest;
 pub use simhash::Fingerprint;
+/// The Tantivy this crate is built on: its schemas, indexes and collectors are the ones the
+/// crate's types take, so an application without `tantivy` of the same version among its own
+/// dependencies uses these.
+pub use tantivy;
 
 /// The README's Rust examples, compiled and run as doctests so that they stay true.
 #[cfg(doctest)]

@@ -11,6 +11,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
+use tantivy_dedup::config::format_duration;
 use tantivy_dedup::engine::{DedupIndex, RecoveryReport};
 use tantivy_dedup::input;
 use tantivy_dedup::{Change, Error};
@@ -319,8 +320,8 @@ fn print_summary(summary: &Summary, shared: bool) {
             counted(summary.retention_deleted, "old document", "old documents")
         );
     }
-    println!("ingest: {}", index_line(summary));
-    let window = humantime::format_duration(std::time::Duration::from_secs(summary.window_seconds));
+    println!("ingest: {}", index_line(summary, shared));
+    let window = format_duration(std::time::Duration::from_secs(summary.window_seconds));
     let (nodes, roots) = (summary.forest_nodes as u64, summary.forest_roots as u64);
     if shared {
         println!(
@@ -347,8 +348,9 @@ fn print_summary(summary: &Summary, shared: bool) {
 }
 
 /// What the index holds after the run, as `stats` counts it, and why its clusters did not grow
-/// by the stories started when they did not.
-fn index_line(summary: &Summary) -> String {
+/// by the stories started when they did not (`shared`: the forest is shared with other
+/// writers, which start stories of their own).
+fn index_line(summary: &Summary, shared: bool) -> String {
     let (before, after) = (summary.index_clusters_before, summary.index_clusters);
     let change = if after >= before {
         format!("{} more", after - before)
@@ -368,9 +370,14 @@ fn index_line(summary: &Summary) -> String {
             expected - after
         ));
     } else if after > expected {
+        let why = if shared {
+            "documents joined stories that other writers of the shared store started (their \
+             first documents are in other indexes)"
+        } else {
+            "documents joined stories whose earlier documents were all replaced or deleted"
+        };
         line.push_str(&format!(
-            "; {} more than the stories started: documents joined stories whose earlier \
-             documents were all replaced or deleted",
+            "; {} more than the stories started: {why}",
             after - expected
         ));
     }

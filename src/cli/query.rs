@@ -10,7 +10,7 @@ use clap::Args;
 use clap::builder::TypedValueParser as _;
 use serde::Serialize;
 use tantivy_dedup::engine::{
-    DEFAULT_FACET_LIMIT, DEFAULT_PAGE_SIZE, DedupSearcher, DocumentView, MAX_FACET_LIMIT,
+    DEFAULT_FACET_LIMIT, DEFAULT_PAGE_SIZE, DedupSearcher, DocumentView, Interval, MAX_FACET_LIMIT,
     MAX_PAGE_SIZE, SearchRequest, Sort, StoryRequest, StorySort, check_index, list_items,
 };
 use tantivy_dedup::forest::Timestamp;
@@ -104,8 +104,9 @@ pub struct SearchArgs {
     #[arg(long, value_name = "N", default_value_t = DEFAULT_FACET_LIMIT,
           value_parser = clap::value_parser!(u16).range(0..=MAX_FACET_LIMIT as i64).map(usize::from))]
     facet_limit: usize,
-    /// Count matching documents and clusters per interval of publication time (1h, 1d, 30m,
-    /// or any duration), aligned on midnight in the index's time zone
+    /// Count matching documents and clusters per interval of publication time: `auto` (the
+    /// finest of 1h, 3h, 6h, 12h, 1d, 7d, 30d, 365d showing the index's span in at most 200
+    /// buckets) or 1h, 1d, 30m or any duration, aligned on midnight in the index's time zone
     #[arg(long, value_name = "INTERVAL")]
     histogram: Option<String>,
     /// Show each representative's snippet: its title or body around the matched words, in
@@ -165,8 +166,9 @@ pub struct StoryArgs {
     sort: String,
     #[command(flatten)]
     page: PageArgs,
-    /// The spread's bucket width: `1h`, `1d`, `30m` or any duration
-    #[arg(long, default_value = "1h", value_name = "INTERVAL")]
+    /// The spread's bucket width: `auto` (the finest of 1h, 3h, 6h, 12h, 1d, 7d, 30d, 365d
+    /// showing the story's span in at most 200 buckets), or `1h`, `1d`, `30m` or any duration
+    #[arg(long, default_value = "auto", value_name = "INTERVAL")]
     histogram: String,
     #[command(flatten)]
     zone: ZoneArg,
@@ -324,7 +326,10 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
             writeln!(
                 out,
                 "histogram by {} (articles/clusters per interval start):",
-                args.histogram.as_deref().unwrap_or_default()
+                page.histogram_interval
+                    .and_then(Interval::from_seconds)
+                    .map(|interval| interval.to_string())
+                    .unwrap_or_default()
             )?;
             for bucket in buckets {
                 writeln!(
@@ -420,7 +425,10 @@ pub fn story(args: StoryArgs) -> anyhow::Result<ExitCode> {
                 zone.format(outlet.first_published_at)
             )?;
         }
-        writeln!(out, "spread, articles per {}:", args.histogram)?;
+        let width = Interval::from_seconds(story.interval)
+            .map(|interval| interval.to_string())
+            .unwrap_or_default();
+        writeln!(out, "spread, articles per {width}:")?;
         for bucket in &story.histogram {
             let bar = "#".repeat(bucket.articles.min(60) as usize);
             let line = format!(

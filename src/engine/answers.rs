@@ -82,6 +82,10 @@ pub struct SearchPage {
     /// intervals between the first and the last included.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub histogram: Option<Vec<HistogramBucket>>,
+    /// The width of the histogram's buckets, seconds: the one asked for, or the one an
+    /// `auto` width chose.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub histogram_interval: Option<u64>,
 }
 
 /// A detail page: a document and the other documents of its cluster, earliest first.

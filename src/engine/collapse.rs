@@ -613,9 +613,10 @@ pub struct CollapsedCluster {
     pub root: Fingerprint,
     /// The best score among its matching documents.
     pub score: Score,
-    /// The best-scoring matching document (on equal scores, the first inserted: the smallest
-    /// `_seq`, so that the choice does not depend on how segments were merged, nor on which
-    /// shard holds the story).
+    /// The best-scoring matching document. On equal scores (every document of a search
+    /// without keywords, identical reprints), the earliest published, then the first inserted
+    /// (the smallest `_seq`): a story is headed by its first outlet, and the choice does not
+    /// depend on how segments were merged, nor on which shard holds the story.
     pub representative: DocAddress,
     /// How many of its documents match.
     pub hits: u64,
@@ -737,8 +738,8 @@ struct Slot {
     score: Score,
     /// The best document's address, packed as segment ordinal (high half) and doc id.
     best: u64,
-    /// The best document's insert number (`_seq`): of two equal scores the smaller wins.
-    sequence: u64,
+    /// The best document's [`Seniority`]: of two equal scores the smaller wins.
+    seniority: Seniority,
     newest: Timestamp,
 }
 
@@ -761,12 +762,13 @@ impl ClusterHits {
             *slot = other;
             return;
         }
-        // Equal scores keep the first document inserted.
-        if other.score > slot.score || (other.score == slot.score && other.sequence < slot.sequence)
+        // Equal scores keep the earliest document.
+        if other.score > slot.score
+            || (other.score == slot.score && other.seniority < slot.seniority)
         {
             slot.score = other.score;
             slot.best = other.best;
-            slot.sequence = other.sequence;
+            slot.seniority = other.seniority;
         }
         slot.newest = slot.newest.max(other.newest);
         slot.hits += other.hits;
@@ -794,17 +796,14 @@ impl Collector for CollapseCollector {
         Ok(CollapseSegmentCollector {
             ordinals: Arc::clone(&self.ordinals),
             min_cluster_size: self.min_cluster_size,
-            times: if self.track_newest {
-                Some(segment.fast_fields().i64(EVENT_TIME)?)
-            } else {
-                None
-            },
+            track_newest: self.track_newest,
+            times: segment.fast_fields().i64(EVENT_TIME)?,
             sequences: segment.fast_fields().u64(SEQUENCE)?,
             collected: SegmentHits {
                 segment_ord,
                 hits: Vec::new(),
                 times: Vec::new(),
-                sequences: Vec::new(),
+                seniorities: Vec::new(),
             },
         })
     }
@@ -826,7 +825,7 @@ impl Collector for CollapseCollector {
         for ClusterHitsFruit(segment) in &segments {
             total_hits += segment.hits.len() as u64;
             let address = u64::from(segment.segment_ord) << 32;
-            let mut sequences = segment.sequences.iter();
+            let mut seniorities = segment.seniorities.iter();
             for (index, hit) in segment.hits.iter().enumerate() {
                 let newest = segment.times.get(index).copied().unwrap_or(0);
                 if ordinals.size(hit.number) == 1 {
@@ -846,7 +845,7 @@ impl Collector for CollapseCollector {
                             hits: 1,
                             score: hit.score,
                             best: address | u64::from(hit.doc),
-                            sequence: sequences.next().copied().unwrap_or(u64::MAX),
+                            seniority: seniorities.next().copied().unwrap_or(LAST),
                             newest,
                         },
                     );
@@ -953,22 +952,31 @@ struct Hit {
 }
 
 /// A segment's hits in the order collected, with their event times when tracked, and the
-/// insert numbers of the hits of clusters of several documents (in the same order), which
-/// break ties between their equal scores.
+/// [`Seniority`] of the hits of clusters of several documents (in the same order), which
+/// breaks ties between their equal scores.
 struct SegmentHits {
     segment_ord: SegmentOrdinal,
     hits: Vec<Hit>,
     times: Vec<Timestamp>,
-    sequences: Vec<u64>,
+    seniorities: Vec<Seniority>,
 }
+
+/// Which of two documents came first: its event time (publication, else arrival), then its
+/// insert number (`_seq`); the smaller is the elder.
+type Seniority = (Timestamp, u64);
+
+/// The seniority of a document without the values: after every other.
+const LAST: Seniority = (Timestamp::MAX, u64::MAX);
 
 /// [`CollapseCollector`]'s work on one segment.
 pub struct CollapseSegmentCollector {
     ordinals: Arc<ClusterOrdinals>,
     /// Clusters smaller than this are skipped.
     min_cluster_size: u64,
-    /// The event times, when the newest hit is tracked.
-    times: Option<Column<i64>>,
+    /// Whether each hit's event time is kept, for the newest hit of each cluster.
+    track_newest: bool,
+    /// The event times.
+    times: Column<i64>,
     /// The insert numbers (`_seq`).
     sequences: Column<u64>,
     collected: SegmentHits,
@@ -988,15 +996,19 @@ impl SegmentCollector for CollapseSegmentCollector {
             return;
         }
         collected.hits.push(Hit { number, doc, score });
-        if self.ordinals.size(number) > 1 {
-            collected
-                .sequences
-                .push(self.sequences.first(doc).unwrap_or(u64::MAX));
+        let several = self.ordinals.size(number) > 1;
+        if !several && !self.track_newest {
+            return;
         }
-        if let Some(times) = &self.times {
-            collected
-                .times
-                .push(times.first(doc).unwrap_or(Timestamp::MIN));
+        let time = self.times.first(doc);
+        if several {
+            collected.seniorities.push((
+                time.unwrap_or(Timestamp::MAX),
+                self.sequences.first(doc).unwrap_or(u64::MAX),
+            ));
+        }
+        if self.track_newest {
+            collected.times.push(time.unwrap_or(Timestamp::MIN));
         }
     }
 

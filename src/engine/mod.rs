@@ -54,7 +54,9 @@ pub use facets::{
     FacetValue, lay_out, most_frequent,
 };
 pub use filter::{Filter, ValueField, ValueKind};
-pub use histogram::{HistogramBucket, Interval, MAX_HISTOGRAM_BUCKETS};
+pub use histogram::{
+    AUTO_MAX_BUCKETS, HistogramBucket, HistogramWidth, Interval, MAX_HISTOGRAM_BUCKETS, TimeSpan,
+};
 pub use recovery::{CHECKPOINT_FILE, RecoveryReport};
 pub use search::{
     DEFAULT_PAGE_SIZE, DedupSearcher, MAX_FACET_LIMIT, MAX_OFFSET, MAX_PAGE_SIZE, SearchRequest,

@@ -17,6 +17,39 @@ use crate::{Error, Result};
 /// The name under which the news tokenizer (normalise, then tantivy-jieba) is registered.
 pub const TOKENIZER: &str = "news_jieba";
 
+/// The options of a Chinese text field of your own schema: indexed by the crate's tokenizer
+/// ([`TOKENIZER`]: normalisation, then jieba) with frequencies and positions (phrases work),
+/// not stored (add `| STORED`). Tantivy's `TEXT` splits on spaces and punctuation, which
+/// finds no Chinese word; the index must have the tokenizer registered
+/// ([`register_tokenizer`](crate::engine::register_tokenizer)).
+///
+/// ```
+/// use tantivy::collector::Count;
+/// use tantivy::query::QueryParser;
+/// use tantivy::schema::{Schema, STORED};
+/// use tantivy::{doc, Index, IndexWriter};
+/// use tantivy_dedup::engine::register_tokenizer;
+/// use tantivy_dedup::engine::schema::chinese_text;
+///
+/// let mut builder = Schema::builder();
+/// let body = builder.add_text_field("body", chinese_text() | STORED);
+/// let index = Index::create_in_ram(builder.build());
+/// register_tokenizer(&index);
+/// let mut writer: IndexWriter = index.writer(15_000_000)?;
+/// writer.add_document(doc!(body => "临河市化工园区今天发生储罐泄漏"))?;
+/// writer.commit()?;
+/// let query = QueryParser::for_index(&index, vec![body]).parse_query("化工园区")?;
+/// assert_eq!(index.reader()?.searcher().search(&query, &Count)?, 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn chinese_text() -> TextOptions {
+    TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(TOKENIZER)
+            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+    )
+}
+
 /// The simhash of the document's fingerprinted fields (u64, fast and stored).
 pub const SIMHASH: &str = "simhash";
 /// The cluster's root hash (u64, fast and indexed): the collapse key and the detail query.
@@ -406,14 +439,11 @@ pub fn build_schema(declared: &FieldsConfig, layout: &BlockLayout) -> (Schema, N
         };
         let handle = match field.kind {
             FieldKind::Text => {
-                let mut options = TextOptions::default();
-                if field.indexed {
-                    options = options.set_indexing_options(
-                        TextFieldIndexing::default()
-                            .set_tokenizer(TOKENIZER)
-                            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
-                    );
-                }
+                let mut options = if field.indexed {
+                    chinese_text()
+                } else {
+                    TextOptions::default()
+                };
                 if field.stored {
                     options = options.set_stored();
                 }

@@ -27,12 +27,13 @@ use crate::engine::collapse::{
 use crate::engine::directory::{self, index_error, open_tantivy, stored_settings};
 use crate::engine::facets::{DEFAULT_FACET_LIMIT, Dimension, FacetCollector};
 use crate::engine::filter::Filter;
-use crate::engine::histogram::Interval;
+use crate::engine::histogram::{HistogramWidth, Interval, TimeSpan};
 use crate::engine::schema::{self, NewsFields, fast_value};
 use crate::engine::shards::{self, PageShape, ShardCount, ShardPage, TermStatistics};
 use crate::engine::snippet::Highlighter;
 use crate::forest::Timestamp;
 use crate::index::BlockLayout;
+use crate::local_time::TimeZone;
 use crate::text::AnalyzedText;
 use crate::verify::{Sketch, Verifier};
 use crate::{Error, Fingerprint, Result};
@@ -133,7 +134,7 @@ pub struct SearchRequest {
     /// How many values each facet lists, most articles first (at most [`MAX_FACET_LIMIT`]).
     pub facet_limit: usize,
     /// The width of the buckets of [`SearchPage::histogram`]; `None`: no histogram.
-    pub histogram: Option<Interval>,
+    pub histogram: Option<HistogramWidth>,
     /// Whether each representative gets a [`DocumentView::snippet`].
     pub highlight: bool,
 }
@@ -302,18 +303,20 @@ impl SearchRequest {
         self
     }
 
-    /// Adds a histogram of the matching documents' publication times by buckets of
-    /// `interval`.
+    /// Adds a histogram of the matching documents' publication times by buckets of `width`
+    /// (an [`Interval`], or [`HistogramWidth::Auto`]).
     ///
     /// ```
-    /// use tantivy_dedup::engine::SearchRequest;
+    /// use tantivy_dedup::engine::{HistogramWidth, Interval, SearchRequest};
     ///
     /// let request = SearchRequest::new("").histogram("1h".parse()?);
-    /// assert_eq!(request.histogram.map(|interval| interval.seconds()), Some(3600));
+    /// assert_eq!(request.histogram, Some(HistogramWidth::Fixed(Interval::HOUR)));
+    /// let request = SearchRequest::new("").histogram(HistogramWidth::Auto);
+    /// assert_eq!(request.histogram, Some(HistogramWidth::Auto));
     /// # Ok::<(), tantivy_dedup::Error>(())
     /// ```
-    pub fn histogram(mut self, interval: Interval) -> Self {
-        self.histogram = Some(interval);
+    pub fn histogram(mut self, width: HistogramWidth) -> Self {
+        self.histogram = Some(width);
         self
     }
 
@@ -329,14 +332,39 @@ impl SearchRequest {
         self
     }
 
-    /// How the request's page is cut and counted.
+    /// This request with an `auto` histogram width fixed for documents published over `span`
+    /// ([`HistogramWidth::resolve`], the span clipped to `from`..`to`); any other width kept.
+    ///
+    /// ```
+    /// use tantivy_dedup::engine::{HistogramWidth, SearchRequest, TimeSpan};
+    /// use tantivy_dedup::local_time::TimeZone;
+    ///
+    /// let years = TimeSpan::new(0, 10 * 365 * 86_400);
+    /// let request = SearchRequest::new("").histogram(HistogramWidth::Auto);
+    /// let fixed = request.fix_histogram(Some(years), TimeZone::UTC);
+    /// assert_eq!(fixed.shape().histogram.map(|width| width.seconds()), Some(30 * 86_400));
+    /// ```
+    pub fn fix_histogram(mut self, span: Option<TimeSpan>, zone: TimeZone) -> SearchRequest {
+        if let Some(width @ HistogramWidth::Auto) = self.histogram {
+            let span = span.and_then(|span| span.clip(self.from, self.to));
+            self.histogram = Some(HistogramWidth::Fixed(width.resolve(span, zone)));
+        }
+        self
+    }
+
+    /// How the request's page is cut and counted. Its histogram's width is fixed first
+    /// ([`DedupSearcher::fix_histogram`]): an `auto` width has no buckets yet, so its shape has
+    /// no histogram.
     pub fn shape(&self) -> PageShape {
         PageShape {
             sort: self.sort,
             offset: self.offset,
             limit: self.limit,
             facet_limit: self.facet_limit,
-            histogram: self.histogram,
+            histogram: match self.histogram {
+                Some(HistogramWidth::Fixed(interval)) => Some(interval),
+                Some(HistogramWidth::Auto) | None => None,
+            },
         }
     }
 }
@@ -687,6 +715,7 @@ impl DedupSearcher {
     pub fn search(&self, request: &SearchRequest) -> Result<SearchPage> {
         check_page(request.offset, request.limit)?;
         check_facet_limit(request.facet_limit)?;
+        let request = &self.fix_histogram(request)?;
         let page = self.collect_page(request, request.offset, None)?;
         // The collector cut the page already.
         let shape = PageShape {
@@ -707,13 +736,63 @@ impl DedupSearcher {
     ) -> Result<ShardPage> {
         check_page(request.offset, request.limit)?;
         check_facet_limit(request.facet_limit)?;
-        self.collect_page(request, 0, statistics)
+        self.collect_page(&*self.fix_histogram(request)?, 0, statistics)
     }
 
-    /// What BM25 reads of this index for `request`'s query ([`TermStatistics`]).
+    /// What BM25 reads of this index for `request`'s query ([`TermStatistics`]), with the
+    /// span of its publication times ([`publication_span`](Self::publication_span)), which an
+    /// `auto` histogram over several shards is sized to.
     pub fn term_statistics(&self, request: &SearchRequest) -> Result<TermStatistics> {
         let keywords = self.keywords(request)?;
-        TermStatistics::of(&self.tantivy_searcher(), &*keywords).map_err(self.error())
+        let mut statistics =
+            TermStatistics::of(&self.tantivy_searcher(), &*keywords).map_err(self.error())?;
+        statistics.published = self.publication_span()?;
+        Ok(statistics)
+    }
+
+    /// `request` with an `auto` histogram width fixed to fit this index's publication times
+    /// within the request's `from`..`to` ([`HistogramWidth::resolve`]); any other request as
+    /// it is.
+    pub fn fix_histogram<'r>(
+        &self,
+        request: &'r SearchRequest,
+    ) -> Result<std::borrow::Cow<'r, SearchRequest>> {
+        Ok(match request.histogram {
+            Some(HistogramWidth::Auto) => std::borrow::Cow::Owned(
+                request
+                    .clone()
+                    .fix_histogram(self.publication_span()?, self.shared.config.index.time_zone),
+            ),
+            _ => std::borrow::Cow::Borrowed(request),
+        })
+    }
+
+    /// The earliest and latest publication time of the documents in the index (those
+    /// deleted but not yet merged away included: the span only sizes buckets), read from each
+    /// segment's column bounds; `None` when no document has one.
+    pub fn publication_span(&self) -> Result<Option<TimeSpan>> {
+        let searcher = self.tantivy_searcher();
+        let name = searcher
+            .schema()
+            .get_field_name(self.shared.fields.published_at)
+            .to_owned();
+        let mut span: Option<TimeSpan> = None;
+        for segment in searcher.segment_readers() {
+            let Some(column) = segment
+                .fast_fields()
+                .date(&name)
+                .ok()
+                .filter(|column| column.values.num_vals() > 0)
+            else {
+                continue;
+            };
+            let here = TimeSpan::new(
+                column.min_value().into_timestamp_secs(),
+                column.max_value().into_timestamp_secs(),
+            );
+            span = Some(span.map_or(here, |span| span.union(here)));
+        }
+        Ok(span)
     }
 
     /// The stories `skip..offset + limit` of `request` with their figures, and its counts.
@@ -728,7 +807,9 @@ impl DedupSearcher {
         let query = self.with_conditions(keywords, request)?;
         let searcher = self.tantivy_searcher();
         let facet_names = distinct(&request.facets);
-        let dimensions = self.dimensions(&searcher, &facet_names, request.histogram)?;
+        // Fixed by the caller; an `auto` width left would count no histogram.
+        let histogram = request.shape().histogram;
+        let dimensions = self.dimensions(&searcher, &facet_names, histogram)?;
         let ordinals = self.ordinals(&searcher)?;
         let end = request.offset.saturating_add(request.limit);
         let collector = CollapseCollector::new(
@@ -761,7 +842,7 @@ impl DedupSearcher {
             }
             .map_err(self.error())?
         };
-        let histogram = request.histogram.map(|_| {
+        let histogram = histogram.map(|_| {
             counts
                 .pop()
                 .unwrap_or_default()

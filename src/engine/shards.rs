@@ -20,7 +20,7 @@ use tantivy::schema::{Field, Schema};
 use crate::engine::answers::{ClusterHit, NearDuplicate, NearDuplicates, SearchPage};
 use crate::engine::collapse::{Sort, SortKey};
 use crate::engine::facets::{FacetCount, FacetValue, lay_out, most_frequent};
-use crate::engine::histogram::Interval;
+use crate::engine::histogram::{Interval, TimeSpan};
 use crate::{Error, Fingerprint, Result};
 
 /// Which shard of how many a server is (`--shard I/N`, I counted from 0).
@@ -105,6 +105,10 @@ pub struct TermStatistics {
     /// Per term of the query: its field's name (which must name the term's field where the
     /// statistics are used), the term, its document frequency.
     pub terms: Vec<(String, Term, u64)>,
+    /// The span of the index's publication times, which an `auto` histogram is sized to
+    /// ([`DedupSearcher::publication_span`](crate::engine::DedupSearcher::publication_span)).
+    #[serde(default)]
+    pub published: Option<TimeSpan>,
 }
 
 impl TermStatistics {
@@ -135,6 +139,10 @@ impl TermStatistics {
     /// Adds another shard's statistics for the same query.
     pub fn add(&mut self, other: &TermStatistics) {
         self.documents += other.documents;
+        self.published = match (self.published, other.published) {
+            (Some(mine), Some(theirs)) => Some(mine.union(theirs)),
+            (mine, theirs) => mine.or(theirs),
+        };
         for (field, tokens) in &other.tokens {
             *self.tokens.entry(field.clone()).or_default() += tokens;
         }
@@ -358,6 +366,7 @@ pub fn finish_page(page: ShardPage, shape: PageShape) -> Result<SearchPage> {
         clusters: page.clusters,
         facets,
         histogram,
+        histogram_interval: shape.histogram.map(Interval::seconds),
     })
 }
 

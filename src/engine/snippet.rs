@@ -1,11 +1,12 @@
-//! Snippets: a short piece of a document's stored raw text around the first words the query
+//! Snippets: a short piece of a document's stored text around the first words the query
 //! matched, those words wrapped in `<em>…</em>` and everything else HTML-escaped, so a page
-//! can insert it as HTML as it is.
+//! can insert it as HTML as it is. A cut is marked with `…` at the end it is made.
 //!
-//! The words are found by analysing the raw text as the index does ([`AnalyzedText`], the
-//! tokens [`NewsTokenizer`](crate::engine::NewsTokenizer) gives) with the map back to the raw
-//! text, so a word normalisation changed (full-width letters, upper case, entities, literal
-//! escapes) is marked in its raw form, and markup around it stays outside the `<em>`.
+//! The text shown is the raw text as a reader sees it ([`readable`]: markup removed, entities
+//! decoded, white space folded); the words are found by analysing it as the index does
+//! ([`AnalyzedText`], the tokens [`NewsTokenizer`](crate::engine::NewsTokenizer) gives) with
+//! the map back to it, so a word normalisation changed (full-width letters, upper case) is
+//! marked in its written form.
 
 use std::collections::HashSet;
 use std::ops::Range;
@@ -13,7 +14,7 @@ use std::ops::Range;
 use tantivy::query::Query;
 use tantivy::schema::Field;
 
-use crate::text::AnalyzedText;
+use crate::text::{AnalyzedText, readable};
 
 /// About how many characters of raw text a snippet shows: a little before the first match,
 /// the rest after it (a match that straddles the end is shown whole).
@@ -34,8 +35,8 @@ const CHARS_BEFORE: usize = 20;
 /// let content = builder.add_text_field("content", TEXT);
 /// let query = TermQuery::new(Term::from_field_text(content, "cctv"), IndexRecordOption::Basic);
 /// let highlighter = Highlighter::new(&query);
-/// let snippet = highlighter.snippet(&[(content, "<b>ＣＣＴＶ</b>报道：A&B")]).unwrap();
-/// assert_eq!(snippet, "&lt;b&gt;<em>ＣＣＴＶ</em>&lt;/b&gt;报道：A&amp;B");
+/// let snippet = highlighter.snippet(&[(content, "<b>ＣＣＴＶ</b>报道：A&amp;B<3")]).unwrap();
+/// assert_eq!(snippet, "<em>ＣＣＴＶ</em>报道：A&amp;B&lt;3");
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct Highlighter {
@@ -72,9 +73,10 @@ impl Highlighter {
             let Some((_, words)) = self.words.iter().find(|(of, _)| *of == field) else {
                 continue;
             };
-            let matches = matches(raw, words);
+            let shown = readable(raw);
+            let matches = matches(&shown, words);
             if !matches.is_empty() {
-                return Some(render(raw, &matches));
+                return Some(render(&shown, &matches));
             }
         }
         let (_, raw) = texts.iter().rev().find(|(_, raw)| !raw.trim().is_empty())?;
@@ -82,10 +84,10 @@ impl Highlighter {
     }
 }
 
-/// The start of `raw`, about [`SNIPPET_CHARS`] characters, HTML-escaped: a snippet without
-/// a query (the story view's members).
+/// The start of `raw` as a reader sees it, about [`SNIPPET_CHARS`] characters, HTML-escaped:
+/// a snippet without a query (the story view's members).
 pub(crate) fn lead(raw: &str) -> String {
-    render(raw, &[])
+    render(&readable(raw), &[])
 }
 
 /// The raw byte ranges of `raw`'s tokens that are among `words`, in order, overlapping ones
@@ -110,7 +112,7 @@ fn matches(raw: &str, words: &HashSet<String>) -> Vec<Range<usize>> {
 }
 
 /// About [`SNIPPET_CHARS`] characters of `raw` from a little before the first match, each
-/// match in `<em>`, the rest HTML-escaped.
+/// match in `<em>`, the rest HTML-escaped, `…` where the text goes on.
 fn render(raw: &str, matches: &[Range<usize>]) -> String {
     let boundaries: Vec<usize> = raw
         .char_indices()
@@ -135,7 +137,10 @@ fn render(raw: &str, matches: &[Range<usize>]) -> String {
     {
         end = cut.end;
     }
-    let mut out = String::with_capacity((end - start) * 2);
+    let mut out = String::with_capacity((end - start) * 2 + 2 * CUT.len());
+    if start > 0 {
+        out.push_str(CUT);
+    }
     let mut at = start;
     for range in matches
         .iter()
@@ -148,8 +153,14 @@ fn render(raw: &str, matches: &[Range<usize>]) -> String {
         at = range.end;
     }
     escape_into(&mut out, &raw[at..end.max(at)]);
+    if end.max(at) < raw.len() {
+        out.push_str(CUT);
+    }
     out
 }
+
+/// What marks a cut: the text goes on beyond it.
+const CUT: &str = "…";
 
 /// Appends `text` with `&`, `<`, `>`, `"` and `'` escaped.
 fn escape_into(out: &mut String, text: &str) {
@@ -174,7 +185,8 @@ mod tests {
     }
 
     fn snippet(raw: &str, list: &[&str]) -> String {
-        render(raw, &matches(raw, &words(list)))
+        let shown = readable(raw);
+        render(&shown, &matches(&shown, &words(list)))
     }
 
     /// The snippet without its marks, unescaped back.
@@ -193,7 +205,7 @@ mod tests {
     fn marks_raw_forms_of_normalised_words() {
         assert_eq!(
             snippet("国家统计局&nbsp;发布ＧＤＰ数据", &["gdp"]),
-            "国家统计局&amp;nbsp;发布<em>ＧＤＰ</em>数据"
+            "国家统计局发布<em>ＧＤＰ</em>数据"
         );
         // A word and its sub-word (search mode) make one mark.
         assert_eq!(
@@ -201,13 +213,14 @@ mod tests {
             "<em>中华人民共和国</em>成立"
         );
         // An entity-decoded word is marked as its entities.
+        // Entities are shown decoded, markup not at all.
         assert_eq!(
             snippet("&#20013;&#x56fd;队夺冠", &["中国"]),
-            "<em>&amp;#20013;&amp;#x56fd;</em>队夺冠"
+            "<em>中国</em>队夺冠"
         );
         assert_eq!(
             snippet("<p>Hello World</p>", &["world"]),
-            "&lt;p&gt;Hello <em>World</em>&lt;/p&gt;"
+            "Hello <em>World</em>"
         );
     }
 
@@ -215,15 +228,26 @@ mod tests {
     fn the_window_starts_a_little_before_the_first_match() {
         let raw = format!("{}防汛{}", "甲".repeat(300), "乙".repeat(300));
         let shown = snippet(&raw, &["防汛"]);
-        assert!(shown.starts_with(&"甲".repeat(CHARS_BEFORE)), "{shown}");
-        assert_eq!(plain(&shown).chars().count(), SNIPPET_CHARS);
-        assert!(raw.contains(&plain(&shown)));
-        // Near the end, the window moves back to show as much.
+        // Cut at both ends, and marked so.
+        let inner = shown
+            .strip_prefix(CUT)
+            .and_then(|rest| rest.strip_suffix(CUT))
+            .unwrap_or_else(|| panic!("{shown}"));
+        assert!(inner.starts_with(&"甲".repeat(CHARS_BEFORE)), "{shown}");
+        assert_eq!(plain(inner).chars().count(), SNIPPET_CHARS);
+        assert!(raw.contains(&plain(inner)));
+        // Near the end, the window moves back to show as much: cut at the start only.
         let raw = format!("{}防汛", "甲".repeat(300));
-        assert_eq!(
-            plain(&snippet(&raw, &["防汛"])).chars().count(),
-            SNIPPET_CHARS
+        let shown = snippet(&raw, &["防汛"]);
+        assert!(
+            shown.starts_with(CUT) && shown.ends_with("</em>"),
+            "{shown}"
         );
+        assert_eq!(plain(&shown).chars().count(), SNIPPET_CHARS + 1);
+        // From the start: cut at the end only.
+        let raw = format!("防汛{}", "乙".repeat(300));
+        let shown = snippet(&raw, &["防汛"]);
+        assert!(shown.starts_with("<em>") && shown.ends_with(CUT), "{shown}");
         // Short texts are shown whole; no match: the start.
         assert_eq!(snippet("短文", &["防汛"]), "短文");
         assert_eq!(snippet("", &["防汛"]), "");

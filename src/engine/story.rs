@@ -14,7 +14,7 @@ use tantivy::collector::DocSetCollector;
 use tantivy::{DocAddress, DocId};
 
 use crate::engine::answers::DocumentView;
-use crate::engine::histogram::{self, Interval};
+use crate::engine::histogram::{self, HistogramWidth, Interval, TimeSpan};
 use crate::engine::schema::{self, sketch_in};
 use crate::engine::search::{DedupSearcher, Extra, check_page};
 use crate::engine::snippet;
@@ -50,11 +50,12 @@ impl FromStr for StorySort {
 /// of the spread histogram's buckets.
 ///
 /// ```
-/// use tantivy_dedup::engine::{StoryRequest, StorySort};
+/// use tantivy_dedup::engine::{HistogramWidth, StoryRequest, StorySort};
 ///
 /// let request = StoryRequest::default().page(20, 10).sort(StorySort::Source).interval("1d".parse()?);
-/// assert_eq!((request.offset, request.limit, request.interval.seconds()), (20, 10, 86_400));
-/// assert_eq!(StoryRequest::default().interval.seconds(), 3600);
+/// assert_eq!((request.offset, request.limit), (20, 10));
+/// assert_eq!(request.interval, HistogramWidth::Fixed("1d".parse()?));
+/// assert_eq!(StoryRequest::default().interval, HistogramWidth::Auto);
 /// # Ok::<(), tantivy_dedup::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,8 +66,10 @@ pub struct StoryRequest {
     pub limit: usize,
     /// Their order.
     pub sort: StorySort,
-    /// The spread histogram's bucket width; an hour unless told.
-    pub interval: Interval,
+    /// The spread histogram's bucket width; unless told, `auto`: the finest that shows the
+    /// story's whole span in at most [`AUTO_MAX_BUCKETS`](crate::engine::AUTO_MAX_BUCKETS)
+    /// (hours for a story of a week).
+    pub interval: HistogramWidth,
 }
 
 impl Default for StoryRequest {
@@ -75,7 +78,7 @@ impl Default for StoryRequest {
             offset: 0,
             limit: crate::engine::DEFAULT_PAGE_SIZE,
             sort: StorySort::Time,
-            interval: Interval::HOUR,
+            interval: HistogramWidth::Auto,
         }
     }
 }
@@ -95,8 +98,8 @@ impl StoryRequest {
     }
 
     /// Sets the histogram's bucket width.
-    pub fn interval(mut self, interval: Interval) -> Self {
-        self.interval = interval;
+    pub fn interval(mut self, width: HistogramWidth) -> Self {
+        self.interval = width;
         self
     }
 }
@@ -255,7 +258,14 @@ impl DedupSearcher {
             published_at: first.time,
         };
         let outlets = outlets(&members);
-        let histogram = self.spread(&members, request.interval)?;
+        let span = members
+            .iter()
+            .map(|member| TimeSpan::new(member.time, member.time))
+            .reduce(TimeSpan::union);
+        let interval = request
+            .interval
+            .resolve(span, self.config().index.time_zone);
+        let histogram = self.spread(&members, interval)?;
 
         // A node's documents in insert order, so a member finds the earliest document of the
         // node it came in through.
@@ -323,7 +333,7 @@ impl DedupSearcher {
             cluster_size: members.len() as u64,
             first_published,
             outlets,
-            interval: request.interval.seconds(),
+            interval: interval.seconds(),
             histogram,
             members: page,
         }))

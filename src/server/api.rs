@@ -699,8 +699,11 @@ pub(crate) struct SearchParams {
     /// Values per facet field, most articles first.
     #[param(value_type = Option<usize>, maximum = 1000, default = json!(DEFAULT_FACET_LIMIT))]
     facet_limit: Option<String>,
-    /// An interval (`1h`, `1d`, any duration): adds `histogram`, the matching documents per
-    /// interval of publication time.
+    /// `auto` or an interval (`1h`, `1d`, any duration): adds `histogram`, the matching
+    /// documents per interval of publication time, and `histogram_interval`, its width in
+    /// seconds. `auto` picks the finest of 1h, 3h, 6h, 12h, 1d, 7d, 30d, 365d that shows the
+    /// index's time span (within `from`/`to`) in at most 200 buckets; a fixed interval over a
+    /// span of more than 10,000 buckets is refused.
     histogram: Option<String>,
     /// Whether each representative gets a `snippet` with the matched words in `<em>`.
     #[param(value_type = Option<bool>)]
@@ -1102,8 +1105,10 @@ pub(crate) struct StoryParams {
     /// The members' order: `time` (earliest first) or `source` (by outlet, then time).
     #[param(value_type = Option<String>, pattern = "^(time|source)$", default = "time")]
     sort: Option<String>,
-    /// The spread histogram's bucket width: `1h`, `1d`, `30m` or any whole number of seconds.
-    #[param(value_type = Option<String>, default = "1h")]
+    /// The spread histogram's bucket width: `auto` (the finest of 1h, 3h, 6h, 12h, 1d, 7d,
+    /// 30d, 365d that shows the story's span in at most 200 buckets), or `1h`, `1d`, `30m` or
+    /// any whole number of seconds.
+    #[param(value_type = Option<String>, default = "auto")]
     histogram: Option<String>,
 }
 
@@ -1362,6 +1367,9 @@ pub struct StatsResponse {
     /// Which shard this server is (`I/N`), when it is one (`serve --shard`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shard: Option<String>,
+    /// The index's time zone (`[index] time_zone`, e.g. `+08:00`): days and histogram buckets
+    /// start at its midnights, and the web page shows times in it.
+    pub time_zone: String,
 }
 
 /// The forest's size: what was seen within the window only, so far fewer nodes and roots than
@@ -1418,6 +1426,7 @@ pub(crate) async fn stats(State(state): State<Arc<AppState>>) -> AppResult<Json<
         recovery: state.recovery.clone(),
         uptime_seconds: state.started.elapsed().as_secs(),
         shard: state.shard.map(|shard| shard.to_string()),
+        time_zone: state.time_zone.to_string(),
     }))
 }
 

@@ -12,7 +12,9 @@ use axum::response::Response;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::engine::{DedupSearcher, Placed, SearchRequest, ShardPage, TermStatistics};
+use crate::engine::{
+    DedupSearcher, HistogramWidth, Interval, Placed, SearchRequest, ShardPage, TermStatistics,
+};
 use crate::server::api::{
     AppResult, AppState, SearchParams, answer_batch, blocking, prepare_batch, receive_documents,
     write_batch,
@@ -108,6 +110,10 @@ pub(crate) struct ShardSearch {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     statistics: Option<TermStatistics>,
+    /// The histogram's bucket width, seconds, in place of the query's own (the coordinator
+    /// sizes an `auto` histogram to every shard's span at once).
+    #[serde(default)]
+    histogram_seconds: Option<u64>,
 }
 
 /// This shard's part of a list page: its first `offset + limit` stories with their figures,
@@ -162,7 +168,10 @@ async fn read_on_shard<T: Send + 'static>(
     + 'static,
 ) -> AppResult<Json<T>> {
     not_a_shard(state)?;
-    let request = SearchParams::parse(Some(&search.query))?.request(state.time_zone)?;
+    let mut request = SearchParams::parse(Some(&search.query))?.request(state.time_zone)?;
+    if let Some(interval) = search.histogram_seconds.and_then(Interval::from_seconds) {
+        request = request.histogram(HistogramWidth::Fixed(interval));
+    }
     let searcher = state.searcher.clone();
     state
         .read(move || Ok(read(&searcher, &request, search.statistics.as_ref())?))

@@ -14,7 +14,7 @@ pub use features::{
     longest_sentence,
 };
 pub(crate) use normalize::is_zero_width;
-pub use normalize::{OffsetMap, normalize, normalize_with_offsets};
+pub use normalize::{OffsetMap, normalize, normalize_with_offsets, readable};
 pub use words::{TokenSpan, USE_HMM, jieba, search_tokens, split_words};
 
 use std::ops::Range;

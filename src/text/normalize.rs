@@ -54,6 +54,44 @@ pub fn normalize_with_offsets(text: &str) -> (String, OffsetMap) {
     )
 }
 
+/// `text` as a reader sees it: literal escapes undone, markup removed and entities decoded
+/// (the first stages of [`normalize`]), each run of white space one space (one line break when
+/// it holds one), none at either end nor beside wide (CJK) text, where spaces are layout;
+/// letters and widths left as written. What a snippet shows of stored raw text.
+///
+/// ```
+/// use tantivy_dedup::text::{normalize, readable};
+///
+/// let raw = "<p>ＣＣＴＶ&amp;新闻</p>\\n<br>第二段 <b>Hello</b>  World <b>报道</b>";
+/// assert_eq!(readable(raw), "ＣＣＴＶ&新闻\n第二段Hello World报道");
+/// assert_eq!(normalize(&readable(raw)), normalize(raw));
+/// ```
+pub fn readable(text: &str) -> String {
+    let unescaped = undo_literal_escapes::<()>(text).0;
+    let (shown, ()) = strip_markup::<()>(&unescaped);
+    let mut out = String::with_capacity(shown.len());
+    let mut space: Option<char> = None;
+    for c in shown.chars() {
+        if c.is_whitespace() {
+            if c == '\n' || space.is_none() {
+                space = Some(if c == '\n' { '\n' } else { ' ' });
+            }
+            continue;
+        }
+        let wide = |c: char| matches!(c, '\u{2e80}'..='\u{9fff}' | '\u{f900}'..='\u{faff}' | '\u{ff00}'..='\u{ffef}');
+        if let Some(space) = space.take() {
+            let after = out.chars().next_back();
+            if space == '\n' && after.is_some() {
+                out.push('\n');
+            } else if after.is_some_and(|after| !wide(after)) && !wide(c) {
+                out.push(' ');
+            }
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// The stages, each traced by `T`, and their traces composed into one from the output back to
 /// `text`.
 fn normalize_traced<T: Trace>(text: &str) -> (String, T) {

@@ -624,9 +624,10 @@ fn brute_force(searcher: &DedupSearcher, request: &SearchRequest) -> (u64, Vec<E
             )
         })
         .collect();
-    // root -> (best score, its insert number, its address, hits, newest): on equal scores
-    // the first document inserted represents its cluster.
-    let mut groups: HashMap<u64, (f32, u64, DocAddress, u64, i64)> = HashMap::new();
+    // root -> (best score, its seniority, its address, hits, newest): on equal scores the
+    // earliest document (then the first inserted) represents its cluster.
+    type Seniority = (i64, u64);
+    let mut groups: HashMap<u64, (f32, Seniority, DocAddress, u64, i64)> = HashMap::new();
     let mut total_hits = 0;
     for (score, address) in top {
         let (roots, times, sequences) = &columns[address.segment_ord as usize];
@@ -635,14 +636,14 @@ fn brute_force(searcher: &DedupSearcher, request: &SearchRequest) -> (u64, Vec<E
         };
         assert!(by_address.contains_key(&address));
         let time = times.first(address.doc_id).unwrap();
-        let sequence = sequences.first(address.doc_id).unwrap();
+        let seniority = (time, sequences.first(address.doc_id).unwrap());
         total_hits += 1;
         let group = groups
             .entry(root)
-            .or_insert((score, sequence, address, 0, time));
-        if score > group.0 || (score == group.0 && sequence < group.1) {
+            .or_insert((score, seniority, address, 0, time));
+        if score > group.0 || (score == group.0 && seniority < group.1) {
             group.0 = score;
-            group.1 = sequence;
+            group.1 = seniority;
             group.2 = address;
         }
         group.3 += 1;
@@ -1190,4 +1191,46 @@ fn forest_invariants_hold_and_survive_a_reopen() {
     straight.index.commit().unwrap();
     assert_eq!(nodes(&reopened.index), nodes(&straight.index));
     reopened.index.forest().check_invariants().unwrap();
+}
+
+/// Without keywords every member of a story scores alike: the earliest published heads it,
+/// whatever order the documents came in (and so do identical reprints under keywords).
+#[test]
+fn a_story_is_headed_by_its_first_outlet() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut index = DedupIndex::create(dir.path(), config()).unwrap();
+    let text =
+        "市气象台发布暴雨橙色预警，预计未来六小时内城区将出现五十毫米以上降雨，请市民减少外出。";
+    let day = 1_714_492_800;
+    for (id, source, time) in [
+        ("late", "人民网", day + 7_200),
+        ("first", "新华网", day),
+        ("next", "央视网", day + 3_600),
+    ] {
+        let article = Article {
+            id: id.into(),
+            source: Some(source.into()),
+            content: text.into(),
+            published_at: Some(time),
+            ..Default::default()
+        };
+        index.add_article(article).unwrap();
+    }
+    index.commit().unwrap();
+    let searcher = index.searcher();
+    for (query, sort) in [
+        ("", Sort::Newest),
+        ("", Sort::SimilarDesc),
+        ("暴雨", Sort::Relevance),
+    ] {
+        let page = searcher
+            .search(&SearchRequest::new(query).sort(sort))
+            .unwrap();
+        assert_eq!(page.clusters.len(), 1, "{query:?}");
+        assert_eq!(page.clusters[0].cluster_size, 3);
+        assert_eq!(
+            page.clusters[0].representative.id, "first",
+            "{query:?} {sort:?}"
+        );
+    }
 }

@@ -67,12 +67,16 @@ fn split(count: usize) -> Split {
     }
 }
 
-/// The shards' list page: their parts scored by the sums of their statistics, merged.
+/// The shards' list page, as a coordinator makes it: their parts scored by the sums of their
+/// statistics (an `auto` histogram sized to the span of all their times), merged.
 fn merged(shards: &[DedupIndex], request: &SearchRequest) -> tantivy_dedup::engine::SearchPage {
     let mut statistics = TermStatistics::default();
     for shard in shards {
         statistics.add(&shard.searcher().term_statistics(request).unwrap());
     }
+    let request = &request
+        .clone()
+        .fix_histogram(statistics.published, config().index.time_zone);
     let pages = shards
         .iter()
         .map(|shard| {
@@ -93,7 +97,7 @@ fn request_strategy() -> impl Strategy<Value = SearchRequest> {
         1usize..25,
         0u64..4,
         any::<bool>(),
-        prop::option::of(prop::sample::select(vec!["1h", "1d", "30m"])),
+        prop::option::of(prop::sample::select(vec!["1h", "1d", "30m", "auto"])),
         any::<bool>(),
     )
         .prop_map(

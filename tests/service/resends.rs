@@ -125,7 +125,7 @@ fn ingest_counts_an_unchanged_line_and_a_replacement_as_such() {
         "the index holds 3 documents in 2 clusters (as `stats` counts them), 2 more than before",
         "1 fewer than the stories started",
         "the forest holds",
-        "within the last 7days (the window)",
+        "within the last 7d (the window)",
     ] {
         assert!(out.contains(expected), "{expected:?} not in:\n{out}");
     }
@@ -172,7 +172,7 @@ fn a_story_resumed_after_the_window_keeps_its_cluster() {
         "indexed 2 documents",
         "1 joined an earlier story, 1 started one",
         "the index holds 2 documents in 1 cluster (as `stats` counts them), 1 more than before",
-        "the forest holds 1 fingerprint in 1 cluster seen within the last 7days (the window)",
+        "the forest holds 1 fingerprint in 1 cluster seen within the last 7d (the window)",
         "; 1 older fingerprint expired from it, and their documents stay searchable",
     ] {
         assert!(out.contains(expected), "{expected:?} not in:\n{out}");

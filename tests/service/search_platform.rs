@@ -13,7 +13,8 @@
 //!   filters, facets (articles and clusters) and a histogram under them, and their stored values;
 //! - `highlight`: each `<em>` word is the query's word in the stored raw text at that place
 //!   (raw text with entities, markup, full-width and upper-case letters), and the snippet
-//!   without its marks is a piece of the HTML-escaped raw text;
+//!   without its marks and cut marks (`…`) is a piece of the HTML-escaped readable text (no
+//!   markup, entities decoded);
 //! - the stored `content` on document and detail pages, and not on list pages;
 //! - bad parameters: 400 with a code and a message;
 //! - `search --filter … --facets … --json` prints what `GET /v1/search` answers.
@@ -26,7 +27,7 @@ use rand::rngs::SmallRng;
 use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
-use tantivy_dedup::text::{AnalyzedText, normalize};
+use tantivy_dedup::text::{AnalyzedText, normalize, readable};
 
 use crate::serve_process::{Serve, pct};
 
@@ -383,7 +384,8 @@ fn html_unescape(text: &str) -> String {
 }
 
 /// Checks a snippet against the raw texts it may come from: without its marks it is a piece of
-/// one of them HTML-escaped, and each marked piece is `word` in raw form.
+/// one of them as a reader sees it (no markup, entities decoded) HTML-escaped, marked `…`
+/// where it is cut, and each marked piece is `word` as written.
 fn check_snippet(snippet: &str, raws: &[&str], word: &str) {
     let mut plain = String::new();
     let mut marked = Vec::new();
@@ -400,8 +402,25 @@ fn check_snippet(snippet: &str, raws: &[&str], word: &str) {
     assert!(!marked.is_empty(), "no mark in {snippet:?}");
     assert!(!plain.contains('<') && !plain.contains('>'), "{snippet:?}");
     assert!(
-        raws.iter().any(|raw| html_escape(raw).contains(&plain)),
-        "{snippet:?} is not a piece of {raws:?}"
+        !plain.contains("&lt;") && !plain.contains("&amp;nbsp"),
+        "{snippet:?}"
+    );
+    let inner = plain.strip_prefix('…').unwrap_or(&plain);
+    let inner = inner.strip_suffix('…').unwrap_or(inner);
+    let source = raws
+        .iter()
+        .map(|raw| html_escape(&readable(raw)))
+        .find(|shown| shown.contains(inner))
+        .unwrap_or_else(|| panic!("{snippet:?} is not a piece of {raws:?}"));
+    assert_eq!(
+        plain.starts_with('…'),
+        !source.starts_with(inner),
+        "{snippet:?}"
+    );
+    assert_eq!(
+        plain.ends_with('…'),
+        !source.ends_with(inner),
+        "{snippet:?}"
     );
     for piece in marked {
         assert_eq!(normalize(&html_unescape(&piece)), word, "{snippet:?}");
@@ -578,6 +597,31 @@ fn list_page_parameters_against_a_model() {
         );
         assert_eq!(facets_of(&page, "source"), source_facets(all, &|_| true));
     }
+
+    // `auto`: four days of news fit in hours.
+    let page = server.search("limit=0&histogram=auto");
+    assert_eq!(page["histogram_interval"], 3600);
+    assert_eq!(
+        *page["histogram"].as_array().unwrap(),
+        histogram(all, &|_| true, 3600)
+    );
+
+    // Answers are compressed when the client accepts gzip: the same JSON, a fraction of it.
+    let heavy = "/v1/search?limit=100&histogram=1h&facets=source";
+    let (status, plain) = server.request("GET", heavy, None);
+    assert_eq!(status, 200);
+    let (encoding, sent) = server.get_accepting_gzip(heavy);
+    assert_eq!(encoding.as_deref(), Some("gzip"));
+    let mut unzipped = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&sent[..]), &mut unzipped)
+        .unwrap();
+    assert_eq!(unzipped, plain);
+    assert!(
+        sent.len() * 3 < plain.len(),
+        "{} of {}",
+        sent.len(),
+        plain.len()
+    );
 
     // The platform's own fields: filters by their schema types, facets of a number and of a
     // hierarchical path, and a histogram under an own-field filter.

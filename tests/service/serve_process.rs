@@ -108,6 +108,22 @@ impl Serve {
         (status, json)
     }
 
+    /// A GET that accepts gzip: the answer's `content-encoding` and its body as sent.
+    pub fn get_accepting_gzip(&self, path_and_query: &str) -> (Option<String>, Vec<u8>) {
+        let mut response = self
+            .agent
+            .get(format!("{}{path_and_query}", self.base))
+            .header("accept-encoding", "gzip")
+            .call()
+            .unwrap();
+        let encoding = response
+            .headers()
+            .get("content-encoding")
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned);
+        (encoding, response.body_mut().read_to_vec().unwrap())
+    }
+
     /// Status and body of any request (`body`: JSON).
     pub fn request(&self, method: &str, path_and_query: &str, body: Option<&str>) -> (u16, String) {
         let url = format!("{}{path_and_query}", self.base);

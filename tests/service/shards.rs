@@ -121,6 +121,9 @@ fn list_pages(docs: &[Doc], keywords: bool) -> Vec<String> {
             "/v1/search?sort={sort}&min_cluster_size=2&facets=source&histogram=1d"
         ));
         pages.push(format!(
+            "/v1/search?sort={sort}&histogram=auto&from={middle}&limit=5"
+        ));
+        pages.push(format!(
             "/v1/search?sort={sort}&source={}&from={middle}&limit=30",
             pct(SOURCES[0])
         ));
@@ -129,6 +132,10 @@ fn list_pages(docs: &[Doc], keywords: bool) -> Vec<String> {
             pct(&format!("source:{}", SOURCES[1]))
         ));
         if keywords {
+            pages.push(format!(
+                "/v1/search?sort={sort}&q={}&histogram=auto",
+                pct(QUERY_WORDS[0])
+            ));
             pages.push(format!(
                 "/v1/search?sort={sort}&q={}&highlight=true&facets=source&exclude={}",
                 pct(QUERY_WORDS[1]),

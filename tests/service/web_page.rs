@@ -245,8 +245,8 @@ const PAGE_DEADLINE: Duration = Duration::from_secs(90);
 const WINDOW: (u32, u32) = (1280, 1100);
 
 /// Debian's headless Chromium, run once per page, each run in a fresh profile under `dir`
-/// (so no key, cache or storage carries over) and in China's time zone (the pages show times
-/// on the reader's clock).
+/// (so no key, cache or storage carries over), its clock in UTC: far from the index's zone
+/// (UTC+8), in which the pages show times and days whatever the reader's clock.
 struct Browser {
     dir: PathBuf,
     runs: usize,
@@ -285,7 +285,7 @@ impl Browser {
             .arg(format!("--user-data-dir={}", profile.display()))
             .arg(action)
             .arg(url)
-            .env("TZ", "Asia/Shanghai")
+            .env("TZ", "UTC")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -335,8 +335,9 @@ impl Browser {
     }
 
     /// A screenshot of `url` as `NAME.png` in the browser's directory, checked to be a PNG of
-    /// the window's size; copied as `web-NAME.png` into `$TANTIVY_DEDUP_SCREENSHOTS` (relative
-    /// to the crate) when that is set.
+    /// the window's size; the README's three (`list`, `story`, `check`) copied as
+    /// `web-NAME.png` into `$TANTIVY_DEDUP_SCREENSHOTS` (relative to the crate) when that is
+    /// set.
     fn screenshot(&mut self, url: &str, name: &str) {
         let file = self.dir.join(format!("{name}.png"));
         self.run(url, &format!("--screenshot={}", file.display()));
@@ -348,7 +349,8 @@ impl Browser {
         );
         let size = |at: usize| u32::from_be_bytes(png[at..at + 4].try_into().unwrap());
         assert_eq!((size(16), size(20)), WINDOW, "{}", file.display());
-        if let Some(copies) = std::env::var_os("TANTIVY_DEDUP_SCREENSHOTS") {
+        let in_readme = ["list", "story", "check"].contains(&name);
+        if let Some(copies) = std::env::var_os("TANTIVY_DEDUP_SCREENSHOTS").filter(|_| in_readme) {
             let copies = Path::new(env!("CARGO_MANIFEST_DIR")).join(copies);
             std::fs::create_dir_all(&copies).unwrap();
             std::fs::copy(&file, copies.join(format!("web-{name}.png"))).unwrap();
@@ -620,4 +622,107 @@ fn direction_marks_in_a_value_stay_inside_it() {
     );
     assert!(dom.contains("\u{2068}人民网\u{2069}"), "{dom}");
     browser.screenshot(&format!("{}/?q={}", server.base, pct(QUERY)), "bidi");
+}
+
+/// Issue 33, items 6 and 14: the pages on data as it comes. A document dated 1990 beside this
+/// year's news and a story of over a year still draw (histograms sized to the span; a story
+/// page asked for too fine an interval falls back to one that fits, and says so); times are
+/// the index's (UTC+8) on a reader's clock in UTC; a post without a title is named by its
+/// first words; a snippet shows no markup; an outlet's many copies of its own story are one
+/// line of the reprint path; errors are told in Chinese.
+#[test]
+fn the_pages_read_well_on_real_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut browser = Browser::new(dir.path());
+    let config = dir.path().join("long-window.toml");
+    // A window long enough for one story to last more than a year.
+    std::fs::write(&config, "[dedup]\nwindow = \"1000d\"\n").unwrap();
+    let server = Serve::start(&dir.path().join("index"), |command| {
+        command.arg("--config").arg(&config);
+    });
+    let post = "#高铁# 今天第一次坐上新开通的高铁，从武汉到宜昌只要一个小时，窗外的江汉平原真美，推荐大家都来体验一下！";
+    let gates = "<p>高铁沿线十二座车站今天同步启用新的电子客票闸机，旅客刷身份证即可进站乘车。</p>\
+                 <p>铁路部门表示，新设备可将旅客进站时间缩短一半，高峰时段排队明显减少。</p>";
+    let plan =
+        "一份一九九〇年的高铁规划讨论稿近日公开，介绍了当时对京沪高铁线路走向的几种设想和争论。";
+    let mut documents = vec![
+        json!({"id": "post", "content": post, "source": "微博", "published_at": DAY0 + 9 * HOUR}),
+        json!({"id": "plan-1990", "title": "高铁规划旧稿", "content": plan, "source": "档案馆",
+               "published_at": 631_123_200 + 3 * 86_400}),
+        json!({"id": "plan-again", "title": "高铁规划旧稿", "content": plan, "source": "档案馆",
+               "published_at": 631_123_200 + 420 * 86_400}),
+    ];
+    for copy in 0..6 {
+        documents.push(json!({
+            "id": format!("gates-{copy}"), "title": "高铁车站启用电子客票闸机", "content": gates,
+            "source": "铁路日报", "published_at": DAY0 + (10 + copy) * HOUR,
+        }));
+    }
+    documents.sort_by_key(|document| document["published_at"].as_i64());
+    let answer = server.post(&Value::Array(documents));
+    assert_eq!(answer["failed"], 0, "{answer}");
+    let root_of = |id: &str| {
+        answer["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|result| result["id"] == id)
+            .and_then(|result| result["root"].as_str())
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(
+        root_of("plan-1990"),
+        root_of("plan-again"),
+        "one story over 417 days"
+    );
+
+    let list = format!("{}/?q={}", server.base, pct(QUERY));
+    let dom = browser.drawn_page(&list);
+    assert!(
+        dom.contains("#高铁#今天第一次坐上新开通的高铁"),
+        "the post's title:\n{dom}"
+    );
+    assert!(!dom.contains("（无标题）"), "{dom}");
+    assert!(!dom.contains("&lt;p&gt;"), "markup in a snippet:\n{dom}");
+    assert!(
+        dom.contains("2024-11-25 09:00"),
+        "the post's time in UTC+8:\n{dom}"
+    );
+    assert!(
+        dom.contains("每年文章数"),
+        "35 years in year buckets:\n{dom}"
+    );
+    browser.screenshot(&list, "real-data-list");
+
+    // Six copies from one outlet: the first, then one line for the other five.
+    let gates_story = format!("{}/story/{}", server.base, root_of("gates-0"));
+    let dom = browser.drawn_page(&gates_story);
+    assert!(dom.contains(" ×5"), "{dom}");
+    assert_eq!(
+        dom.matches("<li><strong>铁路日报</strong>").count(),
+        2,
+        "{dom}"
+    );
+
+    // Half-hour buckets over 417 days would be over 10,000: the page asks again, coarser.
+    let plan_story = format!(
+        "{}/story/{}?histogram=30m",
+        server.base,
+        root_of("plan-1990")
+    );
+    let dom = browser.drawn_page(&plan_story);
+    assert!(dom.contains("已改为自动间隔"), "{dom}");
+
+    // A story no index holds: told in Chinese, the server's words in small print.
+    let dom = browser.run(
+        &format!("{}/story/0123456789abcdef", server.base),
+        "--dump-dom",
+    );
+    assert!(dom.contains("没有找到这项内容"), "{dom}");
+    assert_eq!(
+        elements_with(&dom, "id", "main")[0]["data-state"],
+        "error",
+        "{dom}"
+    );
 }

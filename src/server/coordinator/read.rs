@@ -16,7 +16,7 @@ use super::CoordinatorState;
 use super::shards::{Answer, Unavailable, relay, shard_unavailable};
 use crate::Fingerprint;
 use crate::engine::{
-    IndexStats, NearDuplicates, SearchPage, ShardPage, ShardSpec, TermStatistics,
+    HistogramWidth, IndexStats, NearDuplicates, SearchPage, ShardPage, ShardSpec, TermStatistics,
     merge_near_duplicates, merge_pages,
 };
 use crate::server::api::{
@@ -87,12 +87,15 @@ struct MergedPage {
     shards: Option<ShardsAnswered>,
 }
 
-/// The list page's query and the statistics to score by, as a shard reads them.
+/// The list page's query, the statistics to score by and the histogram's width, as a shard
+/// reads them.
 #[derive(Serialize)]
 struct ShardSearch<'a> {
     query: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     statistics: Option<&'a TermStatistics>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    histogram_seconds: Option<u64>,
 }
 
 pub(super) async fn search(
@@ -101,7 +104,8 @@ pub(super) async fn search(
 ) -> AppResult<Response> {
     let params = SearchParams::parse(query.as_deref())?;
     let allow_partial = params.allow_partial()?;
-    let request = params.request(state.config.index.time_zone)?;
+    let zone = state.config.index.time_zone;
+    let mut request = params.request(zone)?;
     let query = query.unwrap_or_default();
     if state.shards.count() == 1 {
         // One shard holds every story: its own answer is the index's.
@@ -119,13 +123,14 @@ pub(super) async fn search(
         return Ok(relay(answer));
     }
     let mut missing: Vec<Unavailable> = Vec::new();
-    // Scores as one index would give them: every shard's statistics for the query, summed.
-    let statistics = if request.query.trim().is_empty() {
-        None
-    } else {
+    // Scores as one index would give them: every shard's statistics for the query, summed;
+    // an `auto` histogram is sized to the span of all the shards' times, as one index's is.
+    let scored = !request.query.trim().is_empty();
+    let statistics = if scored || request.histogram == Some(HistogramWidth::Auto) {
         let body = json_body(&ShardSearch {
             query: &query,
             statistics: None,
+            histogram_seconds: None,
         })?;
         let mut sum = TermStatistics::default();
         for answer in fan_out(&state, Method::POST, "/internal/v1/statistics", Some(body)).await {
@@ -134,11 +139,16 @@ pub(super) async fn search(
                 Err(error) => missing.push(error),
             }
         }
+        request = request.fix_histogram(sum.published, zone);
         Some(sum)
+    } else {
+        None
     };
+    let shape = request.shape();
     let body = json_body(&ShardSearch {
         query: &query,
-        statistics: statistics.as_ref(),
+        statistics: statistics.as_ref().filter(|_| scored),
+        histogram_seconds: shape.histogram.map(|interval| interval.seconds()),
     })?;
     let mut pages = Vec::new();
     for answer in fan_out(&state, Method::POST, "/internal/v1/search", Some(body)).await {
@@ -165,7 +175,7 @@ pub(super) async fn search(
     } else {
         return Err(shard_unavailable(&missing[0]));
     };
-    let page = merge_pages(pages, request.shape())?;
+    let page = merge_pages(pages, shape)?;
     Ok(Json(MergedPage {
         page,
         partial: shards.as_ref().map(|_| true),
@@ -341,6 +351,7 @@ pub(super) async fn stats(State(state): State<Arc<CoordinatorState>>) -> AppResu
         recovery: Default::default(),
         uptime_seconds: state.started.elapsed().as_secs(),
         shard: None,
+        time_zone: state.config.index.time_zone.to_string(),
     })
     .into_response())
 }

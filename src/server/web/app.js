@@ -16,7 +16,9 @@ const REPRINT_PATH_LIMIT = 1000;
 const LIST_PARAMETERS = ["q", "sort", "from", "to", "source", "offset"];
 /// The story page's, as /v1/stories/{root} names them.
 const STORY_PARAMETERS = ["offset", "sort", "histogram"];
-const DEFAULT_STORY_INTERVAL = "1h";
+const DEFAULT_STORY_INTERVAL = "auto";
+/// The characters of a text shown as the title of a document that has none (a post).
+const TITLE_CHARS = 30;
 const SVG = "http://www.w3.org/2000/svg";
 
 const main = document.getElementById("main");
@@ -141,6 +143,7 @@ async function draw(build) {
   main.setAttribute("aria-busy", "true");
   let content;
   try {
+    await indexZone();
     content = await build();
   } catch (error) {
     content = errorBox(error);
@@ -226,6 +229,22 @@ function elementFromTemplate(id) {
   return fromTemplate(id).firstElementChild;
 }
 
+/// What the reader is told of an API error, by its code; the server's own message (English,
+/// for whoever runs it) follows in small print.
+const ERROR_TEXTS = {
+  invalid_parameter: "请求参数有误。",
+  invalid_query: "查询语句有误，请检查引号、括号和字段名。",
+  invalid_date: "日期格式有误，请使用 2024-05-01 或 2024-05-01 08:00 的形式。",
+  not_found: "没有找到这项内容，它可能已被删除。",
+  unauthorized: "读取密钥不正确。",
+  busy: "服务器正忙，请稍后再试。",
+  queue_full: "服务器正忙，请稍后再试。",
+  stopping: "服务器正在停止，请稍后再试。",
+  shutting_down: "服务器正在停止，请稍后再试。",
+  shard_unavailable: "部分分片暂时无法访问，请稍后再试。",
+  internal: "服务器内部错误，请稍后再试或联系管理员。",
+};
+
 function errorBox(error) {
   const box = document.createElement("div");
   box.className = "error";
@@ -233,8 +252,16 @@ function errorBox(error) {
   const title = document.createElement("strong");
   title.textContent = error.status === 404 ? "未找到" : "出错了";
   const message = document.createElement("p");
-  message.textContent = error.message;
+  const told = ERROR_TEXTS[error.code];
+  message.textContent = told ?? (error.status ? `请求失败（HTTP ${error.status}）。` : error.message);
   box.append(title, message);
+  if (error.message && message.textContent !== error.message) {
+    const detail = document.createElement("p");
+    detail.className = "detail";
+    detail.lang = "en";
+    detail.textContent = error.message;
+    box.append(detail);
+  }
   if (error.code) {
     box.dataset.code = error.code;
   }
@@ -245,16 +272,76 @@ function pad(number) {
   return String(number).padStart(2, "0");
 }
 
-/// A date as the reader's clock shows it: 2024-11-25.
-function formatDate(seconds) {
-  const time = new Date(seconds * 1000);
-  return `${time.getFullYear()}-${pad(time.getMonth() + 1)}-${pad(time.getDate())}`;
+/// The index's time zone, seconds east of UTC (`time_zone` of /v1/stats): its days are the
+/// histograms' buckets, so times are shown in it, whatever the reader's clock. `null` until
+/// known, or when /v1/stats cannot be read: the reader's clock then.
+let zoneOffset = null;
+let zoneAsked = null;
+
+/// Asks /v1/stats for the index's zone, once per page load.
+function indexZone() {
+  zoneAsked ??= api("/v1/stats").then(
+    (stats) => {
+      const zone = /^([+-])(\d{2}):(\d{2})$/.exec(stats?.time_zone ?? "");
+      if (zone) {
+        zoneOffset = (zone[1] === "-" ? -1 : 1) * (Number(zone[2]) * 3600 + Number(zone[3]) * 60);
+      }
+    },
+    () => {},
+  );
+  return zoneAsked;
 }
 
-/// A time as the reader's clock shows it: 2024-11-25 08:30.
+/// The calendar fields of a time in the index's zone (the reader's when it is not known).
+function clock(seconds) {
+  if (zoneOffset === null) {
+    const time = new Date(seconds * 1000);
+    return [time.getFullYear(), time.getMonth() + 1, time.getDate(), time.getHours(), time.getMinutes()];
+  }
+  const time = new Date((seconds + zoneOffset) * 1000);
+  return [time.getUTCFullYear(), time.getUTCMonth() + 1, time.getUTCDate(), time.getUTCHours(), time.getUTCMinutes()];
+}
+
+/// A date in the index's zone: 2024-11-25.
+function formatDate(seconds) {
+  const [year, month, day] = clock(seconds);
+  return `${year}-${pad(month)}-${pad(day)}`;
+}
+
+/// A time in the index's zone: 2024-11-25 08:30.
 function formatTime(seconds) {
-  const time = new Date(seconds * 1000);
-  return `${formatDate(seconds)} ${pad(time.getHours())}:${pad(time.getMinutes())}`;
+  const [, , , hours, minutes] = clock(seconds);
+  return `${formatDate(seconds)} ${pad(hours)}:${pad(minutes)}`;
+}
+
+/// How a chart of buckets `interval` seconds wide labels them: by date from a day up.
+function bucketLabel(interval) {
+  return interval >= 86400 ? formatDate : formatTime;
+}
+
+/// A histogram's heading for buckets `interval` seconds wide.
+function chartHeading(interval) {
+  const named = { 3600: "每小时", 86400: "每日", 604800: "每周", 2592000: "每 30 天", 31536000: "每年" };
+  if (named[interval]) {
+    return `${named[interval]}文章数`;
+  }
+  return interval % 86400 === 0
+    ? `每 ${interval / 86400} 天文章数`
+    : `每 ${Math.round(interval / 360) / 10} 小时文章数`;
+}
+
+/// What a document is called: its title; without one (a post), the start of its text as its
+/// snippet gives it, cut at TITLE_CHARS; else `fallback`.
+function titleOf(document, fallback = "（无标题）") {
+  if (document.title) {
+    return document.title;
+  }
+  const text = unescapeHtml((document.snippet ?? "").replace(/<\/?em>/g, "")).trim();
+  if (!text) {
+    return fallback;
+  }
+  const chars = [...text];
+  return chars.length > TITLE_CHARS ? `${chars.slice(0, TITLE_CHARS).join("")}…` : text;
 }
 
 /// Fills a <time> element with a time in Unix seconds (or a dash without one).
@@ -410,7 +497,7 @@ async function listPage(params) {
   query.set("limit", PAGE_SIZE);
   query.set("highlight", "true");
   query.set("facets", "source");
-  query.set("histogram", "1d");
+  query.set("histogram", "auto");
   const page = await api(`/v1/search?${query}`);
 
   const view = fromTemplate("list-page");
@@ -449,9 +536,13 @@ async function listPage(params) {
   );
 
   if (page.histogram?.length) {
-    const daily = view.querySelector(".daily");
-    daily.hidden = false;
-    daily.querySelector(".chart").append(barChart(page.histogram, 86400, formatDate, 300));
+    const interval = page.histogram_interval ?? 86400;
+    const chart = view.querySelector(".daily");
+    chart.hidden = false;
+    chart.querySelector("h2").textContent = chartHeading(interval);
+    chart
+      .querySelector(".chart")
+      .append(barChart(page.histogram, interval, bucketLabel(interval), 300));
   }
   const sources = page.facets?.source ?? [];
   if (sources.length) {
@@ -489,7 +580,7 @@ function clusterLine(cluster) {
   const representative = cluster.representative;
   const title = line.querySelector(".cluster-title a");
   title.href = storyAddress(cluster.root);
-  title.textContent = representative.title || "（无标题）";
+  title.textContent = titleOf(representative);
   const snippet = line.querySelector(".snippet");
   if (representative.snippet) {
     appendHighlighted(snippet, representative.snippet);
@@ -516,7 +607,20 @@ async function storyPage(root, params) {
   const query = new URLSearchParams(shown);
   query.set("limit", PAGE_SIZE);
   const path = `/v1/stories/${encodeURIComponent(root)}`;
-  const story = await api(`${path}?${query}`);
+  let story;
+  let widened = false;
+  try {
+    story = await api(`${path}?${query}`);
+  } catch (error) {
+    const chosen = query.get("histogram");
+    if (error.status !== 400 || !chosen || chosen === "auto") {
+      throw error;
+    }
+    // Too fine an interval for this story's span: the server sizes one that fits.
+    query.set("histogram", "auto");
+    story = await api(`${path}?${query}`);
+    widened = true;
+  }
   // Every member is a live document of the cluster, so the cluster's size is their number.
   const total = story.cluster_size;
   // The reprint path needs every member: this page's when it holds them all.
@@ -528,7 +632,7 @@ async function storyPage(root, params) {
   const view = fromTemplate("story-page");
   const firstId = story.first_published?.id;
   const first = everyMember.find((member) => member.id === firstId);
-  const title = first?.title || "（无标题）";
+  const title = first ? titleOf(first) : "（无标题）";
   view.querySelector(".story-title").textContent = title;
   document.title = `${title} · 新闻聚类`;
 
@@ -546,11 +650,16 @@ async function storyPage(root, params) {
   view.querySelector(".story-root").textContent = story.root;
 
   const interval = view.querySelector("form.interval select");
-  interval.value = shown.get("histogram") ?? DEFAULT_STORY_INTERVAL;
+  interval.value = widened ? "auto" : shown.get("histogram") ?? DEFAULT_STORY_INTERVAL;
   interval.addEventListener("change", () =>
     navigate(address(location.pathname, shown, { histogram: interval.value })),
   );
-  const label = story.interval >= 86400 ? formatDate : formatTime;
+  if (widened) {
+    const note = view.querySelector(".timeline .note");
+    note.hidden = false;
+    note.textContent = "所选间隔对这篇报道的时间跨度太细，已改为自动间隔。";
+  }
+  const label = bucketLabel(story.interval);
   // Drawn about as wide as it will show (its labels keep their size): the page's width on a
   // phone, at most 640 units.
   const chartWidth = Math.max(280, Math.min(640, main.clientWidth - 64));
@@ -623,7 +732,7 @@ function memberRow(member) {
   row.querySelector(".source").textContent = member.source ?? "（无来源）";
   setTime(row.querySelector("time"), member.published_at);
   const link = row.querySelector(".member-title a");
-  link.textContent = member.title || member.id;
+  link.textContent = titleOf(member, member.id);
   const url = member.url ? safeUrl(member.url) : null;
   if (url) {
     link.href = url;
@@ -642,6 +751,9 @@ function memberRow(member) {
 
 /// The reprint path as nested lists in `tree`: each member under the one it attached to in the
 /// forest (`attached_to`), earliest first; a member attached to none of them starts a branch.
+/// Siblings in a row from one outlet, saying the same of where they came from and with none
+/// under them, are one line with their number and first and last times (an outlet that
+/// reposts its own story all day is one line, not dozens).
 function drawReprintPath(tree, members, firstId) {
   const byTime = [...members].sort((a, b) => (a.published_at ?? 0) - (b.published_at ?? 0));
   const known = new Set(byTime.map((member) => member.id));
@@ -658,41 +770,84 @@ function drawReprintPath(tree, members, firstId) {
       branches.push(member);
     }
   }
-  // Depth first without recursion (a long chain of reprints nests deeply); each stack entry
-  // is a member and the list it goes in, pushed in reverse so that siblings come out in time
-  // order.
-  const stack = branches.map((member) => ({ member, list: tree })).reverse();
+  // Depth first without recursion (a long chain of reprints nests deeply): each stack entry
+  // is a list of siblings and the list element they go in.
+  const stack = [{ siblings: branches, list: tree }];
   while (stack.length) {
-    const { member, list } = stack.pop();
-    const item = document.createElement("li");
-    const outlet = document.createElement("strong");
-    outlet.textContent = member.source ?? "（无来源）";
-    const time = document.createElement("time");
-    setTime(time, member.published_at);
-    item.append(outlet, " ", time);
-    if (member.id === firstId) {
-      const badge = document.createElement("span");
-      badge.className = "badge";
-      badge.textContent = "首发";
-      item.append(" ", badge);
-    }
-    const said = reprintLine(member.reprint);
-    if (said) {
-      const note = document.createElement("span");
-      note.className = "said";
-      note.textContent = `（${said}）`;
-      item.append(" ", note);
-    }
-    list.append(item);
-    const below = children.get(member.id) ?? [];
-    if (below.length) {
-      const nested = document.createElement("ul");
-      item.append(nested);
-      for (const child of [...below].reverse()) {
-        stack.push({ member: child, list: nested });
+    const { siblings, list } = stack.pop();
+    for (const run of runsOfOneOutlet(siblings, children, firstId)) {
+      const item = reprintItem(run, firstId);
+      list.append(item);
+      const below = run.length === 1 ? children.get(run[0].id) ?? [] : [];
+      if (below.length) {
+        const nested = document.createElement("ul");
+        item.append(nested);
+        stack.push({ siblings: below, list: nested });
       }
     }
   }
+}
+
+/// `siblings` (in time order) cut into runs drawn as one line each: members in a row from one
+/// outlet, with the same reprint line and no members under them; the first outlet's member
+/// always alone.
+function runsOfOneOutlet(siblings, children, firstId) {
+  const alone = (member) => member.id === firstId || children.has(member.id);
+  const runs = [];
+  for (const member of siblings) {
+    const last = runs[runs.length - 1];
+    const previous = last?.[last.length - 1];
+    if (
+      previous &&
+      !alone(previous) &&
+      !alone(member) &&
+      previous.source === member.source &&
+      reprintLine(previous.reprint) === reprintLine(member.reprint)
+    ) {
+      last.push(member);
+    } else {
+      runs.push([member]);
+    }
+  }
+  return runs;
+}
+
+/// One line of the reprint path: the outlet, how many (when more than one), the time (first and
+/// last), the first outlet's badge and what the text says of where it came from.
+function reprintItem(run, firstId) {
+  const [member] = run;
+  const item = document.createElement("li");
+  const outlet = document.createElement("strong");
+  outlet.textContent = member.source ?? "（无来源）";
+  item.append(outlet);
+  if (run.length > 1) {
+    const count = document.createElement("span");
+    count.className = "count";
+    count.textContent = ` ×${run.length}`;
+    item.append(count);
+  }
+  const time = document.createElement("time");
+  setTime(time, member.published_at);
+  item.append(" ", time);
+  if (run.length > 1) {
+    const until = document.createElement("time");
+    setTime(until, run[run.length - 1].published_at);
+    item.append(" 至 ", until);
+  }
+  if (member.id === firstId) {
+    const badge = document.createElement("span");
+    badge.className = "badge";
+    badge.textContent = "首发";
+    item.append(" ", badge);
+  }
+  const said = reprintLine(member.reprint);
+  if (said) {
+    const note = document.createElement("span");
+    note.className = "said";
+    note.textContent = `（${said}）`;
+    item.append(" ", note);
+  }
+  return item;
 }
 
 // ---- the check page --------------------------------------------------------------------------
