@@ -68,6 +68,22 @@ pub enum Error {
         /// What is wrong with it.
         message: String,
     },
+    /// Data read from a file of an open index is not what Tantivy wrote there (a document
+    /// store block that does not decompress, a column cut short): the file was overwritten
+    /// after the index opened, or the disk returns other bytes. Tantivy does not say which
+    /// file; `check` does.
+    #[error(
+        "{}: the index is damaged: {message}. `tantivy-dedup check --index {}` names the \
+         damaged file; restore the index from a backup",
+        path.display(),
+        path.display()
+    )]
+    DamagedData {
+        /// The index directory.
+        path: PathBuf,
+        /// What could not be read.
+        message: String,
+    },
     /// Another writer holds the index (Tantivy allows one at a time).
     #[error("{0}: another process is writing to this index (an index has one writer at a time)")]
     Busy(PathBuf),

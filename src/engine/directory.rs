@@ -264,15 +264,32 @@ pub(crate) fn open_tantivy(dir: &Path, config: &Config) -> Result<(Index, NewsFi
 }
 
 /// The error for a Tantivy failure on the index in `dir`: [`Error::Damaged`] when Tantivy
-/// could not read one of its files because the file is missing or cut short, else
-/// [`Error::Index`].
+/// could not read one of its files because the file is missing or cut short,
+/// [`Error::DamagedData`] when data it read does not decode, else [`Error::Index`].
 pub(crate) fn index_error(dir: &Path, source: tantivy::TantivyError) -> Error {
-    match damaged_file(&source) {
-        Some((file, message)) => Error::Damaged {
+    if let Some((file, message)) = damaged_file(&source) {
+        return Error::Damaged {
             path: dir.join(file),
             message,
+        };
+    }
+    match source {
+        TantivyError::DataCorruption(corruption) => Error::DamagedData {
+            path: dir.to_owned(),
+            message: format!("{corruption:?}"),
         },
-        None => Error::Index {
+        TantivyError::IoError(error)
+            if matches!(
+                error.kind(),
+                io::ErrorKind::InvalidData | io::ErrorKind::UnexpectedEof
+            ) =>
+        {
+            Error::DamagedData {
+                path: dir.to_owned(),
+                message: format!("data does not decode ({error})"),
+            }
+        }
+        source => Error::Index {
             path: dir.to_owned(),
             source,
         },

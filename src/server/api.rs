@@ -30,7 +30,7 @@ use crate::input::{TimeCoverage, split_documents};
 use crate::local_time::{RangeEnd, TimeError, TimeZone};
 use crate::server::access;
 use crate::server::body::{BatchLimits, DocumentError, Refused, parse_document_with};
-use crate::server::error::{ApiError, ErrorBody, ErrorDetail};
+use crate::server::error::{ApiError, ErrorBody, ErrorDetail, INDEX_DAMAGED};
 use crate::server::metrics::{Exposition, Metrics};
 use crate::server::writer::{Reservation, WriteError, WriterHandle};
 use crate::{Decision, Fingerprint};
@@ -52,6 +52,10 @@ pub struct AppState {
     /// Which shard this server is, when it is one of an index split by story: it then takes
     /// only placed documents, from its coordinator (`/internal/v1/documents`).
     pub(crate) shard: Option<crate::engine::ShardSpec>,
+    /// Whether a read has found the index damaged (a file that no longer reads as Tantivy
+    /// wrote it): `/healthz` then answers 503 `index_damaged` until the server restarts on a
+    /// restored index, so that a balancer sends reads elsewhere.
+    pub(crate) damaged: std::sync::atomic::AtomicBool,
 }
 
 impl AppState {
@@ -65,7 +69,14 @@ impl AppState {
             .acquire()
             .await
             .map_err(|_| ApiError::unavailable("shutting_down", "the server is stopping", 1))?;
-        blocking(work).await
+        let answer = blocking(work).await;
+        if let Err(error) = &answer
+            && error.code == INDEX_DAMAGED
+        {
+            self.damaged
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        answer
     }
 }
 
@@ -1473,6 +1484,14 @@ pub struct Health {
     ),
 )]
 pub(crate) async fn healthz(State(state): State<Arc<AppState>>) -> Response {
+    if state.damaged.load(std::sync::atomic::Ordering::Relaxed) {
+        return unhealthy(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            INDEX_DAMAGED,
+            "a read found the index damaged: `tantivy-dedup check --index DIR` names the \
+             file; restore the index from a backup and restart",
+        ));
+    }
     match state.writer.health() {
         Ok(()) => Json(Health {
             status: HealthStatus::Ok,

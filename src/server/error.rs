@@ -94,6 +94,9 @@ impl ApiError {
     }
 }
 
+/// The code of a read that found the index damaged; `/healthz` answers it from then on.
+pub(crate) const INDEX_DAMAGED: &str = "index_damaged";
+
 impl From<Error> for ApiError {
     fn from(error: Error) -> Self {
         match error {
@@ -104,6 +107,17 @@ impl From<Error> for ApiError {
                 "the index is busy (another process holds its writer); retry shortly",
                 1,
             ),
+            // The paths are the log's to know; the operator is told what to run.
+            damaged @ (Error::Damaged { .. } | Error::DamagedData { .. }) => {
+                tracing::error!(error = %damaged, "a read found the index damaged");
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    INDEX_DAMAGED,
+                    "the index is damaged: a file of it cannot be read. Whoever runs the \
+                     server: `tantivy-dedup check --index DIR` names the file; restore the \
+                     index from a backup",
+                )
+            }
             other => ApiError::internal(other),
         }
     }

@@ -118,6 +118,7 @@ impl Server {
                 std::thread::available_parallelism().map_or(2, |cores| cores.get()),
             ),
             shard,
+            damaged: std::sync::atomic::AtomicBool::new(false),
         });
         Ok(Server { state, writer })
     }
