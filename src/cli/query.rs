@@ -10,8 +10,9 @@ use clap::Args;
 use clap::builder::TypedValueParser as _;
 use serde::Serialize;
 use tantivy_dedup::engine::{
-    DEFAULT_FACET_LIMIT, DEFAULT_PAGE_SIZE, DedupSearcher, DocumentView, Interval, MAX_FACET_LIMIT,
-    MAX_PAGE_SIZE, SearchRequest, Sort, StoryRequest, StorySort, check_index, list_items,
+    DEFAULT_FACET_LIMIT, DEFAULT_PAGE_SIZE, DedupSearcher, DocumentView, FOREST_DIR, Interval,
+    MAX_FACET_LIMIT, MAX_PAGE_SIZE, SearchRequest, Sort, StoryRequest, StorySort, check_index,
+    list_items,
 };
 use tantivy_dedup::forest::Timestamp;
 use tantivy_dedup::local_time::{RangeEnd, TimeZone};
@@ -578,6 +579,17 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
                 differ(replay.mismatched_roots)
             )?;
         }
+        if report.sketches_compared > 0 {
+            writeln!(
+                out,
+                "forest checkpoint's sketch chunks: {} compared with the index's _sketch column",
+                counted(
+                    report.sketches_compared,
+                    "document's sketch",
+                    "documents' sketches"
+                )
+            )?;
+        }
         if let Some(why) = &report.checkpoint_refused {
             writeln!(
                 out,
@@ -600,11 +612,25 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     if report.is_sound() {
         return Ok(printed);
     }
-    eprintln!(
-        "tantivy-dedup: error: {} damaged in {}; restore the index from a backup",
-        counted(report.damaged.len() as u64, "file", "files"),
-        dir.display()
-    );
+    // Damage to the forest checkpoint alone costs a replay, not the index.
+    let forest = dir.join(FOREST_DIR);
+    if report
+        .damaged
+        .iter()
+        .all(|damage| damage.path.starts_with(&forest))
+    {
+        eprintln!(
+            "tantivy-dedup: error: the forest checkpoint in {} is damaged (see above); the \
+             index's own files are sound",
+            forest.display()
+        );
+    } else {
+        eprintln!(
+            "tantivy-dedup: error: {} damaged in {}; restore the index from a backup",
+            counted(report.damaged.len() as u64, "file", "files"),
+            dir.display()
+        );
+    }
     Ok(ExitCode::FAILURE)
 }
 

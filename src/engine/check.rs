@@ -1,5 +1,6 @@
 //! [`check_index`]: everything an index is made of read and checked (`tantivy-dedup check`):
-//! every file's checksum, every stored document and fast field, and the forest's replay.
+//! every file's checksum, every stored document and fast field, the forest checkpoint's sketch
+//! chunks against the documents' sketches, and the forest's replay.
 
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
@@ -9,19 +10,25 @@ use serde::Serialize;
 use tantivy::directory::error::LockError;
 use tantivy::directory::{Directory, INDEX_WRITER_LOCK};
 use tantivy::index::SegmentComponent;
+use tantivy::schema::{Field, Value};
 use tantivy::{
-    IndexMeta, ReloadPolicy, Searcher, SegmentMeta, SegmentReader, TantivyDocument, TantivyError,
+    DocAddress, IndexMeta, ReloadPolicy, Searcher, SegmentMeta, SegmentReader, TantivyDocument,
+    TantivyError,
 };
 
-use crate::DedupConfig;
 use crate::dedup::Deduplicator;
 use crate::engine::directory::{
     FOREST_DIR, META_FILE, index_error, open_tantivy, read_failure, segment_files, stored_settings,
 };
-use crate::engine::recovery::{self, CHECKPOINT_FILE, RecoveryReport};
-use crate::engine::schema::ROOT;
+use crate::engine::recovery::{self, CHECKPOINT_FILE, CheckpointMark, RecoveryReport};
+use crate::engine::schema::{EVENT_TIME, ROOT, SEQUENCE, SIMHASH, SKETCH, VIA, sketch_in};
+use crate::forest::{Forest, Timestamp, clamp_time};
 use crate::verify::SketchStore;
+use crate::{DedupConfig, Fingerprint};
 use crate::{Error, Result};
+
+/// How many ids of documents whose sketches differ a report names.
+const IDS_NAMED: usize = 5;
 
 /// A file [`check_index`] found missing or damaged.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -46,6 +53,9 @@ pub struct CheckReport {
     pub stored_documents: u64,
     /// Fast field values decoded in those segments.
     pub fast_values: u64,
+    /// Live documents whose sketch in the forest checkpoint's chunks was compared with their
+    /// `_sketch` column (default mode; see [`check_index`]).
+    pub sketches_compared: u64,
     /// Files whose checksum matched.
     pub files: usize,
     /// Their bytes.
@@ -85,7 +95,15 @@ impl CheckReport {
 ///   insert the index records, and, with a forest checkpoint, of the checkpoint (read
 ///   without changing it) and the inserts after it, as an open does. The two must give the
 ///   same forest while the index records every insert; once tombstones were pruned, only the
-///   checkpoint records those inserts, so it must be there and usable.
+///   checkpoint records those inserts, so it must be there and usable;
+/// - the checkpoint's sketch chunk files: each must be there, a chunk long, with the checksum
+///   the checkpoint recorded of the words it covers (opening refuses the checkpoint
+///   otherwise), and the sketch each live document's node has in them must be the document's
+///   own `_sketch` (or, for a document that joined a node of its text, verify against it).
+///   That is compared for the documents whose insert the checkpoint holds and whose event
+///   time is inside its window: their nodes cannot have expired since, so each must be there
+///   (older ones' nodes may have expired and been made again by another text). Damaged
+///   chunks end the check of the checkpoint there: a forest built on them decides otherwise.
 ///
 /// Holds the index's writer lock meanwhile, so that no merge or garbage collection changes
 /// files under it: while a server or an `ingest` writes, it fails with [`Error::Busy`]. An
@@ -93,7 +111,7 @@ impl CheckReport {
 /// unreadable, another writer); damage is in the report.
 pub fn check_index(dir: &Path) -> Result<CheckReport> {
     let config = stored_settings(dir)?;
-    let (index, _) = open_tantivy(dir, &config)?;
+    let (index, fields) = open_tantivy(dir, &config)?;
     let _lock =
         index
             .directory()
@@ -137,7 +155,7 @@ pub fn check_index(dir: &Path) -> Result<CheckReport> {
         }
     }
     if report.is_sound() {
-        replay_both_ways(dir, &index, &config.dedup, &metas, &mut report)?;
+        replay_both_ways(dir, &index, &config.dedup, fields.id, &metas, &mut report)?;
     }
     Ok(report)
 }
@@ -153,6 +171,7 @@ fn replay_both_ways(
     dir: &Path,
     index: &tantivy::Index,
     config: &DedupConfig,
+    id_field: Field,
     metas: &IndexMeta,
     report: &mut CheckReport,
 ) -> Result<()> {
@@ -187,10 +206,30 @@ fn replay_both_ways(
             &checkpoint_dir,
             &searcher,
             config,
+            id_field,
             metas.opstamp,
             recorded_next,
         )
     });
+    if let Some(Ok(checked)) = &from_checkpoint {
+        report.sketches_compared = checked.sketches.compared;
+        let reopened = without_checkpoint(pruned);
+        for damage in &checked.chunk_damage {
+            report.damaged.push(Damage {
+                path: damage.path.clone(),
+                problem: format!(
+                    "{}. Opening the index refuses the checkpoint: {reopened}",
+                    damage.problem
+                ),
+            });
+        }
+        if checked.sketches.differing > 0 {
+            report.damaged.push(Damage {
+                path: checkpoint_file.clone(),
+                problem: differing_sketches(&checked.sketches, &checkpoint_file, &reopened),
+            });
+        }
+    }
     let mut damage = |path: &Path, problem: String| {
         report.damaged.push(Damage {
             path: path.to_owned(),
@@ -198,7 +237,10 @@ fn replay_both_ways(
         })
     };
     match from_checkpoint {
-        Some(Ok((dedup, replayed))) => {
+        Some(Ok(CheckpointCheck {
+            replayed: Some((dedup, replayed)),
+            ..
+        })) => {
             if full_nodes.is_some_and(|nodes| nodes != dedup.forest().nodes_in_order()) {
                 damage(
                     &checkpoint_file,
@@ -209,6 +251,8 @@ fn replay_both_ways(
             }
             report.checkpoint_replay = Some(replayed);
         }
+        // Its chunks are damaged, which is reported above.
+        Some(Ok(_)) => {}
         Some(Err(problem)) if pruned > 0 => damage(
             &checkpoint_file,
             format!(
@@ -247,14 +291,27 @@ fn replay_every_insert(
     Ok((dedup, replayed.report))
 }
 
-/// The checkpoint of `dir`, read without changing anything there, and the inserts after it.
+/// The checkpoint of `dir` read without changing anything there, its sketch chunks checked,
+/// and, unless they are damaged, the inserts after it replayed.
+struct CheckpointCheck {
+    /// Its chunk files that are missing, cut or changed in the words it covers.
+    chunk_damage: Vec<Damage>,
+    /// Its chunks' sketches compared with the index's.
+    sketches: SketchComparison,
+    /// Its forest with the inserts after it replayed, and what the replay did; `None` when
+    /// its chunks are damaged.
+    replayed: Option<(Deduplicator, RecoveryReport)>,
+}
+
+/// See [`CheckpointCheck`]; the error is why the checkpoint cannot be used.
 fn replay_from_checkpoint(
     dir: &Path,
     searcher: &Searcher,
     config: &DedupConfig,
+    id_field: Field,
     opstamp: u64,
     recorded_next: Option<u64>,
-) -> std::result::Result<(Deduplicator, RecoveryReport), String> {
+) -> std::result::Result<CheckpointCheck, String> {
     let started = Instant::now();
     let sketches = SketchStore::snapshot_of_checkpoint_directory(dir);
     let (mut dedup, mark) = recovery::open_checkpoint(dir, config, opstamp, sketches)
@@ -262,6 +319,25 @@ fn replay_from_checkpoint(
     let mark = mark
         .map_err(|error| error.to_string())?
         .ok_or("it is gone")?;
+    let chunk_damage: Vec<Damage> = dedup
+        .forest()
+        .sketches()
+        .map_or(&[][..], SketchStore::chunk_damage)
+        .iter()
+        .map(|damage| Damage {
+            path: damage.path.clone(),
+            problem: damage.problem.clone(),
+        })
+        .collect();
+    let sketches = compare_sketches(searcher, dedup.forest(), &mark, config, id_field)
+        .map_err(|error| error.to_string())?;
+    if !chunk_damage.is_empty() || sketches.differing > 0 {
+        return Ok(CheckpointCheck {
+            chunk_damage,
+            sketches,
+            replayed: None,
+        });
+    }
     let replayed = recovery::replay(
         searcher,
         Some(dedup.forest_mut()),
@@ -274,7 +350,124 @@ fn replay_from_checkpoint(
         elapsed: started.elapsed(),
         ..replayed.report
     };
-    Ok((dedup, report))
+    Ok(CheckpointCheck {
+        chunk_damage,
+        sketches,
+        replayed: Some((dedup, report)),
+    })
+}
+
+/// What comparing a checkpoint's sketches with the index's found.
+#[derive(Debug, Default)]
+struct SketchComparison {
+    /// Live documents compared.
+    compared: u64,
+    /// Those whose sketch differs.
+    differing: u64,
+    /// The ids of the first [`IDS_NAMED`] of them, in insert order.
+    first_ids: Vec<String>,
+}
+
+/// Compares the sketch of each live document whose insert `mark`'s checkpoint holds with the
+/// one its node has in `forest`, just loaded from that checkpoint (see [`check_index`] for
+/// which documents). A node's sketch is that of the document that made it: equal to a
+/// document's own when the document made the node (a new story or a new leaf), verified
+/// against it when the document joined a node of its text (its `_via` is its own node;
+/// either, in an index made before `_via`).
+fn compare_sketches(
+    searcher: &Searcher,
+    forest: &Forest,
+    mark: &CheckpointMark,
+    config: &DedupConfig,
+    id_field: Field,
+) -> tantivy::Result<SketchComparison> {
+    let mut comparison = SketchComparison::default();
+    let (Some(verifier), Some(sketches), Some(newest)) =
+        (config.verifier(), forest.sketches(), forest.newest_time())
+    else {
+        return Ok(comparison);
+    };
+    // Nodes last seen before this have expired; a node is last seen no earlier than the
+    // (clamped) event time of any document placed at it.
+    let cutoff = newest - config.window_seconds() as Timestamp;
+    let mut differing = Vec::new();
+    for (ordinal, segment) in searcher.segment_readers().iter().enumerate() {
+        let fast = segment.fast_fields();
+        let Some(own_sketches) = fast.column_opt::<u64>(SKETCH)? else {
+            continue;
+        };
+        let (sequences, nodes, times, roots) = (
+            fast.u64(SEQUENCE)?,
+            fast.u64(SIMHASH)?,
+            fast.i64(EVENT_TIME)?,
+            fast.u64(ROOT)?,
+        );
+        let vias = fast.column_opt::<u64>(VIA)?;
+        for doc in segment.doc_ids_alive() {
+            let (Some(sequence), Some(node), Some(time), Some(_)) = (
+                sequences.first(doc),
+                nodes.first(doc),
+                times.first(doc),
+                roots.first(doc),
+            ) else {
+                continue;
+            };
+            if sequence >= mark.next_sequence || Timestamp::from(clamp_time(time)) < cutoff {
+                continue;
+            }
+            let Some(own) = sketch_in(&own_sketches, doc)? else {
+                continue;
+            };
+            comparison.compared += 1;
+            let node = Fingerprint(node);
+            let joined = vias
+                .as_ref()
+                .is_none_or(|vias| vias.first(doc) == Some(node.0));
+            let agrees = sketches.get(node).is_some_and(|stored| {
+                stored == own.view() || (joined && verifier.matches(own.view(), stored))
+            });
+            if !agrees {
+                differing.push((sequence, DocAddress::new(ordinal as u32, doc)));
+            }
+        }
+    }
+    differing.sort_unstable_by_key(|&(sequence, _)| sequence);
+    for &(_, address) in differing.iter().take(IDS_NAMED) {
+        let document: TantivyDocument = searcher.doc(address)?;
+        let id = document
+            .get_first(id_field)
+            .and_then(|value| value.as_str());
+        comparison.first_ids.push(id.unwrap_or_default().to_owned());
+    }
+    comparison.differing = differing.len() as u64;
+    Ok(comparison)
+}
+
+/// The damage of a checkpoint whose chunks' sketches differ from the index's, and what to do
+/// (`reopened`: [`without_checkpoint`]).
+fn differing_sketches(sketches: &SketchComparison, checkpoint: &Path, reopened: &str) -> String {
+    let count = sketches.differing;
+    let documents = if count == 1 { "document" } else { "documents" };
+    format!(
+        "the sketches of {count} {documents} in its sketch chunks differ from their {SKETCH} \
+         column (first: {}): its chunks do not hold what it saved. Delete {} and open the \
+         index: {reopened}",
+        sketches.first_ids.join(", "),
+        checkpoint.display()
+    )
+}
+
+/// What opening an index does without its checkpoint, for the messages about a damaged one;
+/// `pruned` inserts are recorded by the checkpoint alone.
+fn without_checkpoint(pruned: u64) -> String {
+    match pruned {
+        0 => "it then replays every insert from the index".to_owned(),
+        pruned => format!(
+            "it then replays every insert the index records, which misses the {pruned} whose \
+             tombstones were pruned (only the checkpoint records them): a forest close to the \
+             writer's, not the same"
+        ),
+    }
 }
 
 /// Decodes every stored document and every fast field value of a segment whose files are

@@ -14,7 +14,9 @@
 //! from there on; a delete made after the checkpoint of an insert made before it takes its
 //! document off the node's count, as a full replay would. The forest that gives is the one a
 //! full replay gives (tested), and a checkpoint that cannot be used (missing, damaged, of
-//! other settings, newer than the index's last commit) means a full replay.
+//! other settings, newer than the index's last commit) means a full replay. Damaged includes
+//! its sketch chunk files: each one's words the checkpoint covers must match the checksum it
+//! recorded of them, so that zeroed or overwritten sketches are never loaded as real ones.
 //!
 //! Once a checkpoint is durable, the tombstones it lists whose inserts are older than the
 //! window at that checkpoint are no longer needed to reopen, and the writer deletes them from

@@ -8,7 +8,15 @@
 //! It is written beside its final name and renamed into place after an `fsync`, so a crash
 //! leaves the previous checkpoint or the new one, never a mix; a file whose checksum fails is
 //! refused as a whole. Sketch chunks kept in files are not copied in: the checkpoint names
-//! them and how much of each it covers (see [`SketchStore::in_checkpoint_directory`]).
+//! them, how much of each it covers and the checksum of that much, which loading checks (see
+//! [`SketchStore::in_checkpoint_directory`]).
+//!
+//! Versions: 3 added the chunks' checksums. A version 2 file is still read, so that an index
+//! whose tombstones were pruned (which only its checkpoint records) keeps its exact forest
+//! across the upgrade; without checksums, loading checks instead that every node's sketch
+//! record can be read and names that node, which finds zeroed or overwritten records but not
+//! changed hashes. The next checkpoint saved is of version 3. Any other version is refused,
+//! as a damaged file is: opening then replays every insert.
 //!
 //! [`SketchStore::in_checkpoint_directory`]: crate::verify::SketchStore::in_checkpoint_directory
 //!
@@ -36,9 +44,15 @@ use std::path::{Path, PathBuf};
 use bytemuck::Pod;
 use xxhash_rust::xxh3::Xxh3;
 
-/// "tdforest" in ASCII, then the format's version: a file of another version is not read.
+/// "tdforest" in ASCII, then the format's version: a file of a version outside
+/// `OLDEST_VERSION..=VERSION` is not read.
 const MAGIC: u64 = u64::from_le_bytes(*b"tdforest");
-const VERSION: u64 = 2;
+/// The version written.
+const VERSION: u64 = 3;
+/// The oldest version read.
+const OLDEST_VERSION: u64 = 2;
+/// The first version that records a checksum of each sketch chunk's covered words.
+const CHUNK_CHECKSUMS: u64 = 3;
 
 /// Buffer of the file's reader and writer: large, since a checkpoint is mostly large arrays.
 const BUFFER_BYTES: usize = 1 << 20;
@@ -60,6 +74,8 @@ pub struct CheckpointWriter {
     hasher: Xxh3,
     written: u64,
     files: CheckpointFiles,
+    /// The format version written.
+    version: u64,
 }
 
 /// Where a checkpoint's bytes go first.
@@ -82,13 +98,20 @@ struct CheckpointFiles {
 impl CheckpointWriter {
     /// Starts the checkpoint that will be `path` (written as `path` + `.partial` until then).
     pub fn create(path: &Path) -> io::Result<Self> {
+        Self::create_in_format(path, VERSION)
+    }
+
+    /// [`create`](Self::create) in an older format this build reads, for tests of reading it.
+    #[cfg(test)]
+    pub(crate) fn create_version(path: &Path, version: u64) -> io::Result<Self> {
+        Self::create_in_format(path, version)
+    }
+
+    fn create_in_format(path: &Path, version: u64) -> io::Result<Self> {
         let temporary = temporary_path(path);
         let file = File::create(&temporary)?;
-        Self::start(
-            path,
-            temporary,
-            Sink::File(BufWriter::with_capacity(BUFFER_BYTES, file)),
-        )
+        let out = Sink::File(BufWriter::with_capacity(BUFFER_BYTES, file));
+        Self::start(path, temporary, out, version)
     }
 
     /// Starts the checkpoint that will be `path`, kept in memory until
@@ -96,10 +119,16 @@ impl CheckpointWriter {
     /// speed, and the file is written away from it (at the cost of the copy's memory
     /// meanwhile).
     pub fn in_memory(path: &Path) -> io::Result<Self> {
-        Self::start(path, temporary_path(path), Sink::Memory(Vec::new()))
+        Self::start(
+            path,
+            temporary_path(path),
+            Sink::Memory(Vec::new()),
+            VERSION,
+        )
     }
 
-    fn start(path: &Path, temporary: PathBuf, out: Sink) -> io::Result<Self> {
+    fn start(path: &Path, temporary: PathBuf, out: Sink, version: u64) -> io::Result<Self> {
+        debug_assert!((OLDEST_VERSION..=VERSION).contains(&version));
         let mut writer = CheckpointWriter {
             path: path.to_path_buf(),
             temporary,
@@ -107,10 +136,17 @@ impl CheckpointWriter {
             hasher: Xxh3::new(),
             written: 0,
             files: CheckpointFiles::default(),
+            version,
         };
         writer.put_u64(MAGIC)?;
-        writer.put_u64(VERSION)?;
+        writer.put_u64(version)?;
         Ok(writer)
+    }
+
+    /// Whether the checkpoint records the checksum of each sketch chunk's covered words
+    /// (version 3 on).
+    pub(crate) fn has_chunk_checksums(&self) -> bool {
+        self.version >= CHUNK_CHECKSUMS
     }
 
     fn put_bytes(&mut self, bytes: &[u8]) -> io::Result<()> {
@@ -271,11 +307,13 @@ pub struct CheckpointReader {
     /// Bytes not read yet, the checksum included: what an array's length is checked against
     /// before anything is allocated for it.
     remaining: u64,
+    /// The format version of the file.
+    version: u64,
 }
 
 impl CheckpointReader {
     /// Opens the checkpoint at `path`; `None` when there is none. A file that is not a
-    /// checkpoint of this version is an error.
+    /// checkpoint of a version this build reads is an error.
     pub fn open(path: &Path) -> io::Result<Option<Self>> {
         let file = match File::open(path) {
             Ok(file) => file,
@@ -288,18 +326,28 @@ impl CheckpointReader {
             input: BufReader::with_capacity(BUFFER_BYTES, file),
             hasher: Xxh3::new(),
             remaining,
+            version: VERSION,
         };
         if reader.get_u64()? != MAGIC {
             return Err(corrupt(path, "not a forest checkpoint"));
         }
-        let version = reader.get_u64()?;
-        if version != VERSION {
+        reader.version = reader.get_u64()?;
+        if !(OLDEST_VERSION..=VERSION).contains(&reader.version) {
             return Err(corrupt(
                 path,
-                format!("format version {version}; this build reads version {VERSION}"),
+                format!(
+                    "format version {}; this build reads versions {OLDEST_VERSION} to {VERSION}",
+                    reader.version
+                ),
             ));
         }
         Ok(Some(reader))
+    }
+
+    /// Whether the file records the checksum of each sketch chunk's covered words (version 3
+    /// on).
+    pub(crate) fn has_chunk_checksums(&self) -> bool {
+        self.version >= CHUNK_CHECKSUMS
     }
 
     /// Where the checkpoint is (for messages).
@@ -403,6 +451,26 @@ mod tests {
         std::fs::write(&path, b"not a checkpoint at all")?;
         assert!(CheckpointReader::open(&path).is_err());
         assert!(CheckpointReader::open(&dir.path().join("absent"))?.is_none());
+        Ok(())
+    }
+
+    #[test]
+    fn the_versions_read_are_the_oldest_to_the_current() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("c");
+        CheckpointWriter::create(&path)?.commit()?;
+        let current = std::fs::read(&path)?;
+        for version in [OLDEST_VERSION - 1, OLDEST_VERSION, VERSION, VERSION + 1] {
+            let mut bytes = current.clone();
+            bytes[8..16].copy_from_slice(&version.to_le_bytes());
+            std::fs::write(&path, &bytes)?;
+            let opened = CheckpointReader::open(&path);
+            let readable = (OLDEST_VERSION..=VERSION).contains(&version);
+            assert_eq!(opened.is_ok(), readable, "version {version}");
+            if let Ok(Some(reader)) = opened {
+                assert_eq!(reader.has_chunk_checksums(), version >= CHUNK_CHECKSUMS);
+            }
+        }
         Ok(())
     }
 }

@@ -344,6 +344,13 @@ impl Forest {
         self.verification.is_some()
     }
 
+    /// The nodes' sketches (default mode).
+    pub(crate) fn sketches(&self) -> Option<&SketchStore> {
+        self.verification
+            .as_ref()
+            .map(|verification| &verification.sketches)
+    }
+
     /// The radius `k`.
     pub fn max_distance(&self) -> u32 {
         self.index.max_distance()

@@ -61,6 +61,7 @@ mod store;
 
 pub use memory::Forest;
 pub use placement::{ForestStats, NodeInfo, Placement, PlacementKind, Signature, Timestamp};
+pub(crate) use store::clamp_time;
 pub use store::{
     Claim, Edge, EdgeState, ForestStore, MAX_NODE_CANDIDATES, Opening, RootRank, Settlement,
     SharedForest, StoreError, new_token, node_candidates, place,

@@ -4,12 +4,15 @@ use std::collections::HashMap;
 use std::io;
 use std::path::Path;
 
-use super::arena::{Address, Backing, SketchArena};
+use super::arena::{Address, Backing, ChunkDamage, SketchArena};
 use super::postings::KeyPostings;
 use super::{Sketch, SketchView};
 use crate::Fingerprint;
 use crate::forest::checkpoint::{CheckpointReader, CheckpointWriter};
 use crate::simhash::FingerprintHasher;
+
+/// Each node's record, by fingerprint.
+type Records = HashMap<u64, Address, std::hash::BuildHasherDefault<FingerprintHasher>>;
 
 /// Each node's sketch, and for each candidate key the nodes whose sketches hold it.
 ///
@@ -21,7 +24,10 @@ use crate::simhash::FingerprintHasher;
 /// Invariants: every node in a posting list has a sketch here whose [`Sketch::keys`] contain
 /// that key; a posting list holds a node at most once and at most
 /// [`POSTING_CAPACITY`](super::POSTING_CAPACITY) nodes, in the order they were added (a record
-/// moved to another chunk keeps its place).
+/// moved to another chunk keeps its place). A record whose mapped file was damaged under the
+/// store (one that cannot be read, or names another node) breaks them: its node reads as
+/// having no sketch, it is skipped where it is posted, and nothing panics; loading the
+/// checkpoint again refuses the damaged chunk.
 ///
 /// ```
 /// use tantivy_dedup::Fingerprint;
@@ -42,7 +48,7 @@ use crate::simhash::FingerprintHasher;
 pub struct SketchStore {
     arena: SketchArena,
     /// Each node's record.
-    records: HashMap<u64, Address, std::hash::BuildHasherDefault<FingerprintHasher>>,
+    records: Records,
     postings: KeyPostings,
 }
 
@@ -132,15 +138,30 @@ impl SketchStore {
         if nodes.len() != records.len() {
             return Err(input.invalid("sketch records and nodes differ in number"));
         }
-        if self.arena.is_snapshot() {
-            self.arena
-                .check_records(&records)
-                .map_err(|error| input.invalid(error.to_string()))?;
-        }
         self.records.reserve(nodes.len());
         self.records.extend(nodes.into_iter().zip(records));
+        // Without the chunks' checksums (a version 2 checkpoint), each record is checked
+        // instead; read-only, `check` compares them with the index's sketches.
+        if !input.has_chunk_checksums()
+            && !self.arena.is_snapshot()
+            && let Some((&node, _)) = self
+                .records
+                .iter()
+                .find(|&(&node, _)| self.record(Fingerprint(node)).is_none())
+        {
+            return Err(input.invalid(format!(
+                "the sketch record of {} cannot be read or names another node",
+                Fingerprint(node)
+            )));
+        }
         self.postings = KeyPostings::load(input)?;
         Ok(())
+    }
+
+    /// What loading a checkpoint read-only found wrong with its chunk files (see
+    /// [`snapshot_of_checkpoint_directory`](Self::snapshot_of_checkpoint_directory)).
+    pub(crate) fn chunk_damage(&self) -> &[ChunkDamage] {
+        self.arena.damage()
     }
 
     /// Nodes with a sketch.
@@ -153,10 +174,14 @@ impl SketchStore {
         self.records.is_empty()
     }
 
-    /// The sketch of a node.
+    /// The sketch of a node; `None` also when its record is damaged (see [`SketchStore`]).
     pub fn get(&self, node: Fingerprint) -> Option<SketchView<'_>> {
-        let &address = self.records.get(&node.0)?;
-        Some(self.arena.get(address).1)
+        self.record(node).map(|(_, sketch)| sketch)
+    }
+
+    /// Where a node's record is and its sketch ([`record_of`]).
+    fn record(&self, node: Fingerprint) -> Option<(Address, SketchView<'_>)> {
+        record_of(&self.records, &self.arena, node)
     }
 
     /// Records a new node's sketch and posts it under its keys (replacing any earlier sketch of
@@ -175,14 +200,17 @@ impl SketchStore {
         Ok(())
     }
 
-    /// Forgets a node (when it expires).
+    /// Forgets a node (when it expires). A damaged record's keys are unknown: its postings
+    /// stay, skipped by lookups, and its words stay counted in its chunk.
     pub fn remove(&mut self, node: Fingerprint) {
-        let Some(address) = self.records.remove(&node.0) else {
+        let Some((address, sketch)) = record_of(&self.records, &self.arena, node) else {
+            self.records.remove(&node.0);
             return;
         };
-        for &key in self.arena.get(address).1.keys() {
+        for &key in sketch.keys() {
             self.postings.remove(key, address);
         }
+        self.records.remove(&node.0);
         self.arena.release(address);
         if let Some(chunk) = self.arena.evacuation_due(address) {
             self.evacuate(chunk);
@@ -193,10 +221,9 @@ impl SketchStore {
     /// that cannot be moved (no room for a new chunk) stays, and so does the chunk.
     fn evacuate(&mut self, chunk: usize) {
         for (from, node) in self.arena.records(chunk) {
-            if self.records.get(&node.0) != Some(&from) {
+            let Some((_, sketch)) = self.record(node).filter(|&(at, _)| at == from) else {
                 continue;
-            }
-            let (_, sketch) = self.arena.get(from);
+            };
             let sketch = sketch.to_sketch();
             let Ok(to) = self.arena.append(node, sketch.view()) else {
                 return;
@@ -213,25 +240,29 @@ impl SketchStore {
     /// several keys is visited once for each).
     pub fn for_each_candidate(&self, sketch: SketchView<'_>, mut visit: impl FnMut(Fingerprint)) {
         for &key in sketch.keys() {
-            self.postings
-                .for_each(key, |address| visit(self.arena.get(address).0));
+            self.postings.for_each(key, |address| {
+                if let Some((node, _)) = self.arena.get(address) {
+                    visit(node);
+                }
+            });
         }
     }
 
     /// Calls `visit` with every other node that shares a posting list with `node` (the nodes a
     /// lookup by `node`'s keys finds, as long as `node` itself is still posted there).
     pub fn for_each_co_posted(&self, node: Fingerprint, mut visit: impl FnMut(Fingerprint)) {
-        let Some(&address) = self.records.get(&node.0) else {
+        let Some((address, sketch)) = self.record(node) else {
             return;
         };
-        for &key in self.arena.get(address).1.keys() {
+        for &key in sketch.keys() {
             let mut posted = Vec::new();
             self.postings.for_each(key, |other| posted.push(other));
             if posted.contains(&address) {
                 posted
                     .into_iter()
                     .filter(|&other| other != address)
-                    .for_each(|other| visit(self.arena.get(other).0));
+                    .filter_map(|other| self.arena.get(other))
+                    .for_each(|(other, _)| visit(other));
             }
         }
     }
@@ -241,7 +272,10 @@ impl SketchStore {
         self.postings.check_invariants()?;
         for (key, posted) in self.postings.lists() {
             for (i, address) in posted.iter().enumerate() {
-                let (node, sketch) = self.arena.get(*address);
+                let (node, sketch) = self
+                    .arena
+                    .get(*address)
+                    .ok_or_else(|| unreadable(*address))?;
                 if posted[..i].contains(address) {
                     return Err(format!("{node} is posted twice under {key:#x}"));
                 }
@@ -255,20 +289,18 @@ impl SketchStore {
                 }
             }
         }
+        let mut expected = 0;
         for (&node, &address) in &self.records {
-            if self.arena.get(address).0 != Fingerprint(node) {
+            let (stored, sketch) = self.arena.get(address).ok_or_else(|| unreadable(address))?;
+            if stored != Fingerprint(node) {
                 return Err(format!(
                     "the record of {} is another node's",
                     Fingerprint(node)
                 ));
             }
+            expected += super::arena::record_words(sketch.hashes().len());
         }
         let (live, _) = self.arena.usage();
-        let expected: usize = self
-            .records
-            .values()
-            .map(|&address| super::arena::record_words(self.arena.get(address).1.hashes().len()))
-            .sum();
         if live != expected {
             return Err(format!(
                 "{live} words live in the arena, {expected} in records"
@@ -293,8 +325,29 @@ impl SketchStore {
     }
 }
 
+/// Where `node`'s record is in `arena` and its sketch, if the record can be read and names
+/// the node (a damaged one may not: see [`SketchStore`]). A function of the two fields, so
+/// that the postings can change while the sketch is borrowed.
+fn record_of<'a>(
+    records: &Records,
+    arena: &'a SketchArena,
+    node: Fingerprint,
+) -> Option<(Address, SketchView<'a>)> {
+    let &address = records.get(&node.0)?;
+    match arena.get(address)? {
+        (stored, sketch) if stored == node => Some((address, sketch)),
+        _ => None,
+    }
+}
+
+/// The invariant violation of a record that cannot be read.
+fn unreadable(address: Address) -> String {
+    format!("the sketch record at {:#x} cannot be read", address.0)
+}
+
 #[cfg(test)]
 mod tests {
+    use super::super::arena::CHUNK_WORDS;
     use super::*;
     use proptest::prelude::*;
 
@@ -334,6 +387,56 @@ mod tests {
         Ok(())
     }
 
+    #[test]
+    fn a_version_2_checkpoint_loads_with_its_records_checked_instead_of_checksums() {
+        // Version 2 recorded no chunk checksums: each node's record is checked instead, which
+        // finds a zeroed one; a store loaded from it saves checksums in the next checkpoint.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("checkpoint");
+        let mut store = SketchStore::in_checkpoint_directory(dir.path()).unwrap();
+        let mut model = HashMap::new();
+        for node in 1..=20u64 {
+            let hashes = (0..50).map(|hash| hash * 7 + node as u32).collect();
+            churn(&mut store, &mut model, 2 * node + 1, &hashes);
+        }
+        let mut out = CheckpointWriter::create_version(&path, 2).unwrap();
+        store.save(&mut out).unwrap();
+        out.commit().unwrap();
+        drop(store);
+        let load = || -> io::Result<SketchStore> {
+            let mut store = SketchStore::in_checkpoint_directory(dir.path())?;
+            let mut input = CheckpointReader::open(&path)?.expect("saved");
+            store.load(&mut input)?;
+            input.finish()?;
+            Ok(store)
+        };
+        let mut store = load().unwrap();
+        reads_back(&store, &model).unwrap();
+        let mut out = CheckpointWriter::create(&path).unwrap();
+        store.save(&mut out).unwrap();
+        out.commit().unwrap();
+        drop(store);
+        let store = load().unwrap();
+        reads_back(&store, &model).unwrap();
+        drop(store);
+
+        let mut out = CheckpointWriter::create_version(&path, 2).unwrap();
+        load().unwrap().save(&mut out).unwrap();
+        out.commit().unwrap();
+        let chunk = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .find(|file| file != &path)
+            .unwrap();
+        let file = std::fs::OpenOptions::new().write(true).open(chunk).unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&file, &[0; 16], 0).unwrap();
+        let refused = load()
+            .err()
+            .map(|error| error.to_string())
+            .unwrap_or_default();
+        assert!(refused.contains("names another node"), "{refused}");
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
 
@@ -361,7 +464,7 @@ mod tests {
                 prop_assert_eq!(store.len(), model.len());
                 reads_back(&store, &model)?;
                 let (live, used) = store.arena.usage();
-                prop_assert!(used <= 4 * live + super::super::arena::CHUNK_WORDS, "{used} words for {live} live");
+                prop_assert!(used <= 4 * live + CHUNK_WORDS, "{used} words for {live} live");
             }
         }
 
@@ -399,6 +502,97 @@ mod tests {
                 store.check_invariants().map_err(TestCaseError::fail)?;
                 reads_back(&store, &model)?;
             }
+        }
+
+        /// A checkpoint taken, more records written after it (what a crashed writer leaves
+        /// past the words it covers), then loaded, written over and saved again: it loads,
+        /// since its checksums cover exactly what was written before each save. Then bytes of
+        /// its chunk files are changed under the store using them: loading the checkpoint
+        /// refuses them, and the store goes on answering every call without a panic,
+        /// whatever it reads.
+        #[test]
+        fn changed_chunk_files_are_refused_and_never_panic_a_store(
+            operations in proptest::collection::vec(
+                (0u64..48, proptest::collection::btree_set(0u32..5_000, 0..400)),
+                2..120,
+            ),
+            saved in 1usize..60,
+            changes in proptest::collection::vec(
+                (any::<proptest::sample::Index>(), any::<u32>(), 1u8..=255),
+                1..16,
+            ),
+        ) {
+            use std::os::unix::fs::FileExt;
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("checkpoint");
+            let save = |store: &mut SketchStore| {
+                let mut out = CheckpointWriter::create(&path).unwrap();
+                store.save(&mut out).unwrap();
+                out.commit().unwrap();
+            };
+            let load = || -> io::Result<SketchStore> {
+                let mut store = SketchStore::in_checkpoint_directory(dir.path())?;
+                let mut input = CheckpointReader::open(&path)?.expect("saved");
+                store.load(&mut input)?;
+                input.finish()?;
+                Ok(store)
+            };
+            let (before, after) = operations.split_at(saved.min(operations.len() - 1));
+            let mut store = SketchStore::in_checkpoint_directory(dir.path()).unwrap();
+            let mut model = HashMap::new();
+            for (node, hashes) in before {
+                churn(&mut store, &mut model, *node, hashes);
+            }
+            save(&mut store);
+            let mut lost = model.clone();
+            for (node, hashes) in after {
+                churn(&mut store, &mut lost, *node, hashes);
+            }
+            drop(store);
+            let mut store = load().unwrap();
+            reads_back(&store, &model)?;
+            for (node, hashes) in after {
+                churn(&mut store, &mut model, *node, hashes);
+            }
+            save(&mut store);
+            drop(store);
+            let mut store = load().unwrap();
+            reads_back(&store, &model)?;
+
+            // The first change is in the first byte of a file, which its checkpoint covers;
+            // the others never undo it.
+            let mut files: Vec<_> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|entry| entry.unwrap().path())
+                .filter(|file| file != &path)
+                .collect();
+            files.sort();
+            for (number, (file, at, xor)) in changes.iter().enumerate() {
+                let file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(file.get(&files))
+                    .unwrap();
+                let bytes = 4 * CHUNK_WORDS as u64;
+                let at = if number == 0 { 0 } else { 1 + u64::from(*at) % (bytes - 1) };
+                let mut byte = [0];
+                file.read_exact_at(&mut byte, at).unwrap();
+                file.write_all_at(&[byte[0] ^ xor], at).unwrap();
+            }
+            let refused = load().err().map(|error| error.to_string()).unwrap_or_default();
+            prop_assert!(refused.contains("checksum"), "{refused}");
+            for (node, hashes) in &operations {
+                let node = Fingerprint(*node);
+                if let Some(sketch) = store.get(node).map(SketchView::to_sketch) {
+                    store.for_each_candidate(sketch.view(), |_| {});
+                }
+                store.for_each_co_posted(node, |_| {});
+                churn(&mut store, &mut model, node.0, hashes);
+            }
+            let _ = store.check_invariants();
+            save(&mut store);
+            drop(store);
+            let _ = load();
         }
     }
 }

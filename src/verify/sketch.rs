@@ -61,7 +61,10 @@ pub struct Sketch {
 
 /// A sketch borrowed from wherever it is kept: a [`Sketch`] ([`Sketch::view`]), or a record
 /// of a [`SketchStore`](super::SketchStore), which may live in a memory-mapped file. It holds
-/// the same invariants as [`Sketch`].
+/// the same invariants as [`Sketch`], unless its record's file was changed under the store
+/// after the checkpoint's checksum was checked: then its hashes may be out of order, and its
+/// comparisons wrong, but never out of bounds (its shift is one a sketch can have, whatever
+/// the file holds).
 ///
 /// ```
 /// use tantivy_dedup::verify::{Sketch, SketchView};
@@ -85,10 +88,11 @@ impl<'a> From<&'a Sketch> for SketchView<'a> {
 }
 
 impl<'a> SketchView<'a> {
-    /// A view of hashes kept with [`parts`](Self::parts); the caller keeps the invariants
-    /// (a store reading back what it wrote from a checked sketch).
+    /// A view of hashes kept with [`parts`](Self::parts): a store reading back what it
+    /// wrote from a checked sketch. The caller checks that `shift` is at most [`MAX_SHIFT`];
+    /// the order of the hashes is not checked, since that would read every hash of every
+    /// candidate (see [`SketchView`]).
     pub(crate) fn from_parts(shift: u8, hashes: &'a [u32]) -> Self {
-        debug_assert!(hashes.windows(2).all(|pair| pair[0] < pair[1]));
         SketchView { shift, hashes }
     }
 
@@ -245,7 +249,7 @@ impl Sketch {
     pub fn from_values(mut values: impl Iterator<Item = u64>) -> Option<Sketch> {
         let shift = u8::try_from(values.next()?)
             .ok()
-            .filter(|&shift| shift <= 32)?;
+            .filter(|&shift| shift <= MAX_SHIFT)?;
         let hashes = values
             .map(|value| u32::try_from(value).ok())
             .collect::<Option<Box<[u32]>>>()?;
@@ -319,7 +323,12 @@ fn is_word_letter(c: char) -> bool {
     c.is_ascii_alphabetic() || (!c.is_ascii() && c < '\u{2e80}' && c.is_alphabetic())
 }
 
-/// The sample's bound for a shift: hashes below it are kept.
+/// The largest shift a sketch has: its threshold is then 1, which keeps at most one hash, so
+/// no capacity needs more. A shift read from disk is refused above it (from 64 on, the shift
+/// in [`threshold`] would overflow).
+pub(crate) const MAX_SHIFT: u8 = 32;
+
+/// The sample's bound for a shift (at most [`MAX_SHIFT`]): hashes below it are kept.
 fn threshold(shift: u8) -> u64 {
     (1u64 << 32) >> shift
 }

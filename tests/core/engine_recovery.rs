@@ -15,6 +15,7 @@ use tantivy_dedup::engine::{CHECKPOINT_FILE, DedupIndex, DedupSearcher, FOREST_D
 use tantivy_dedup::{Article, Change, Decision, Deduplicator, Fingerprint};
 
 mod damage;
+mod sketch_chunks;
 
 const SENTENCES: &[&str] = &[
     "市气象台今天上午发布暴雨蓝色预警信号，预计未来六小时内全市大部分地区将出现强降水。",

@@ -359,6 +359,63 @@ fn check_reads_every_file_and_names_the_damaged_ones() {
     );
 }
 
+#[test]
+fn check_compares_the_forest_checkpoint_sketches_with_the_index() {
+    // Issue 33: zeros over a sketch chunk of the forest checkpoint passed `check`.
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().unwrap();
+    let index = dir.path().join("news");
+    let index_arg = index.to_str().unwrap();
+    let sample = sample();
+    let ingest = || run(&["ingest", "--index", index_arg, sample.to_str().unwrap()]);
+    assert!(ingest().status.success());
+    let sound = run(&["check", "--index", index_arg, "--json"]);
+    assert!(sound.status.success(), "{}", stderr(&sound));
+    assert_eq!(json(&sound)["damaged"], serde_json::json!([]));
+    assert_eq!(json(&sound)["sketches_compared"], 6);
+
+    let chunk = file_with_extension(&index.join("forest"), "sketches");
+    let chunk_name = chunk.file_name().unwrap().to_str().unwrap();
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&chunk)
+        .unwrap();
+    file.write_all_at(&vec![0; 1 << 20], 0).unwrap();
+    let checked = run(&["check", "--index", index_arg]);
+    assert_eq!(checked.status.code(), Some(1), "{}", stderr(&checked));
+    let text = stdout(&checked);
+    for expected in [
+        chunk_name,
+        "checksum",
+        "6 documents",
+        "_sketch",
+        "run-1",
+        "forest.checkpoint",
+    ] {
+        assert!(
+            text.contains(expected),
+            "the report should say {expected:?}: {text}"
+        );
+    }
+    assert!(
+        stderr(&checked).contains("forest checkpoint"),
+        "{}",
+        stderr(&checked)
+    );
+
+    // Opening refuses the checkpoint, says why, and replays every insert; the checkpoint it
+    // saves at the end is sound.
+    let reopened = ingest();
+    assert!(reopened.status.success(), "{}", stderr(&reopened));
+    let warning = stderr(&reopened);
+    assert!(
+        warning.contains(chunk_name) && warning.contains("replaying every insert"),
+        "{warning}"
+    );
+    let again = run(&["check", "--index", index_arg]);
+    assert!(again.status.success(), "{}", stdout(&again));
+}
+
 /// `serve` without API keys refuses any address but loopback, and a key that is too short;
 /// neither leaves an index directory behind, and neither does a port in use.
 #[test]
