@@ -151,7 +151,8 @@ impl Server {
             // commit delay.
             writer.drain();
         };
-        connections::serve(listener, router, &self.state.config, stopping).await;
+        let metrics = self.state.metrics.clone();
+        connections::serve(listener, router, &self.state.config, metrics, stopping).await;
         tracing::info!("stopping: committing what is queued");
         let writer = self.writer;
         let closed = tokio::task::spawn_blocking(move || writer.shutdown())

@@ -171,7 +171,8 @@ impl Coordinator {
             .map_err(|error| Error::Server(format!("reading the bound address: {error}")))?;
         self.state.server.check_exposure(bound)?;
         let router = self.router(bound)?;
-        connections::serve(listener, router, &self.state.server, shutdown).await;
+        let metrics = self.state.metrics.clone();
+        connections::serve(listener, router, &self.state.server, metrics, shutdown).await;
         Ok(())
     }
 }
