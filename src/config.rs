@@ -705,7 +705,8 @@ pub struct ServerConfig {
     /// gives back the room it held in the write queue. 0: no minimum.
     pub min_body_rate_kib: usize,
     /// The time over which `min_body_rate_kib` is measured, window after window from the
-    /// body's start: also the longest a stalled body holds its room.
+    /// body's start; a body that brings nothing for this long is cut off at once, so it is
+    /// also the longest a stalled body holds its room after its last bytes.
     #[serde(with = "humantime_serde_compat")]
     pub body_rate_window: Duration,
     /// On SIGTERM or Ctrl-C, how long requests in flight may take to finish before their

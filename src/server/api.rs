@@ -213,7 +213,8 @@ impl Received {
 
 /// Reads a body whole within `server.body_timeout` (408 `body_timeout` after it), and at
 /// `server.min_body_rate_kib` or faster in each `server.body_rate_window` (408
-/// `body_too_slow`, so that a stalled body gives its room back within a window), decoding it
+/// `body_too_slow`, so that a stalled body gives its room back a window after its last
+/// bytes), decoding it
 /// as it arrives when it came gzip-compressed (400 when it is not whole gzip data), up to its
 /// limit in decoded bytes (413 past it, whatever `Content-Length` said), holding a byte in the
 /// writer's queue per decoded byte as it arrives: what it takes in memory until it is parsed
@@ -246,22 +247,34 @@ pub(crate) async fn read_body(
         };
         let mut window_end = tokio::time::Instant::now() + window;
         let mut in_window = 0usize;
+        // A body that brings nothing for a whole window is under any minimum: it is cut off
+        // a window after its last bytes, not at the end of the window after the one they
+        // came in.
+        let mut last_bytes = tokio::time::Instant::now();
         loop {
-            let next = tokio::time::timeout_at(window_end, body.frame()).await;
+            let deadline = if least_per_window > 0 {
+                window_end.min(last_bytes + window)
+            } else {
+                window_end
+            };
+            let next = tokio::time::timeout_at(deadline, body.frame()).await;
+            let now = tokio::time::Instant::now();
             if let Ok(Some(Ok(frame))) = &next
                 && let Some(data) = frame.data_ref()
+                && !data.is_empty()
             {
                 in_window += data.len();
+                last_bytes = now;
             }
-            let now = tokio::time::Instant::now();
-            if now >= window_end {
-                if in_window < least_per_window {
+            let stalled = least_per_window > 0 && now >= last_bytes + window;
+            if stalled || now >= window_end {
+                if stalled || in_window < least_per_window {
                     return Err(body_too_slow(config));
                 }
                 window_end = now + window;
                 in_window = 0;
             }
-            // A window ended with no frame: the next one starts.
+            // A deadline passed with no frame: wait for the next.
             let Ok(frame) = next else {
                 continue;
             };

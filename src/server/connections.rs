@@ -24,7 +24,7 @@
 use std::collections::{BTreeSet, HashMap, hash_map};
 use std::convert::Infallible;
 use std::future::Future;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
@@ -37,7 +37,7 @@ use hyper::server::conn::http1;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 
@@ -59,6 +59,39 @@ const MAX_HEAD_BYTES: usize = 2 * (super::access::MAX_URI_BYTES + super::access:
 /// drop: often enough that a stalled body is always behind one that flows, rarely enough that
 /// a fast one costs no lock per frame.
 const PROGRESS_RESOLUTION: Duration = Duration::from_millis(100);
+
+/// Connections the kernel queues for the server before it accepts them (the kernel caps it at
+/// `net.core.somaxconn`). Clients that hold connections, each renewed as soon as it is dropped
+/// to make way, keep the queue full of theirs when it is shallow; a full queue drops a new
+/// client's SYN, which the client resends only a second later. This one holds a few thousand
+/// beyond those served.
+const LISTEN_BACKLOG: u32 = 4096;
+
+/// Listens on the first of `addresses` that can be bound (as [`TcpListener::bind`] does), with
+/// a deeper queue of connections not yet accepted than it gives.
+pub async fn listen(addresses: &[SocketAddr]) -> std::io::Result<TcpListener> {
+    let mut failure = None;
+    for address in addresses {
+        let socket = if address.is_ipv4() {
+            TcpSocket::new_v4()
+        } else {
+            TcpSocket::new_v6()
+        };
+        let listening = socket.and_then(|socket| {
+            // As `TcpListener::bind`: a restarted server binds while old connections linger.
+            socket.set_reuseaddr(true)?;
+            socket.bind(*address)?;
+            socket.listen(LISTEN_BACKLOG)
+        });
+        match listening {
+            Ok(listener) => return Ok(listener),
+            Err(error) => failure = Some(error),
+        }
+    }
+    Err(failure.unwrap_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, "no address to listen on")
+    }))
+}
 
 /// The connections served at once: `configured`, lowered to what the open-file limit
 /// (`RLIMIT_NOFILE`) leaves after 256 files kept for the index (half the limit when it is

@@ -74,7 +74,7 @@ pub(crate) struct CoordinatorState {
 /// let shards = ["http://127.0.0.1:7701".to_owned(), "http://127.0.0.1:7702".to_owned()];
 /// let coordinator =
 ///     Coordinator::start(Config::default(), ServerConfig::default(), &shards, &store).await?;
-/// let listener = tokio::net::TcpListener::bind("127.0.0.1:7700").await?;
+/// let listener = tantivy_dedup::server::listen(&["127.0.0.1:7700".parse()?]).await?;
 /// coordinator.serve(listener, async { let _ = tokio::signal::ctrl_c().await; }).await?;
 /// # Ok(())
 /// # }
