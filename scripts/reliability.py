@@ -11,7 +11,18 @@ as on a stock machine, then measures:
    answered (200, or 503 + Retry-After when the queue is full);
 2. availability: 2,000 idle connections and 16 slow uploads (headers of a 32 MiB body, then
    one byte a second) are held while one client posts a small batch every 100 ms for 20 s;
-   the share of those writes answered 200 and their latency.
+   the share of those writes answered 200 and their latency;
+3. held connections (issue 33, item 3): 2,000 connections that each sent one byte of a head,
+   held and renewed as soon as the server closes one (by a process of their own), while a new
+   client GETs a list page on a fresh connection every 100 ms for 30 s: the GETs' latency
+   (p50, p99, max). Twice: all from one address (127.0.0.1, the client's too), and spread
+   over 20 loopback addresses (127.0.0.10-29), as from many clients;
+4. stalled uploads (issue 33, item 8): uploads declare a 32 MiB body, send part of it and
+   stall; from then on a client posts a 1 MB batch every 200 ms until one is taken, asking
+   /healthz each time: how long the write queue was held (writes refused), what /healthz
+   said meanwhile, and how and when the stalled uploads were answered. Twice: two uploads of
+   22 MB (what fills the queue at 6 bytes of room a body byte), then nine of 29.5 MB (what
+   fills it at a byte a byte, less room for the 1 MB batch).
 
 Prints one JSON object. Uses only the standard library.
 """
@@ -21,6 +32,7 @@ import gzip
 import json
 import os
 import resource
+import selectors
 import socket
 import subprocess
 import sys
@@ -72,6 +84,197 @@ def post(address, body, timeout=600):
     return status, elapsed
 
 
+def hold_connections(host, port, count, sources, seconds):
+    """Holds `count` connections to (host, port) that each sent one byte of a request head,
+    opening a new one whenever the server closes one, for `seconds`; from each address of
+    `sources` in turn (the system's choice when empty). Prints what it did as JSON."""
+    address = (host, port)
+    selector = selectors.DefaultSelector()
+    opened = renewed = failed = 0
+
+    def open_one(slot):
+        nonlocal opened, failed
+        connection = socket.socket()
+        connection.setblocking(False)
+        try:
+            if sources:
+                connection.bind((sources[slot % len(sources)], 0))
+            connection.connect_ex(address)
+        except OSError:
+            connection.close()
+            failed += 1
+            return
+        opened += 1
+        selector.register(connection, selectors.EVENT_WRITE, (slot, "connecting"))
+
+    for slot in range(count):
+        open_one(slot)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for key, _ in selector.select(0.1):
+            connection, (slot, state) = key.fileobj, key.data
+            if state == "connecting":
+                if connection.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0:
+                    try:
+                        connection.send(b"G")
+                        selector.modify(connection, selectors.EVENT_READ, (slot, "held"))
+                        continue
+                    except OSError:
+                        pass
+            else:
+                try:
+                    if connection.recv(4096):
+                        continue  # an answer to one byte: wait for the close
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    pass
+            # Closed by the server (or never connected): renew it.
+            selector.unregister(connection)
+            connection.close()
+            renewed += 1
+            open_one(slot)
+    held = len(selector.get_map())
+    json.dump({"opened": opened, "renewed": renewed, "connect_failures": failed,
+               "open_at_end": held}, sys.stdout)
+    print()
+
+
+def get(address, path, timeout):
+    """GETs `path` on a connection of its own; the status and the seconds it took."""
+    host, port = address
+    started = time.monotonic()
+    try:
+        connection = socket.create_connection(address, timeout=timeout)
+        connection.sendall(("GET %s HTTP/1.1\r\nhost: %s:%d\r\nconnection: close\r\n\r\n"
+                            % (path, host, port)).encode())
+        answer = b""
+        while True:
+            chunk = connection.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+        connection.close()
+    except OSError as error:
+        return type(error).__name__, time.monotonic() - started, b""
+    parts = answer.split(b" ", 2)
+    status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else "no answer"
+    return status, time.monotonic() - started, answer
+
+
+def error_code(answer):
+    """The `error.code` of a JSON answer, if it has one."""
+    _, _, body = answer.partition(b"\r\n\r\n")
+    try:
+        return json.loads(body).get("error", {}).get("code")
+    except (ValueError, AttributeError):
+        return None
+
+
+def held_connections(address, sources, seconds=30):
+    """Attack 3: the latency of a new client's list page GETs while 2,000 connections that
+    each sent one byte are held and renewed."""
+    host, port = address
+    holder = subprocess.Popen(
+        [sys.executable, os.path.abspath(__file__), "hold-connections", host, str(port),
+         "2000", ",".join(sources), str(seconds + 10)],
+        stdout=subprocess.PIPE, text=True)
+    # The held connections are opened first.
+    time.sleep(5)
+    latencies, statuses = [], {}
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        status, latency, _ = get(address, "/v1/search?q=%E6%96%B0%E9%97%BB&limit=10", 65)
+        statuses[str(status)] = statuses.get(str(status), 0) + 1
+        latencies.append(latency)
+        time.sleep(0.1)
+    holder_report = json.loads(holder.communicate(timeout=120)[0] or "{}")
+    return {
+        "sources": sources or ["127.0.0.1"],
+        "holder": holder_report,
+        "gets": len(latencies),
+        "statuses": statuses,
+        "latency_ms_p50": round(1e3 * percentile(latencies, 0.5), 1),
+        "latency_ms_p99": round(1e3 * percentile(latencies, 0.99), 1),
+        "latency_ms_max": round(1e3 * max(latencies), 1),
+    }
+
+
+def stalled_uploads(address, documents, uploads, sent_bytes):
+    """Attack 4: `uploads` uploads declare a 32 MiB body, send `sent_bytes` of it and stall;
+    how long writes of a 1 MB batch are refused, and what /healthz says meanwhile."""
+    host, port = address
+    head = ("POST /v1/documents HTTP/1.1\r\nhost: %s:%d\r\ncontent-type: application/json\r\n"
+            "content-length: %d\r\nconnection: close\r\n\r\n" % (host, port, 32 << 20)).encode()
+    part = b" " * sent_bytes
+    connections = []
+
+    def upload():
+        connection = socket.create_connection(address, timeout=120)
+        connections.append(connection)
+        try:
+            connection.sendall(head + part)
+        except OSError:
+            pass  # refused before it was all sent
+
+    senders = [threading.Thread(target=upload) for _ in range(uploads)]
+    for sender in senders:
+        sender.start()
+    for sender in senders:
+        sender.join()
+    stalled = time.monotonic()
+    answers = [None] * uploads
+
+    def answer(number):
+        connection = connections[number]
+        data = b""
+        try:
+            connection.settimeout(120)
+            while b"\r\n\r\n" not in data:
+                chunk = connection.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+        except OSError:
+            pass
+        parts = data.split(b" ", 2)
+        status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else "no answer"
+        answers[number] = (status, time.monotonic() - stalled)
+
+    readers = [threading.Thread(target=answer, args=(n,)) for n in range(uploads)]
+    for reader in readers:
+        reader.start()
+    probe, _ = batch(documents, "probe", 1_000_000)
+    refused, health = 0, {}
+    held = None
+    while time.monotonic() - stalled < 90:
+        status, _, answer_bytes = get(address, "/healthz", 10)
+        key = "%s %s" % (status, error_code(answer_bytes) or "")
+        health[key.strip()] = health.get(key.strip(), 0) + 1
+        status, _ = post(address, probe, timeout=60)
+        if status == 200:
+            held = time.monotonic() - stalled
+            break
+        refused += 1
+        time.sleep(0.2)
+    for reader in readers:
+        reader.join()
+    for connection in connections:
+        connection.close()
+    outcomes = {}
+    for status, _ in answers:
+        outcomes[str(status)] = outcomes.get(str(status), 0) + 1
+    return {
+        "uploads": uploads,
+        "sent_mb_each": round(sent_bytes / 1e6, 1),
+        "writes_refused_before_one_taken": refused,
+        "write_queue_held_s": round(held, 2) if held is not None else "over 90 s",
+        "healthz_meanwhile": health,
+        "uploads_answered": outcomes,
+        "uploads_answered_after_s": round(max(seconds for _, seconds in answers), 1),
+    }
+
+
 def corpus_lines(path, limit):
     lines = []
     with gzip.open(path, "rt", encoding="utf-8") as corpus:
@@ -104,6 +307,11 @@ def percentile(values, q):
 
 
 def main():
+    if sys.argv[1:2] == ["hold-connections"]:
+        host, port, count, sources, seconds = sys.argv[2:7]
+        hold_connections(host, int(port), int(count), [s for s in sources.split(",") if s],
+                         float(seconds))
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("corpus")
     parser.add_argument("--binary", default="target/release/tantivy-dedup")
@@ -227,6 +435,15 @@ def main():
         }
         for connection in idle + slow:
             connection.close()
+
+        report["held_connections"] = [
+            held_connections(address, []),
+            held_connections(address, ["127.0.0.%d" % n for n in range(10, 30)]),
+        ]
+        report["stalled_uploads"] = [
+            stalled_uploads(address, documents, 2, 22_000_000),
+            stalled_uploads(address, documents, 9, 29_500_000),
+        ]
     finally:
         server.terminate()
         server.wait(timeout=60)

@@ -675,17 +675,40 @@ pub struct ServerConfig {
     /// would move the forest's clock and expire every cluster.
     #[serde(with = "humantime_serde_compat")]
     pub max_future: Duration,
-    /// Connections served at once; further ones wait in the listen queue until one closes.
-    /// Lowered at start to what the process's open-file limit leaves room for, so that idle
-    /// connections can never take the files the index needs.
+    /// Connections served at once. Lowered at start to what the process's open-file limit
+    /// leaves room for, so that connections can never take the files the index needs. A new
+    /// connection beyond it is always accepted and makes way for itself: the connection with
+    /// no request being handled (idle, or still sending its head) for longest is dropped at
+    /// once, else the one whose body has stalled longest, else the one whose answer has been
+    /// written longest; one whose request is being handled never is, and when all are, the
+    /// newcomer gets a 503 `too_many_connections`.
     pub max_connections: usize,
-    /// A connection that has not sent a whole request head within this time is closed: slow
-    /// headers, and keep-alive connections idle between requests.
+    /// Connections served at once from one client address (at most `max_connections`); a
+    /// connection beyond it makes way for itself among its own address's as beyond
+    /// `max_connections`. Behind a proxy every client has the proxy's address: raise it to
+    /// `max_connections` there.
+    pub max_connections_per_client: usize,
+    /// A new connection that has not sent a whole first request head within this time is
+    /// closed (`header_timeout` bounds it too): a client connects to send a request at once.
+    #[serde(with = "humantime_serde_compat")]
+    pub first_head_timeout: Duration,
+    /// A connection that has not sent a whole request head within this time of when the
+    /// server starts waiting for it is closed: slow headers, and keep-alive connections idle
+    /// between requests.
     #[serde(with = "humantime_serde_compat")]
     pub header_timeout: Duration,
     /// The longest a request body may take to arrive, whole; a slower one is answered 408.
     #[serde(with = "humantime_serde_compat")]
     pub body_timeout: Duration,
+    /// The slowest a request body may arrive, KiB a second, measured over each
+    /// `body_rate_window`: a body that brings less in one is answered 408 `body_too_slow` and
+    /// gives back the room it held in the write queue. 0: no minimum.
+    pub min_body_rate_kib: usize,
+    /// The time over which `min_body_rate_kib` is measured, window after window from the
+    /// body's start; a body that brings nothing for this long is cut off at once, so it is
+    /// also the longest a stalled body holds its room after its last bytes.
+    #[serde(with = "humantime_serde_compat")]
+    pub body_rate_window: Duration,
     /// On SIGTERM or Ctrl-C, how long requests in flight may take to finish before their
     /// connections are closed; what was queued for the writer is committed either way.
     #[serde(with = "humantime_serde_compat")]
@@ -1008,8 +1031,12 @@ impl Default for ServerConfig {
             queue_mib: 256,
             max_future: Duration::from_secs(86_400),
             max_connections: 512,
+            max_connections_per_client: 256,
+            first_head_timeout: Duration::from_secs(5),
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(60),
+            min_body_rate_kib: 8,
+            body_rate_window: Duration::from_secs(5),
             shutdown_grace: Duration::from_secs(10),
             allowed_hosts: Vec::new(),
             cors_origins: Vec::new(),
@@ -1050,8 +1077,16 @@ impl ServerConfig {
             "server.max_future must be at most 100 years"
         } else if !(1..=1_000_000).contains(&self.max_connections) {
             "server.max_connections must be between 1 and 1000000"
-        } else if self.header_timeout.is_zero() || self.body_timeout.is_zero() {
-            "server.header_timeout and server.body_timeout must be more than 0s"
+        } else if !(1..=1_000_000).contains(&self.max_connections_per_client) {
+            "server.max_connections_per_client must be between 1 and 1000000"
+        } else if self.header_timeout.is_zero()
+            || self.first_head_timeout.is_zero()
+            || self.body_timeout.is_zero()
+            || self.body_rate_window.is_zero()
+        {
+            "server.first_head_timeout, header_timeout, body_timeout and body_rate_window must be more than 0s"
+        } else if self.min_body_rate_kib > 1 << 20 {
+            "server.min_body_rate_kib must be at most 1048576 (1 GiB a second)"
         } else if self.shutdown_grace > Duration::from_secs(3600) {
             "server.shutdown_grace must be at most 1h"
         } else if self.keys.read.is_some() && self.keys.write.is_none() {

@@ -216,9 +216,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let listener = server_config
         .addr
         .resolve()
-        .and_then(|candidates| {
-            runtime.block_on(tokio::net::TcpListener::bind(candidates.as_slice()))
-        })
+        .and_then(|candidates| runtime.block_on(tantivy_dedup::server::listen(&candidates)))
         .with_context(|| format!("cannot listen on {}", server_config.addr))?;
     let addr = listener.local_addr()?;
     server_config.check_exposure(addr)?;

@@ -129,7 +129,8 @@ const STOPPING: &str = "The server is stopping (`shutting_down`)";
 const WRITER_UNAVAILABLE: &str = "The writer takes no work now (`queue_full`, `stopping`, \
      `store_unavailable`, `forest_failed`, `writer_recovering`); retry after `Retry-After` \
      seconds";
-const BODY_TIMEOUT: &str = "The body did not arrive whole in time (`body_timeout`)";
+const BODY_TIMEOUT: &str = "The body did not arrive whole in time (`body_timeout`), or \
+     arrived slower than the server's minimum rate (`body_too_slow`)";
 const INVALID_PATH: &str = "The id is not valid percent-encoded UTF-8 (`invalid_path`)";
 const NO_DOCUMENT: &str = "No document has this id (`not_found`)";
 
@@ -137,12 +138,14 @@ const NO_DOCUMENT: &str = "No document has this id (`not_found`)";
 /// the body itself, its parsed articles, then their analysis and Tantivy documents. One 24 MB
 /// POST of news raised the server's peak RSS by 378 MiB, of which Tantivy's indexing arena
 /// (bounded on its own by `index.writer_memory_mb`) is up to 256 MiB: about 6 bytes a byte
-/// besides (BENCHMARKS.md "Reliability"). Room in the writer's queue is held at this rate, so
-/// `queue_mib` bounds that memory.
+/// besides (BENCHMARKS.md "Reliability"). Room in the writer's queue is held at this rate
+/// from when the body is whole (before it is parsed) until the writer has taken it, and at a
+/// byte a byte while it arrives, which is all it takes then: so `queue_mib` bounds that
+/// memory, and bodies that stall hold no more than they hold in memory.
 pub const MEMORY_PER_BODY_BYTE: usize = 6;
 
 /// How a body is read: its limit (`setting` names it in the 413, `code` is its code) and,
-/// for a write, the queue room that grows as it arrives.
+/// for a write, the queue room that grows by a byte a decoded byte as it arrives.
 pub(crate) struct BodyLimit<'a> {
     pub(crate) bytes: usize,
     pub(crate) setting: &'static str,
@@ -219,17 +222,24 @@ impl Received {
     }
 }
 
-/// Reads a body whole within `server.body_timeout` (408 after it), decoding it as it arrives
-/// when it came gzip-compressed (400 when it is not whole gzip data), up to its limit in
-/// decoded bytes (413 past it, whatever `Content-Length` said), holding
-/// [`MEMORY_PER_BODY_BYTE`] per decoded byte in the writer's queue as it arrives (503 when the
-/// queue is full). A body that cannot be read is a 400.
+/// Reads a body whole within `server.body_timeout` (408 `body_timeout` after it), and at
+/// `server.min_body_rate_kib` or faster in each `server.body_rate_window` (408
+/// `body_too_slow`, so that a stalled body gives its room back a window after its last
+/// bytes), decoding it
+/// as it arrives when it came gzip-compressed (400 when it is not whole gzip data), up to its
+/// limit in decoded bytes (413 past it, whatever `Content-Length` said), holding a byte in the
+/// writer's queue per decoded byte as it arrives: what it takes in memory until it is parsed
+/// (503 when the queue is full). A body that cannot be read is a 400.
 pub(crate) async fn read_body(
     body: Body,
     gzip: bool,
-    timeout: std::time::Duration,
+    config: &ServerConfig,
     mut limit: BodyLimit<'_>,
 ) -> AppResult<axum::body::Bytes> {
+    let window = config.body_rate_window;
+    // Bytes a window must bring: the rate is per second, the window any length.
+    let least_per_window =
+        ((config.min_body_rate_kib << 10) as f64 * window.as_secs_f64()).ceil() as usize;
     let read = async {
         let mut body = body;
         let mut received = Received::new(gzip, limit.bytes);
@@ -246,7 +256,42 @@ pub(crate) async fn read_body(
                 )
             }
         };
-        while let Some(frame) = body.frame().await {
+        let mut window_end = tokio::time::Instant::now() + window;
+        let mut in_window = 0usize;
+        // A body that brings nothing for a whole window is under any minimum: it is cut off
+        // a window after its last bytes, not at the end of the window after the one they
+        // came in.
+        let mut last_bytes = tokio::time::Instant::now();
+        loop {
+            let deadline = if least_per_window > 0 {
+                window_end.min(last_bytes + window)
+            } else {
+                window_end
+            };
+            let next = tokio::time::timeout_at(deadline, body.frame()).await;
+            let now = tokio::time::Instant::now();
+            if let Ok(Some(Ok(frame))) = &next
+                && let Some(data) = frame.data_ref()
+                && !data.is_empty()
+            {
+                in_window += data.len();
+                last_bytes = now;
+            }
+            let stalled = least_per_window > 0 && now >= last_bytes + window;
+            if stalled || now >= window_end {
+                if stalled || in_window < least_per_window {
+                    return Err(body_too_slow(config));
+                }
+                window_end = now + window;
+                in_window = 0;
+            }
+            // A deadline passed with no frame: wait for the next.
+            let Ok(frame) = next else {
+                continue;
+            };
+            let Some(frame) = frame else {
+                break;
+            };
             let frame = frame.map_err(|error| {
                 ApiError::bad_request(
                     "body_unreadable",
@@ -259,22 +304,38 @@ pub(crate) async fn read_body(
             let before = received.len();
             received.take(&data).map_err(refusal)?;
             if let Some(reservation) = limit.reservation.as_deref_mut() {
-                reservation.grow((received.len() - before) * MEMORY_PER_BODY_BYTE)?;
+                reservation.grow(received.len() - before)?;
             }
         }
         let bytes = received.finish().map_err(refusal)?;
         Ok(axum::body::Bytes::from(bytes))
     };
-    tokio::time::timeout(timeout, read).await.unwrap_or_else(|_| {
-        Err(ApiError::new(
-            StatusCode::REQUEST_TIMEOUT,
-            "body_timeout",
-            format!(
-                "the body did not arrive whole within {} (server.body_timeout); send smaller batches",
-                humantime::format_duration(timeout)
-            ),
-        ))
-    })
+    tokio::time::timeout(config.body_timeout, read)
+        .await
+        .unwrap_or_else(|_| {
+            Err(ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "body_timeout",
+                format!(
+                    "the body did not arrive whole within {} (server.body_timeout); send smaller batches",
+                    humantime::format_duration(config.body_timeout)
+                ),
+            ))
+        })
+}
+
+/// The answer to a body that arrived slower than `server.min_body_rate_kib`.
+fn body_too_slow(config: &ServerConfig) -> ApiError {
+    ApiError::new(
+        StatusCode::REQUEST_TIMEOUT,
+        "body_too_slow",
+        format!(
+            "the body arrived slower than {} KiB a second over {} (server.min_body_rate_kib, \
+             server.body_rate_window); send it without pauses",
+            config.min_body_rate_kib,
+            humantime::format_duration(config.body_rate_window)
+        ),
+    )
 }
 
 fn body_too_large(limit: usize, setting: &str) -> ApiError {
@@ -432,7 +493,8 @@ pub(crate) fn body_error(error: crate::input::BodyError) -> ApiError {
 }
 
 /// Reads a POST of documents under the body limit, holding room in the writer's queue as it
-/// arrives (refused at once when the writer takes no work).
+/// arrives and [`MEMORY_PER_BODY_BYTE`] a byte once it is whole (refused at once when the
+/// writer takes no work, and 503 `queue_full` when the room is not there).
 pub(crate) async fn receive_documents(
     state: &AppState,
     headers: &HeaderMap,
@@ -449,11 +511,14 @@ pub(crate) async fn receive_documents(
     }
     // Refused at once when the writer takes no work; room in its queue then grows with the
     // body, so that a full queue costs neither the memory nor the analysis of another body.
+    // While the body arrives that room is the body's own bytes; what parsing and analysis
+    // take besides is held once it is whole, so that a body that stalls holds only what it
+    // holds in memory.
     let mut reservation = state.writer.reserve(0)?;
     let body = read_body(
         body,
         gzip,
-        state.config.body_timeout,
+        &state.config,
         BodyLimit {
             bytes: limit,
             setting: "server.max_body_mib",
@@ -462,6 +527,7 @@ pub(crate) async fn receive_documents(
         },
     )
     .await?;
+    reservation.grow(body.len() * (MEMORY_PER_BODY_BYTE - 1))?;
     Ok((body, reservation))
 }
 
@@ -1240,7 +1306,7 @@ pub(crate) async fn read_document_body(
     read_body(
         body,
         access::gzip_body(headers),
-        config.body_timeout,
+        config,
         BodyLimit {
             bytes: config.max_document_kib << 10,
             setting: "server.max_document_kib",
@@ -1468,18 +1534,22 @@ pub struct Health {
 ///
 /// `200 {"status": "ok"}` while the writer takes writes, else `503 {"status": "unavailable"}`
 /// with why; also 503 (`last_write_failed`) after a failed write or commit (a full disk, say)
-/// until a commit succeeds again, though writes are taken meanwhile so that one can. A probe's
-/// answer, so it is never a 500 and logs nothing (the failure itself was logged when it
-/// happened). Open without keys.
+/// until a commit succeeds again, though writes are taken meanwhile so that one can; and 503
+/// (`queue_full`) after a write was turned away for want of room in the write queue, until a
+/// write is taken again or the queue has room for the one turned away; and 503
+/// (`index_damaged`) from the first read that found the index damaged. A probe's answer, so
+/// it is never a 500 and logs nothing (the failure itself was logged when it happened). Open
+/// without keys.
 #[utoipa::path(
     get,
     path = "/healthz",
     tag = "service",
     responses(
         (status = 200, description = "The writer takes writes", body = Health),
-        (status = 503, description = "The writer takes no writes now, or a write failed \
-            and none has been committed since (`status`: `unavailable`, with the `error`); \
-            retry after `Retry-After` seconds",
+        (status = 503, description = "The writer takes no writes now (`queue_full` while \
+            writes are turned away for want of queue room), a read found the index \
+            damaged (`index_damaged`), or a write failed and none has been committed \
+            since (`status`: `unavailable`, with the `error`); retry after `Retry-After` seconds",
             body = Health),
     ),
 )]

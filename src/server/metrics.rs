@@ -36,6 +36,12 @@ struct OutcomeLabels {
     outcome: &'static str,
 }
 
+/// Why connections were closed by the server rather than by their clients.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClosedLabels {
+    reason: &'static str,
+}
+
 /// The media type of OpenMetrics text, as a scraper names it in `Accept`.
 const OPENMETRICS_MEDIA_TYPE: &str = "application/openmetrics-text";
 
@@ -86,6 +92,8 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     latency: Family<RouteLabels, Histogram, fn() -> Histogram>,
     documents: Family<OutcomeLabels, Counter>,
+    connections: Gauge,
+    connections_closed: Family<ClosedLabels, Counter>,
     commit_latency: Histogram,
     checkpoint_pause: Histogram,
     checkpoint_failures: Counter,
@@ -134,6 +142,12 @@ impl Metrics {
             "documents",
             "Documents posted, by outcome: new_story, duplicate (joined an earlier story), unchanged (a re-send equal to the indexed document: nothing done) or rejected",
             documents.clone(),
+        );
+        let connections_closed = Family::<ClosedLabels, Counter>::default();
+        registry.register(
+            "connections_closed",
+            "Connections the server closed to protect the others, by reason: evicted (dropped to make way for a new connection at max_connections or max_connections_per_client), refused (a new connection turned away with 503 because every connection that could make way was handling a request) or first_head_timeout (no request head within first_head_timeout)",
+            connections_closed.clone(),
         );
         let commit_latency = latency_histogram();
         registry.register(
@@ -205,6 +219,7 @@ impl Metrics {
                 "Clusters among the live documents",
             ),
             index_segments: gauge(&mut registry, "index_segments", "Tantivy segments"),
+            connections: gauge(&mut registry, "connections", "Client connections open"),
             checkpoint_sequence: gauge(
                 &mut registry,
                 "checkpoint_inserts",
@@ -214,6 +229,7 @@ impl Metrics {
             requests,
             latency,
             documents,
+            connections_closed,
             commit_latency,
             checkpoint_pause,
             checkpoint_failures,
@@ -267,6 +283,21 @@ impl Metrics {
             self.documents
                 .get_or_create(&OutcomeLabels { outcome })
                 .inc_by(count);
+        }
+    }
+
+    /// Sets the client connections open.
+    pub fn set_connections(&self, open: usize) {
+        self.connections
+            .set(i64::try_from(open).unwrap_or(i64::MAX));
+    }
+
+    /// Counts `closed` connections closed by the server for `reason` (see `connections_closed`).
+    pub fn count_connections_closed(&self, reason: &'static str, closed: u64) {
+        if closed > 0 {
+            self.connections_closed
+                .get_or_create(&ClosedLabels { reason })
+                .inc_by(closed);
         }
     }
 

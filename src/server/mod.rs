@@ -16,7 +16,7 @@
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let index = DedupIndex::open_or_create("news-index".as_ref(), None)?;
 //! let server = Server::start(index, ServerConfig::default())?;
-//! let listener = tokio::net::TcpListener::bind("127.0.0.1:7700").await?;
+//! let listener = tantivy_dedup::server::listen(&["127.0.0.1:7700".parse()?]).await?;
 //! server.serve(listener, async { let _ = tokio::signal::ctrl_c().await; }).await?;
 //! # Ok(())
 //! # }
@@ -52,7 +52,7 @@ pub use api::{
 pub use body::{
     BatchLimits, BodyError, DocumentError, Refused, parse_batch, parse_batch_with, parse_document,
 };
-pub use connections::connection_cap;
+pub use connections::{connection_cap, listen};
 pub use error::{ApiError, ErrorBody, ErrorDetail};
 pub use metrics::{Exposition, Metrics};
 pub use openapi::openapi;
@@ -152,7 +152,8 @@ impl Server {
             // commit delay.
             writer.drain();
         };
-        connections::serve(listener, router, &self.state.config, stopping).await;
+        let metrics = self.state.metrics.clone();
+        connections::serve(listener, router, &self.state.config, metrics, stopping).await;
         tracing::info!("stopping: committing what is queued");
         let writer = self.writer;
         let closed = tokio::task::spawn_blocking(move || writer.shutdown())

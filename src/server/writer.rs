@@ -10,10 +10,13 @@
 //! stays bounded. A client that sends one small request at a time waits for the delay on each.
 //!
 //! Back-pressure: the queue is bounded by the memory of the requests in it. A request's room
-//! grows as its body arrives ([`Reservation::grow`]), by what the body will take once parsed
-//! and prepared, so a request that would go past the bound is turned away (503 with
-//! Retry-After) before it is held in memory, and a client that sends headers and stalls holds
-//! nothing; the reservation is given back when the writer has taken the work.
+//! grows as its body arrives ([`Reservation::grow`]), by the bytes it holds, and once the body
+//! is whole by what it will take parsed and prepared, so a request that would go past the
+//! bound is turned away (503 with Retry-After) before it is parsed, and a client that sends
+//! headers, or part of a body, and stalls holds only what it sent (until the body's minimum
+//! rate cuts it off); the reservation is given back when the writer has taken the work. The
+//! health probe says so while requests are turned away for want of room
+//! ([`WriterHandle::health`]).
 //!
 //! Recovery: a failed write or commit (too many open files, a full disk) drops what was not
 //! committed, answers the requests that waited for the commit with a retryable error, and
@@ -122,6 +125,9 @@ struct Shared {
     state: Mutex<State>,
     /// Whether a write or commit failed since the last commit that succeeded.
     write_failed: AtomicBool,
+    /// The room the last request turned away for want of it needed in all, until a write is
+    /// taken again (0: none turned away since).
+    refused_needing: AtomicUsize,
     metrics: Arc<Metrics>,
 }
 
@@ -177,6 +183,9 @@ impl Reservation {
         let before = shared.queued_bytes.fetch_add(bytes, Ordering::SeqCst);
         if before + bytes > shared.max_queued_bytes && before > self.bytes {
             shared.queued_bytes.fetch_sub(bytes, Ordering::SeqCst);
+            shared
+                .refused_needing
+                .store((self.bytes + bytes).max(1), Ordering::SeqCst);
             return Err(WriteError::QueueFull {
                 queued_mib: before as f64 / f64::from(1 << 20),
             });
@@ -234,6 +243,7 @@ pub fn start(
         max_queued_bytes,
         state: Mutex::new(State::Running),
         write_failed: AtomicBool::new(false),
+        refused_needing: AtomicUsize::new(0),
         metrics,
     });
     let writer = Writer {
@@ -315,6 +325,8 @@ impl WriterHandle {
     ) -> Result<T, WriteError> {
         let (reply, answer) = oneshot::channel();
         self.send(make(reply))?;
+        // A write was taken: the queue takes writes again.
+        self.shared.refused_needing.store(0, Ordering::SeqCst);
         answer.await.unwrap_or_else(|_| Err(self.shared.lost()))
     }
 
@@ -324,11 +336,21 @@ impl WriterHandle {
     }
 
     /// Whether the writer takes work and, after a failed write or commit, has committed since
-    /// ([`WriteError::Unproven`] until then).
+    /// ([`WriteError::Unproven`] until then); and whether the queue has room: after a request
+    /// was turned away for want of it, [`WriteError::QueueFull`] until a write is taken again
+    /// or the queue has room for that request.
     pub fn health(&self) -> Result<(), WriteError> {
         self.takes_work()?;
         if self.shared.write_failed.load(Ordering::Relaxed) {
             return Err(WriteError::Unproven);
+        }
+        let needing = self.shared.refused_needing.load(Ordering::SeqCst);
+        let queued = self.shared.queued_bytes.load(Ordering::SeqCst);
+        // As `Reservation::grow` decides: a request alone in the queue is let in.
+        if needing > 0 && queued > 0 && queued + needing > self.shared.max_queued_bytes {
+            return Err(WriteError::QueueFull {
+                queued_mib: queued as f64 / f64::from(1 << 20),
+            });
         }
         Ok(())
     }

@@ -74,7 +74,7 @@ pub(crate) struct CoordinatorState {
 /// let shards = ["http://127.0.0.1:7701".to_owned(), "http://127.0.0.1:7702".to_owned()];
 /// let coordinator =
 ///     Coordinator::start(Config::default(), ServerConfig::default(), &shards, &store).await?;
-/// let listener = tokio::net::TcpListener::bind("127.0.0.1:7700").await?;
+/// let listener = tantivy_dedup::server::listen(&["127.0.0.1:7700".parse()?]).await?;
 /// coordinator.serve(listener, async { let _ = tokio::signal::ctrl_c().await; }).await?;
 /// # Ok(())
 /// # }
@@ -171,7 +171,8 @@ impl Coordinator {
             .map_err(|error| Error::Server(format!("reading the bound address: {error}")))?;
         self.state.server.check_exposure(bound)?;
         let router = self.router(bound)?;
-        connections::serve(listener, router, &self.state.server, shutdown).await;
+        let metrics = self.state.metrics.clone();
+        connections::serve(listener, router, &self.state.server, metrics, shutdown).await;
         Ok(())
     }
 }

@@ -65,7 +65,7 @@ pub(super) async fn post_documents(
     let body = read_body(
         body,
         access::gzip_body(&headers),
-        state.server.body_timeout,
+        &state.server,
         BodyLimit {
             bytes: limit,
             setting: "server.max_body_mib",

@@ -6,13 +6,15 @@
 //! - `the_writer_recovers_from_a_failed_commit`: a commit that fails on disk trouble, a 503
 //!   from the writer and `/healthz` meanwhile, writes taken again once the cause is gone (and
 //!   `/healthz` 503 until one is committed), and nothing acknowledged lost;
-//! - `stalled_uploads_hold_no_queue_room`, `the_queue_counts_the_memory_of_bodies`: room in
-//!   the writer's queue follows what arrived, slow bodies time out;
+//! - `stalled_uploads_hold_no_queue_room`: room in the writer's queue follows what arrived,
+//!   slow bodies time out;
 //! - `stopping_waits_no_longer_than_the_grace_period`;
 //! - `keys_guard_writes_and_reads`, `a_public_address_needs_keys`;
 //! - `cross_site_requests_are_refused`: content types, `Host`, CORS;
 //! - `oversized_heads_and_bad_ids_get_json_errors`, `gzip_bodies_are_read`;
-//! - issue 33: `every_gzip_member_is_read_and_trailing_bytes_are_refused`,
+//! - issue 33: `held_connections_make_way_at_once`, `one_address_holds_its_share_of_connections`,
+//!   `stalled_uploads_leave_room_for_other_writes`,
+//!   `every_gzip_member_is_read_and_trailing_bytes_are_refused`,
 //!   `q_searches_only_the_declared_text_fields`.
 
 use std::io::{Read, Write};
@@ -57,6 +59,7 @@ fn post_ndjson(server: &TestServer, documents: &[Value]) -> Reply {
 fn idle_connections_are_capped_and_closed() {
     let server = TestServer::start(ServerConfig {
         max_connections: 4,
+        first_head_timeout: Duration::from_secs(60),
         header_timeout: Duration::from_secs(60),
         ..server_config()
     });
@@ -207,57 +210,274 @@ fn stalled_uploads_hold_no_queue_room() {
     server.stop();
 }
 
+/// A POST head declaring a body of `length` bytes.
+fn post_head(address: &str, length: usize) -> String {
+    format!(
+        "POST /v1/documents HTTP/1.1\r\nhost: {address}\r\ncontent-type: application/json\r\ncontent-length: {length}\r\nconnection: close\r\n\r\n"
+    )
+}
+
+/// The first line of the answer on `stream`, read within 60 s, and when it came.
+fn status_line(stream: &mut TcpStream) -> (String, Instant) {
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    let mut answer = vec![0u8; 4096];
+    let n = stream.read(&mut answer).unwrap_or(0);
+    let answer = String::from_utf8_lossy(&answer[..n]).into_owned();
+    (answer, Instant::now())
+}
+
+/// Issue 33, item 8: room in the write queue was held at 6 bytes a body byte as bodies
+/// arrived, so two uploads that sent part of their bodies and stalled held all of it (and
+/// every other write got 503) until their body timeout, 60 s; `/healthz` said ok meanwhile.
+/// Now a body holds a byte a byte until it is whole, one that arrives slower than the minimum
+/// rate is cut off within a window, and `/healthz` is 503 `queue_full` while writes are turned
+/// away for want of room.
 #[test]
-fn the_queue_counts_the_memory_of_bodies() {
-    // 4 MiB of queue holds bodies of 4 MiB / MEMORY_PER_BODY_BYTE at once.
+fn stalled_uploads_leave_room_for_other_writes() {
     let server = TestServer::start(ServerConfig {
         max_body_mib: 1,
         queue_mib: 4,
+        body_timeout: Duration::from_secs(60),
+        min_body_rate_kib: 64,
+        body_rate_window: Duration::from_secs(5),
         ..server_config()
     });
     let address = server.address().to_owned();
-    // One upload has sent half a MiB and stalls, holding its room.
-    let half = 512usize << 10;
-    let mut slow = hold(
-        &address,
-        &format!(
-            "POST /v1/documents HTTP/1.1\r\nhost: {address}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
-            1 << 20
-        ),
-    );
-    slow.write_all(&vec![b' '; half]).expect("half a body");
+    // Two uploads send most of a full-size body and stall.
+    let sent = 900_000;
     let started = Instant::now();
-    while server.stats()["queue_reserved_bytes"].as_u64() < Some(half as u64)
+    let mut stalled: Vec<TcpStream> = (0..2)
+        .map(|_| {
+            let mut stream = hold(&address, &post_head(&address, 1 << 20));
+            stream.write_all(&vec![b' '; sent]).expect("most of a body");
+            stream
+        })
+        .collect();
+    while server.stats()["queue_reserved_bytes"].as_u64() < Some(2 * sent as u64)
         && started.elapsed() < Duration::from_secs(30)
     {
         std::thread::sleep(Duration::from_millis(20));
     }
-    // Another half MiB would go past the bound: refused before it is held in memory.
-    let mut body = format!("[{}", article_with("second-half", json!({})));
-    body.push_str(&" ".repeat(half - body.len() - 1));
+    // They hold what they sent, no more: another client's write is taken.
+    let reply = post_ndjson(&server, &[article_with("beside-stalled", json!({}))]);
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(server.get("/healthz").status, 200);
+
+    // A body that fits while it arrives but not once parsed is refused before it is parsed,
+    // and the health probe says writes are turned away.
+    let large = 600_000;
+    let mut body = format!("[{}", article_with("large", json!({})));
+    body.push_str(&" ".repeat(large - body.len() - 1));
     body.push(']');
-    // Sent raw: the answer comes before the body is whole, and the server then closes.
-    let post = |body: &str| {
-        let head = format!(
-            "POST /v1/documents HTTP/1.1\r\nhost: {address}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-            body.len()
-        );
-        raw_exchange(&address, head, body.as_bytes().to_vec())
-    };
-    let refused = post(&body);
+    let refused = raw_exchange(
+        &address,
+        post_head(&address, large),
+        body.clone().into_bytes(),
+    );
     assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
     assert!(refused.contains("\"queue_full\""), "{refused}");
-    drop(slow);
-    // Once the stalled upload is gone, the same body is taken.
+    let health = server.get("/healthz");
+    assert_eq!(health.status, 503, "{}", health.text);
+    assert_eq!(
+        health.json["error"]["code"],
+        json!("queue_full"),
+        "{}",
+        health.text
+    );
+
+    // The stalled uploads are cut off for their rate, long before their body timeout, and
+    // give their room back.
+    for stream in &mut stalled {
+        let (answer, at) = status_line(stream);
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+        assert!(answer.contains("\"body_too_slow\""), "{answer}");
+        let took = at - started;
+        assert!(took < Duration::from_secs(30), "cut off after {took:?}");
+    }
     let started = Instant::now();
-    let taken = loop {
-        let answer = post(&body);
-        if !answer.starts_with("HTTP/1.1 503") || started.elapsed() > Duration::from_secs(30) {
-            break answer;
+    let health = loop {
+        let reply = server.get("/healthz");
+        if reply.status == 200 || started.elapsed() > Duration::from_secs(30) {
+            break reply;
         }
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(20));
     };
+    assert_eq!(health.status, 200, "{}", health.text);
+    let taken = raw_exchange(&address, post_head(&address, large), body.into_bytes());
     assert!(taken.starts_with("HTTP/1.1 200"), "{taken}");
+    server.stop();
+}
+
+/// A GET of a list page on a connection of its own, with `connection: close`: the answer and
+/// how long it took.
+fn list_page(address: &str) -> (String, Duration) {
+    let started = Instant::now();
+    let answer = raw_exchange(
+        address,
+        format!(
+            "GET /v1/search?q=%E7%81%AF%E5%A1%94 HTTP/1.1\r\nhost: {address}\r\nconnection: close\r\n\r\n"
+        ),
+        Vec::new(),
+    );
+    (answer, started.elapsed())
+}
+
+/// Issue 33, item 3: at the cap, a new connection asked the oldest to close gracefully,
+/// which hyper does only between requests, so connections that each sent one byte of a head
+/// held every slot and a new client waited for their header timeout. Now they are dropped at
+/// once, oldest first; a connection whose request is being handled is not.
+#[test]
+fn held_connections_make_way_at_once() {
+    let server = TestServer::start(ServerConfig {
+        max_connections: 8,
+        // The old server made the new client wait this long; no answer may.
+        first_head_timeout: Duration::from_secs(30),
+        header_timeout: Duration::from_secs(30),
+        // A POST made soon after another waits for the commit: a request being handled.
+        commit_delay: Duration::from_secs(2),
+        ..server_config()
+    });
+    let address = server.address().to_owned();
+    let reply = post_ndjson(&server, &[article_with("lamp", json!({}))]);
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    // Rounds of the cap's worth of connections that each sent a byte (each round's make the
+    // earlier ones' make way), then a new client.
+    let mut held: Vec<TcpStream> = Vec::new();
+    for round in 0..3 {
+        held.extend((0..8).map(|_| hold(&address, "G")));
+        let (answer, took) = list_page(&address);
+        assert!(
+            answer.starts_with("HTTP/1.1 200"),
+            "round {round}: {answer}"
+        );
+        assert!(took < Duration::from_secs(10), "round {round}: {took:?}");
+    }
+    assert!(answered_or_closed(&mut held[0], Duration::from_secs(5)));
+
+    // A request being handled stays while held connections come and go around it.
+    let post = {
+        let address = address.clone();
+        let body = format!("{}\n", article_with("handled", json!({})));
+        std::thread::spawn(move || {
+            raw_exchange(&address, post_head(&address, body.len()), body.into_bytes())
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    held.extend((0..16).map(|_| hold(&address, "P")));
+    let answer = post.join().expect("the POST");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    drop(held);
+    server.stop();
+}
+
+/// A connection from `source` (another loopback address) to `address`.
+fn connect_from(source: [u8; 4], address: &str) -> TcpStream {
+    let address: std::net::SocketAddr = address.parse().expect("an address");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .expect("a runtime");
+    let stream = runtime
+        .block_on(async {
+            let socket = tokio::net::TcpSocket::new_v4()?;
+            socket.bind((source, 0).into())?;
+            socket.connect(address).await?.into_std()
+        })
+        .expect("connect");
+    stream.set_nonblocking(false).expect("blocking");
+    stream
+}
+
+/// Issue 33, item 3: one address could hold every connection. Now it holds at most
+/// `max_connections_per_client`, its own oldest making way for its new ones; when all of its
+/// connections are handling requests, a new one is refused with 503 `too_many_connections`.
+/// And a new connection must send its first head within `first_head_timeout`, while a
+/// keep-alive connection may idle up to `header_timeout`.
+#[test]
+fn one_address_holds_its_share_of_connections() {
+    let server = TestServer::start(ServerConfig {
+        max_connections: 16,
+        max_connections_per_client: 4,
+        first_head_timeout: Duration::from_secs(30),
+        header_timeout: Duration::from_secs(30),
+        ..server_config()
+    });
+    let address = server.address().to_owned();
+    let mut first: Vec<TcpStream> = (0..10).map(|_| hold(&address, "G")).collect();
+    let mut second: Vec<TcpStream> = (0..3)
+        .map(|_| {
+            let mut stream = connect_from([127, 0, 0, 2], &address);
+            stream.write_all(b"G").expect("a byte");
+            stream
+        })
+        .collect();
+    // The first address's six oldest made way at once; the second's are untouched.
+    for stream in &mut first[..6] {
+        assert!(answered_or_closed(stream, Duration::from_secs(5)));
+    }
+    for stream in first[6..].iter_mut().chain(&mut second) {
+        assert!(!answered_or_closed(stream, Duration::from_millis(200)));
+    }
+    // A new client of the first address is served, at the cost of its own address's.
+    let (answer, took) = list_page(&address);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert!(answered_or_closed(&mut first[6], Duration::from_secs(5)));
+    for stream in &mut second {
+        assert!(!answered_or_closed(stream, Duration::from_millis(200)));
+    }
+    drop((first, second));
+    server.stop();
+
+    // One connection per address: while it is handled (its POST waits for the commit), a
+    // second from the address is refused, and another address's is served.
+    let server = TestServer::start(ServerConfig {
+        max_connections_per_client: 1,
+        first_head_timeout: Duration::from_millis(500),
+        header_timeout: Duration::from_secs(30),
+        commit_delay: Duration::from_secs(2),
+        ..server_config()
+    });
+    let address = server.address().to_owned();
+    let body = format!("{}\n", article_with("handled", json!({})));
+    let exchange = |body: String| {
+        let address = address.clone();
+        std::thread::spawn(move || {
+            raw_exchange(&address, post_head(&address, body.len()), body.into_bytes())
+        })
+    };
+    assert!(
+        exchange(body.clone())
+            .join()
+            .expect("a POST")
+            .starts_with("HTTP/1.1 200")
+    );
+    let post = exchange(body);
+    std::thread::sleep(Duration::from_millis(300));
+    let refused = raw_exchange(
+        &address,
+        format!("GET /healthz HTTP/1.1\r\nhost: {address}\r\n\r\n"),
+        Vec::new(),
+    );
+    assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
+    assert!(refused.contains("\"too_many_connections\""), "{refused}");
+    let mut other = connect_from([127, 0, 0, 3], &address);
+    other
+        .write_all(format!("GET /healthz HTTP/1.1\r\nhost: {address}\r\n\r\n").as_bytes())
+        .expect("a request");
+    let (answer, _) = status_line(&mut other);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(post.join().expect("the POST").starts_with("HTTP/1.1 200"));
+    // `other` has been answered and idles (keep-alive) past the first head's deadline; a
+    // new connection that sends nothing is closed at it.
+    let mut silent = connect_from([127, 0, 0, 4], &address);
+    let started = Instant::now();
+    assert!(answered_or_closed(&mut silent, Duration::from_secs(20)));
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert!(!answered_or_closed(&mut other, Duration::from_millis(200)));
     server.stop();
 }
 
