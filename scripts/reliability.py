@@ -22,7 +22,16 @@ as on a stock machine, then measures:
    /healthz each time: how long the write queue was held (writes refused), what /healthz
    said meanwhile, and how and when the stalled uploads were answered. Twice: two uploads of
    22 MB (what fills the queue at 6 bytes of room a body byte), then nine of 29.5 MB (what
-   fills it at a byte a byte, less room for the 1 MB batch).
+   fills it at a byte a byte, less room for the 1 MB batch);
+5. memory under rounds (issue 33, item 7): 8 rounds of 16 concurrent 10 MB POSTs, each on a
+   server of its own: with the default `queue_mib` and `index.writer_memory_mb` (256 each),
+   and with 64 each; the peak RSS after each round against the bound README "Limits" states
+   (the RSS at rest, plus `queue_mib`, plus `writer_memory_mb`, plus 160 MiB);
+6. a full disk (issue 33, item 2; needs root, for a tmpfs): the index on a 160 MiB tmpfs,
+   filled by another file once 2,000 documents are in; batches posted every 200 ms for 20 s:
+   their answers, whether the server lived, what /healthz said; a restart on the disk still
+   full (does it listen?); then the file removed: how long until a write is taken and
+   /healthz says ok, and whether every acknowledged document is there. Three runs.
 
 Prints one JSON object. Uses only the standard library.
 """
@@ -275,6 +284,169 @@ def stalled_uploads(address, documents, uploads, sent_bytes):
     }
 
 
+def start_server(binary, scratch, settings_text):
+    """`serve` on a fresh index in `scratch` under `ulimit -n 1024`; the process and its
+    (host, port)."""
+    config = os.path.join(scratch, "settings.toml")
+    with open(config, "w") as settings:
+        settings.write(settings_text)
+    server = subprocess.Popen(
+        ["sh", "-c", 'ulimit -n 1024 && exec "$0" "$@"', binary, "serve",
+         "--index", os.path.join(scratch, "index"), "--addr", "127.0.0.1:0",
+         "--config", config],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = server.stdout.readline()
+    host, port = line.strip().rsplit("/", 1)[-1].rsplit(":", 1)
+    return server, (host, int(port))
+
+
+def memory_rounds(binary, documents, queue_mib, writer_memory_mb, rounds=8, clients=16):
+    """Attack 5: the peak RSS after each of `rounds` rounds of `clients` concurrent 10 MB
+    POSTs, on a server of its own with these limits, against the stated bound."""
+    scratch = tempfile.mkdtemp(prefix="td-reliability-memory-")
+    server, address = start_server(
+        binary, scratch,
+        "[server]\nmax_batch_documents = 100000\nqueue_mib = %d\n[index]\nwriter_memory_mb = %d\n"
+        % (queue_mib, writer_memory_mb))
+    try:
+        warm, _ = batch(documents, "warm", 200_000)
+        post(address, warm)
+        at_rest = rss_kib(server.pid, "VmRSS") / 1024
+        # The 160 MiB is measured, not derived: what the heap holds beyond the two budgets
+        # (merges, the forest's growth over the rounds' documents, allocator slack).
+        bound = at_rest + queue_mib + writer_memory_mb + 160
+        peaks, statuses = [], {}
+        # VmHWM counts the pages of mapped files too (the index's and the forest's, which the
+        # kernel drops under pressure): the heap's own peak (RssAnon) is sampled beside it.
+        anon_peak = [0]
+        sampling = threading.Event()
+
+        def sample():
+            while not sampling.wait(0.02):
+                anon_peak[0] = max(anon_peak[0], rss_kib(server.pid, "RssAnon"))
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        anon_peaks = []
+        for number in range(rounds):
+            bodies = [batch(documents, f"m{number}-{client}", 10_000_000)[0]
+                      for client in range(clients)]
+
+            def client(body):
+                try:
+                    status, _ = post(address, body)
+                except OSError as error:
+                    status = type(error).__name__
+                statuses[str(status)] = statuses.get(str(status), 0) + 1
+
+            threads = [threading.Thread(target=client, args=(body,)) for body in bodies]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            peaks.append(round(rss_kib(server.pid, "VmHWM") / 1024))
+            anon_peaks.append(round(anon_peak[0] / 1024))
+        sampling.set()
+        sampler.join()
+        return {
+            "queue_mib": queue_mib,
+            "writer_memory_mb": writer_memory_mb,
+            "rounds": rounds,
+            "posts_per_round": clients,
+            "answers": statuses,
+            "rss_at_rest_mib": round(at_rest),
+            "peak_rss_mib_after_each_round": peaks,
+            "peak_heap_mib_after_each_round": anon_peaks,
+            "bound_mib": round(bound),
+            "heap_within_bound": max(anon_peaks) <= bound,
+        }
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+def get_json(address, path):
+    status, _, answer = get(address, path, 30)
+    _, _, body = answer.partition(b"\r\n\r\n")
+    try:
+        return status, json.loads(body)
+    except ValueError:
+        return status, None
+
+
+def full_disk(binary, documents, run):
+    """Attack 6, one run: the index on a tmpfs that another file fills."""
+    scratch = tempfile.mkdtemp(prefix="td-reliability-disk-")
+    disk = os.path.join(scratch, "disk")
+    os.mkdir(disk)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160m", "tmpfs", disk], check=True)
+    server = None
+    try:
+        server, address = start_server(binary, disk, "[server]\nmax_batch_documents = 100000\n")
+        acknowledged = 0
+        for part in range(4):
+            body = "".join(
+                json.dumps(dict(document, id=f"d{run}-{part}-{n}"), ensure_ascii=False) + "\n"
+                for n, document in enumerate(documents[part * 500:(part + 1) * 500]))
+            status, _ = post(address, body.encode())
+            acknowledged += 500 if status == 200 else 0
+        filler = os.path.join(disk, "filler")
+        with open(filler, "wb") as out:
+            try:
+                while True:
+                    out.write(b"\7" * (1 << 20))
+                    out.flush()
+                    os.fsync(out.fileno())
+            except OSError:
+                pass
+        statuses, health = {}, {}
+        started = time.monotonic()
+        number = 0
+        while time.monotonic() - started < 20:
+            body, _ = batch(documents[2000 + number * 100:], f"f{run}-{number}", 40_000)
+            status, _ = post(address, body, timeout=30)
+            statuses[str(status)] = statuses.get(str(status), 0) + 1
+            if status == 200:
+                acknowledged += body.count(b"\n")
+            code, answer = get_json(address, "/healthz")
+            key = "%s %s" % (code, ((answer or {}).get("error") or {}).get("code", ""))
+            health[key.strip()] = health.get(key.strip(), 0) + 1
+            number += 1
+            time.sleep(0.2)
+        lived = server.poll() is None
+        server.terminate()
+        server.wait(timeout=60)
+        server, address = start_server(binary, disk, "[server]\nmax_batch_documents = 100000\n")
+        restarted = get(address, "/v1/stats", 30)[0] == 200
+        os.remove(filler)
+        freed = time.monotonic()
+        taken = healthy = None
+        body, _ = batch(documents, f"after{run}", 40_000)
+        while time.monotonic() - freed < 60 and (taken is None or healthy is None):
+            if taken is None and post(address, body, timeout=30)[0] == 200:
+                taken = time.monotonic() - freed
+                acknowledged += body.count(b"\n")
+            if taken is not None and get(address, "/healthz", 30)[0] == 200:
+                healthy = time.monotonic() - freed
+            time.sleep(0.1)
+        _, stats = get_json(address, "/v1/stats")
+        return {
+            "writes_while_full": statuses,
+            "healthz_while_full": health,
+            "server_lived": lived,
+            "restart_on_full_disk_listened": restarted,
+            "write_taken_after_s": round(taken, 2) if taken is not None else "over 60 s",
+            "healthz_ok_after_s": round(healthy, 2) if healthy is not None else "over 60 s",
+            "acknowledged": acknowledged,
+            "documents_in_index": ((stats or {}).get("index") or {}).get("documents"),
+        }
+    finally:
+        if server is not None and server.poll() is None:
+            server.terminate()
+            server.wait(timeout=60)
+        subprocess.run(["umount", disk], check=False)
+
+
 def corpus_lines(path, limit):
     lines = []
     with gzip.open(path, "rt", encoding="utf-8") as corpus:
@@ -306,43 +478,12 @@ def percentile(values, q):
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-def main():
-    if sys.argv[1:2] == ["hold-connections"]:
-        host, port, count, sources, seconds = sys.argv[2:7]
-        hold_connections(host, int(port), int(count), [s for s in sources.split(",") if s],
-                         float(seconds))
-        return
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("corpus")
-    parser.add_argument("--binary", default="target/release/tantivy-dedup")
-    args = parser.parse_args()
-    if not os.path.isfile(args.corpus):
-        sys.exit(
-            f"reliability.py: {args.corpus}: no such file. The news corpus "
-            "(xwlb-news.jsonl.gz, the project's evaluation data) is not shipped with the "
-            "repository; README \"Evaluation data\" says where it comes from. Any JSON Lines "
-            "file of articles with `id` and `content` works too.")
-    if not os.path.isfile(args.binary):
-        sys.exit(f"reliability.py: {args.binary}: no such file; build it with "
-                 "`cargo build --release` or name it with --binary")
-    # This process holds 2,000 connections.
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8192), hard))
-
-    documents = corpus_lines(args.corpus, 20000)
+def one_server_attacks(binary, documents):
+    """Attacks 1 to 4, on one server: what they measure, by name."""
     scratch = tempfile.mkdtemp(prefix="td-reliability-")
-    config = os.path.join(scratch, "settings.toml")
-    with open(config, "w") as settings:
-        settings.write("[server]\nmax_batch_documents = 100000\n")
-    server = subprocess.Popen(
-        ["sh", "-c", 'ulimit -n 1024 && exec "$0" "$@"', args.binary, "serve",
-         "--index", os.path.join(scratch, "index"), "--addr", "127.0.0.1:0",
-         "--config", config],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    line = server.stdout.readline()
-    host_port = line.strip().rsplit("/", 1)[-1]
-    host, port = host_port.rsplit(":", 1)
-    address = (host, int(port))
+    server, address = start_server(binary, scratch,
+                                   "[server]\nmax_batch_documents = 100000\n")
+    host, port = address
     report = {"server_open_file_limit": 1024}
     try:
         # A warm-up batch, so that the dictionary and the writer are loaded.
@@ -447,6 +588,48 @@ def main():
     finally:
         server.terminate()
         server.wait(timeout=60)
+    return report
+
+
+def main():
+    if sys.argv[1:2] == ["hold-connections"]:
+        host, port, count, sources, seconds = sys.argv[2:7]
+        hold_connections(host, int(port), int(count), [s for s in sources.split(",") if s],
+                         float(seconds))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("corpus")
+    parser.add_argument("--binary", default="target/release/tantivy-dedup")
+    parser.add_argument("--only", choices=["memory-rounds", "full-disk"],
+                        help="run only this attack (5 or 6; each runs servers of its own)")
+    args = parser.parse_args()
+    if not os.path.isfile(args.corpus):
+        sys.exit(
+            f"reliability.py: {args.corpus}: no such file. The news corpus "
+            "(xwlb-news.jsonl.gz, the project's evaluation data) is not shipped with the "
+            "repository; README \"Evaluation data\" says where it comes from. Any JSON Lines "
+            "file of articles with `id` and `content` works too.")
+    if not os.path.isfile(args.binary):
+        sys.exit(f"reliability.py: {args.binary}: no such file; build it with "
+                 "`cargo build --release` or name it with --binary")
+    # This process holds 2,000 connections.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8192), hard))
+
+    documents = corpus_lines(args.corpus, 20000)
+    report = {}
+    if args.only is None:
+        report.update(one_server_attacks(args.binary, documents))
+    if args.only in (None, "memory-rounds"):
+        report["memory_rounds"] = [
+            memory_rounds(args.binary, documents, 256, 256),
+            memory_rounds(args.binary, documents, 64, 64),
+        ]
+    if args.only in (None, "full-disk"):
+        if os.geteuid() == 0:
+            report["full_disk"] = [full_disk(args.binary, documents, run) for run in range(3)]
+        else:
+            report["full_disk"] = "not run: mounting a tmpfs needs root"
     json.dump(report, sys.stdout, indent=2)
     print()
 

@@ -709,6 +709,12 @@ pub struct ServerConfig {
     /// also the longest a stalled body holds its room after its last bytes.
     #[serde(with = "humantime_serde_compat")]
     pub body_rate_window: Duration,
+    /// The longest a read may take, from when its request is read to its answer, waiting for
+    /// a core included: a list page still collecting then stops and answers 503
+    /// `read_timeout`, so that heavy reads cannot hold the cores for ever while every read
+    /// behind them waits. A shard's part of a coordinator's page has the same limit.
+    #[serde(with = "humantime_serde_compat")]
+    pub read_timeout: Duration,
     /// On SIGTERM or Ctrl-C, how long requests in flight may take to finish before their
     /// connections are closed; what was queued for the writer is committed either way.
     #[serde(with = "humantime_serde_compat")]
@@ -1035,6 +1041,7 @@ impl Default for ServerConfig {
             first_head_timeout: Duration::from_secs(5),
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(60),
+            read_timeout: Duration::from_secs(10),
             min_body_rate_kib: 8,
             body_rate_window: Duration::from_secs(5),
             shutdown_grace: Duration::from_secs(10),
@@ -1087,6 +1094,8 @@ impl ServerConfig {
             "server.first_head_timeout, header_timeout, body_timeout and body_rate_window must be more than 0s"
         } else if self.min_body_rate_kib > 1 << 20 {
             "server.min_body_rate_kib must be at most 1048576 (1 GiB a second)"
+        } else if self.read_timeout.is_zero() || self.read_timeout > Duration::from_secs(3600) {
+            "server.read_timeout must be more than 0s and at most 1h"
         } else if self.shutdown_grace > Duration::from_secs(3600) {
             "server.shutdown_grace must be at most 1h"
         } else if self.keys.read.is_some() && self.keys.write.is_none() {

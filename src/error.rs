@@ -84,6 +84,10 @@ pub enum Error {
         /// What could not be read.
         message: String,
     },
+    /// A search passed its deadline ([`SearchRequest::deadline`](crate::engine::SearchRequest::deadline))
+    /// and was stopped: it has no answer, rather than a partial one.
+    #[error("the search took longer than its deadline and was stopped")]
+    DeadlineExceeded,
     /// Another writer holds the index (Tantivy allows one at a time).
     #[error("{0}: another process is writing to this index (an index has one writer at a time)")]
     Busy(PathBuf),

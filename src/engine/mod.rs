@@ -9,6 +9,7 @@
 //! - [`CollapseCollector`]: hits grouped by root;
 //! - [`Filter`]: a list page's conditions on declared non-text fields;
 //! - [`FacetCollector`]: values and time buckets counted over all matches (facets, histogram);
+//! - [`DeadlineCollector`]: any collector stopped at a deadline (a list page's time limit);
 //! - [`Highlighter`]: snippets of stored raw text with the matched words marked;
 //! - [`DedupSearcher`]: list pages, detail pages, near-duplicate checks, statistics;
 //! - [`ShardSpec`] and [`merge_pages`]: an index split into shards by story, and the exact
@@ -20,6 +21,7 @@
 mod answers;
 mod check;
 mod collapse;
+mod deadline;
 mod dedup_writer;
 mod directory;
 mod document;
@@ -44,6 +46,7 @@ pub use collapse::{
     ClusterHitsFruit, ClusterNumbering, ClusterOrdinals, CollapseCollector,
     CollapseSegmentCollector, Collapsed, CollapsedCluster, NO_CLUSTER, RootMap, Sort, SortKey,
 };
+pub use deadline::{DeadlineCollector, DeadlineSegmentCollector};
 pub use dedup_writer::{
     CheckpointReport, DEFAULT_CHECKPOINT_INSERTS, DedupDocument, DedupWriter, DedupWriterBuilder,
     DocumentPreparer, Placed, PreparedDocument,

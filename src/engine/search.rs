@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use tantivy::collector::{Count, DocSetCollector};
 use tantivy::query::{
@@ -24,6 +25,7 @@ use crate::engine::answers::{
 use crate::engine::collapse::{
     ClusterNumbering, ClusterOrdinals, CollapseCollector, CollapsedCluster, Sort,
 };
+use crate::engine::deadline::DeadlineCollector;
 use crate::engine::directory::{self, index_error, open_tantivy, stored_settings};
 use crate::engine::facets::{DEFAULT_FACET_LIMIT, Dimension, FacetCollector};
 use crate::engine::filter::Filter;
@@ -137,6 +139,10 @@ pub struct SearchRequest {
     pub histogram: Option<HistogramWidth>,
     /// Whether each representative gets a [`DocumentView::snippet`].
     pub highlight: bool,
+    /// When the search must be over: past it, it stops and answers
+    /// [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded), never a partial page.
+    /// `None`: no limit.
+    pub deadline: Option<Instant>,
 }
 
 impl Default for SearchRequest {
@@ -157,6 +163,7 @@ impl Default for SearchRequest {
             facet_limit: DEFAULT_FACET_LIMIT,
             histogram: None,
             highlight: false,
+            deadline: None,
         }
     }
 }
@@ -329,6 +336,22 @@ impl SearchRequest {
     /// ```
     pub fn highlight(mut self, highlight: bool) -> Self {
         self.highlight = highlight;
+        self
+    }
+
+    /// Stops the search at `deadline` ([`DeadlineCollector`]): a search still collecting
+    /// then answers [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded). What a
+    /// server sets from `[server] read_timeout`, so that a heavy page gives its core back.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use tantivy_dedup::engine::SearchRequest;
+    ///
+    /// let at = Instant::now() + Duration::from_secs(10);
+    /// assert_eq!(SearchRequest::new("").deadline(at).deadline, Some(at));
+    /// ```
+    pub fn deadline(mut self, deadline: Instant) -> Self {
+        self.deadline = Some(deadline);
         self
     }
 
@@ -821,27 +844,22 @@ impl DedupSearcher {
         .min_cluster_size(request.min_cluster_size);
         let provider =
             statistics.map(|statistics| statistics.provider(searcher.schema(), &searcher));
-        // One pass over the matches: the collapse and, when asked, the counts beside it.
-        let (collapsed, mut counts) = if dimensions.is_empty() {
-            let collapsed = match &provider {
-                Some(provider) => {
-                    searcher.search_with_statistics_provider(&*query, &collector, provider)
-                }
-                None => searcher.search(&*query, &collector),
-            };
-            (collapsed.map_err(self.error())?, Vec::new())
-        } else {
-            let counter = FacetCollector::new(Arc::clone(&ordinals), dimensions)
-                .min_cluster_size(request.min_cluster_size);
-            let both = (collector, counter);
-            match &provider {
-                Some(provider) => {
-                    searcher.search_with_statistics_provider(&*query, &both, provider)
-                }
-                None => searcher.search(&*query, &both),
-            }
-            .map_err(self.error())?
+        // One pass over the matches: the collapse and, when asked, the counts beside it,
+        // until the deadline if there is one.
+        let counter = (!dimensions.is_empty()).then(|| {
+            FacetCollector::new(Arc::clone(&ordinals), dimensions)
+                .min_cluster_size(request.min_cluster_size)
+        });
+        let both = DeadlineCollector::new((collector, counter), request.deadline);
+        let collected = match &provider {
+            Some(provider) => searcher.search_with_statistics_provider(&*query, &both, provider),
+            None => searcher.search(&*query, &both),
+        }
+        .map_err(self.error())?;
+        let Some((collapsed, counts)) = collected else {
+            return Err(Error::DeadlineExceeded);
         };
+        let mut counts = counts.unwrap_or_default();
         let histogram = histogram.map(|_| {
             counts
                 .pop()

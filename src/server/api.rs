@@ -33,7 +33,7 @@ use crate::server::body::{BatchLimits, DocumentError, Refused, parse_document_wi
 use crate::server::error::{ApiError, ErrorBody, ErrorDetail, INDEX_DAMAGED};
 use crate::server::metrics::{Exposition, Metrics};
 use crate::server::writer::{Reservation, WriteError, WriterHandle};
-use crate::{Decision, Fingerprint};
+use crate::{Decision, Error, Fingerprint};
 
 /// What every handler shares.
 pub struct AppState {
@@ -59,15 +59,24 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// Runs a read on a blocking thread once a core is free for it.
+    /// When a read that starts now must be over (`[server] read_timeout`): what [`read`]
+    /// waits for a core until, and what a list page's [`SearchRequest::deadline`] is.
+    ///
+    /// [`read`]: AppState::read
+    pub(crate) fn read_deadline(&self) -> std::time::Instant {
+        std::time::Instant::now() + self.config.read_timeout
+    }
+
+    /// Runs a read on a blocking thread once a core is free for it; 503 `read_timeout` when
+    /// none is free within `[server] read_timeout`.
     pub(crate) async fn read<T: Send + 'static>(
         &self,
         work: impl FnOnce() -> AppResult<T> + Send + 'static,
     ) -> AppResult<T> {
-        let _permit = self
-            .readers
-            .acquire()
+        let waiting = self.readers.acquire();
+        let _permit = tokio::time::timeout_at(self.read_deadline().into(), waiting)
             .await
+            .map_err(|_| ApiError::from(Error::DeadlineExceeded))?
             .map_err(|_| ApiError::unavailable("shutting_down", "the server is stopping", 1))?;
         let answer = blocking(work).await;
         if let Err(error) = &answer
@@ -125,7 +134,9 @@ impl From<WriteError> for ApiError {
 // What the OpenAPI document says of the errors several endpoints answer alike.
 const SERVER_FAILED: &str = "The server failed (`internal`, or `writer_failed` when the \
      writer needs a restart); its log says why";
-const STOPPING: &str = "The server is stopping (`shutting_down`)";
+const READ_UNAVAILABLE: &str = "The server is stopping (`shutting_down`), or the read took \
+     longer than `[server] read_timeout`, waiting for a core included (`read_timeout`); retry \
+     after `Retry-After` seconds";
 const WRITER_UNAVAILABLE: &str = "The writer takes no work now (`queue_full`, `stopping`, \
      `store_unavailable`, `forest_failed`, `writer_recovering`); retry after `Retry-After` \
      seconds";
@@ -1034,7 +1045,7 @@ impl SearchParams {
         (status = 400, description = "A parameter is unknown, repeated or invalid \
             (`invalid_parameter`), or the query cannot be read (`invalid_query`)",
             body = ErrorBody),
-        (status = 503, description = STOPPING, body = ErrorBody),
+        (status = 503, description = READ_UNAVAILABLE, body = ErrorBody),
         (status = 500, description = SERVER_FAILED, body = ErrorBody),
     ),
 )]
@@ -1042,7 +1053,9 @@ pub(crate) async fn search(
     State(state): State<Arc<AppState>>,
     RawQuery(query): RawQuery,
 ) -> AppResult<Json<SearchPage>> {
-    let request = SearchParams::parse(query.as_deref())?.request(state.time_zone)?;
+    let request = SearchParams::parse(query.as_deref())?
+        .request(state.time_zone)?
+        .deadline(state.read_deadline());
     let searcher = state.searcher.clone();
     state
         .read(move || Ok(searcher.search(&request)?))
@@ -1090,7 +1103,7 @@ pub(crate) fn no_document(id: &str) -> ApiError {
         (status = 200, description = "The document", body = DocumentResponse),
         (status = 400, description = INVALID_PATH, body = ErrorBody),
         (status = 404, description = NO_DOCUMENT, body = ErrorBody),
-        (status = 503, description = STOPPING, body = ErrorBody),
+        (status = 503, description = READ_UNAVAILABLE, body = ErrorBody),
         (status = 500, description = SERVER_FAILED, body = ErrorBody),
     ),
 )]
@@ -1131,7 +1144,7 @@ pub(crate) async fn get_document(
             (`invalid_path`), or a parameter is unknown or invalid (`invalid_parameter`)",
             body = ErrorBody),
         (status = 404, description = NO_DOCUMENT, body = ErrorBody),
-        (status = 503, description = STOPPING, body = ErrorBody),
+        (status = 503, description = READ_UNAVAILABLE, body = ErrorBody),
         (status = 500, description = SERVER_FAILED, body = ErrorBody),
     ),
 )]
@@ -1240,7 +1253,7 @@ impl StoryParams {
         (status = 400, description = "The root is not 16 hex digits (`invalid_path`), or a \
             parameter is unknown or invalid (`invalid_parameter`)", body = ErrorBody),
         (status = 404, description = "No live document belongs to the story", body = ErrorBody),
-        (status = 503, description = STOPPING, body = ErrorBody),
+        (status = 503, description = READ_UNAVAILABLE, body = ErrorBody),
         (status = 500, description = SERVER_FAILED, body = ErrorBody),
     ),
 )]
@@ -1334,7 +1347,7 @@ pub(crate) async fn read_document_body(
         (status = 408, description = BODY_TIMEOUT, body = ErrorBody),
         (status = 413, description = "The text is larger than a document may be \
             (`document_too_large`)", body = ErrorBody),
-        (status = 503, description = STOPPING, body = ErrorBody),
+        (status = 503, description = READ_UNAVAILABLE, body = ErrorBody),
         (status = 500, description = SERVER_FAILED, body = ErrorBody),
     ),
 )]
@@ -1481,7 +1494,7 @@ pub struct ForestSize {
     tag = "service",
     responses(
         (status = 200, description = "The statistics", body = StatsResponse),
-        (status = 503, description = STOPPING, body = ErrorBody),
+        (status = 503, description = READ_UNAVAILABLE, body = ErrorBody),
         (status = 500, description = SERVER_FAILED, body = ErrorBody),
     ),
 )]
@@ -1604,7 +1617,7 @@ pub(crate) fn unhealthy(error: ApiError) -> Response {
                 (String = "text/plain; version=0.0.4; charset=utf-8"),
                 (String = "application/openmetrics-text; version=1.0.0; charset=utf-8"),
             )),
-        (status = 503, description = STOPPING, body = ErrorBody),
+        (status = 503, description = READ_UNAVAILABLE, body = ErrorBody),
         (status = 500, description = SERVER_FAILED, body = ErrorBody),
     ),
 )]

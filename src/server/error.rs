@@ -97,10 +97,21 @@ impl ApiError {
 /// The code of a read that found the index damaged; `/healthz` answers it from then on.
 pub(crate) const INDEX_DAMAGED: &str = "index_damaged";
 
+/// The code of a read that took longer than `[server] read_timeout`, waiting for a core
+/// included.
+pub(crate) const READ_TIMEOUT: &str = "read_timeout";
+
 impl From<Error> for ApiError {
     fn from(error: Error) -> Self {
         match error {
             Error::Query(message) => ApiError::bad_request("invalid_query", message),
+            Error::DeadlineExceeded => ApiError::unavailable(
+                READ_TIMEOUT,
+                "the read took longer than the server allows (`[server] read_timeout`) and \
+                 was stopped: narrow it (keywords, a time range, fewer facets) or retry when \
+                 the server is less busy",
+                1,
+            ),
             // The error names the index directory, which is the log's to know.
             Error::Busy(_) => ApiError::unavailable(
                 "busy",

@@ -168,7 +168,9 @@ async fn read_on_shard<T: Send + 'static>(
     + 'static,
 ) -> AppResult<Json<T>> {
     not_a_shard(state)?;
-    let mut request = SearchParams::parse(Some(&search.query))?.request(state.time_zone)?;
+    let mut request = SearchParams::parse(Some(&search.query))?
+        .request(state.time_zone)?
+        .deadline(state.read_deadline());
     if let Some(interval) = search.histogram_seconds.and_then(Interval::from_seconds) {
         request = request.histogram(HistogramWidth::Fixed(interval));
     }

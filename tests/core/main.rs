@@ -6,6 +6,7 @@
 //! Tantivy and jieba again, which costs more than the tests take to run.
 
 mod engine_collapse;
+mod engine_deadline;
 mod engine_histogram;
 mod engine_ordinals;
 mod engine_recovery;

@@ -15,7 +15,7 @@
 //! - issue 33: `held_connections_make_way_at_once`, `one_address_holds_its_share_of_connections`,
 //!   `stalled_uploads_leave_room_for_other_writes`,
 //!   `every_gzip_member_is_read_and_trailing_bytes_are_refused`,
-//!   `q_searches_only_the_declared_text_fields`.
+//!   `q_searches_only_the_declared_text_fields`, `a_read_past_its_time_limit_is_stopped`.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -846,5 +846,39 @@ fn q_searches_only_the_declared_text_fields() {
             "{q}: {message}"
         );
     }
+    server.stop();
+}
+
+#[test]
+fn a_read_past_its_time_limit_is_stopped() {
+    // A limit every list page passes before its first match is collected: the page is
+    // stopped, answered 503 `read_timeout` (never a partial page) with when to retry.
+    let server = TestServer::start(ServerConfig {
+        read_timeout: Duration::from_nanos(1),
+        ..server_config()
+    });
+    let reply = post_ndjson(&server, &[article_with("lamp", json!({}))]);
+    assert_eq!(reply.json["indexed"], json!(1), "{}", reply.text);
+    for path in [
+        "/v1/search",
+        "/v1/search?q=%E7%81%AF%E5%A1%94&facets=source",
+    ] {
+        let reply = server.get(path);
+        assert_eq!(reply.status, 503, "{path}: {}", reply.text);
+        let (code, message) = reply.error();
+        assert_eq!(code, "read_timeout", "{path}");
+        assert!(message.contains("read_timeout"), "{message}");
+    }
+    // Reads that collect nothing finish before they look at the clock.
+    assert_eq!(server.get("/v1/stats").status, 200);
+    server.stop();
+
+    // The default limit lets the same pages through.
+    let server = TestServer::start(server_config());
+    let reply = post_ndjson(&server, &[article_with("lamp", json!({}))]);
+    assert_eq!(reply.json["indexed"], json!(1), "{}", reply.text);
+    let reply = server.get("/v1/search?q=%E7%81%AF%E5%A1%94&facets=source");
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.json["total_hits"], json!(1), "{}", reply.text);
     server.stop();
 }
