@@ -58,6 +58,22 @@ def rss_kib(pid, field):
     return 0
 
 
+def read_status(connection):
+    """Reads an answer's status line from `connection`: its status, or "no answer" when the
+    connection closed or failed before one came."""
+    answer = b""
+    try:
+        while b"\r\n" not in answer:
+            chunk = connection.recv(4096)
+            if not chunk:
+                break
+            answer += chunk
+    except OSError:
+        pass
+    parts = answer.split(b" ", 2)
+    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else "no answer"
+
+
 def post(address, body, timeout=600):
     """POSTs NDJSON; the answer's status and the seconds it took. The body is sent from
     another thread, so that an answer given before the body is whole (a 503 when the queue is
@@ -76,20 +92,10 @@ def post(address, body, timeout=600):
 
     sender = threading.Thread(target=send)
     sender.start()
-    answer = b""
-    try:
-        while b"\r\n" not in answer:
-            chunk = connection.recv(4096)
-            if not chunk:
-                break
-            answer += chunk
-    except OSError:
-        pass
+    status = read_status(connection)
     elapsed = time.monotonic() - started
     connection.close()
     sender.join()
-    parts = answer.split(b" ", 2)
-    status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else "no answer"
     return status, elapsed
 
 
@@ -236,19 +242,8 @@ def stalled_uploads(address, documents, uploads, sent_bytes):
 
     def answer(number):
         connection = connections[number]
-        data = b""
-        try:
-            connection.settimeout(120)
-            while b"\r\n\r\n" not in data:
-                chunk = connection.recv(4096)
-                if not chunk:
-                    break
-                data += chunk
-        except OSError:
-            pass
-        parts = data.split(b" ", 2)
-        status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else "no answer"
-        answers[number] = (status, time.monotonic() - stalled)
+        connection.settimeout(120)
+        answers[number] = (read_status(connection), time.monotonic() - stalled)
 
     readers = [threading.Thread(target=answer, args=(n,)) for n in range(uploads)]
     for reader in readers:
