@@ -15,7 +15,7 @@ use crate::forest::{
 };
 use crate::input;
 use crate::text::{AnalyzedText, Fingerprinter, normalize};
-use crate::verify::{Sketch, SketchStore};
+use crate::verify::{Reason, Sketch, SketchStore, degenerate_sketch};
 use crate::{Error, Fingerprint, Result};
 
 /// The verdict on one document: its fingerprint, its cluster, and whether an earlier document
@@ -38,6 +38,11 @@ pub struct Decision {
     /// JSON when it is `Added`, so that `dedup`'s lines stay `{id, simhash, root, duplicate}`.
     #[serde(skip_serializing_if = "Change::is_added")]
     pub change: Change,
+    /// Why the document was kept out of every other story, when it was: its text has too
+    /// little of its own ([`Reason::Degenerate`]). A platform may hide such documents. Left
+    /// out of the JSON when there is none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<Reason>,
 }
 
 /// What adding an article did to an index ([`DedupIndex::add`](crate::engine::DedupIndex::add)),
@@ -244,6 +249,8 @@ impl Deduplicator {
         signature: Signature,
         arrival: Timestamp,
     ) -> Result<Decision> {
+        let signature = signature.for_document(&article.id);
+        let reason = signature.reason;
         let placement = self.place(signature, article.published_at.unwrap_or(arrival))?;
         Ok(Decision {
             id: article.id.clone(),
@@ -251,6 +258,7 @@ impl Deduplicator {
             root: placement.root,
             duplicate: placement.is_duplicate(),
             change: Change::Added,
+            reason,
         })
     }
 
@@ -382,24 +390,38 @@ impl Signer {
     /// ```
     pub fn sign_texts(&self, raw: &[&str]) -> Signature {
         let normalized: Vec<String> = raw.iter().map(|part| normalize(part)).collect();
+        let (sketch, reason) = self.sketch(normalized.iter().map(String::as_str));
         Signature {
             fingerprint: self.fingerprinter.fingerprint_normalized(raw, &normalized),
-            sketch: self.sketch(normalized.iter().map(String::as_str)),
+            sketch,
+            reason,
         }
     }
 
     /// Signs the fingerprinted fields of an article, already analysed (the index's insert path).
     pub fn sign_analyzed(&self, parts: &[&AnalyzedText]) -> Signature {
+        let (sketch, reason) = self.sketch(parts.iter().map(|part| part.normalized()));
         Signature {
             fingerprint: self.fingerprinter.fingerprint_analyzed(parts),
-            sketch: self.sketch(parts.iter().map(|part| part.normalized())),
+            sketch,
+            reason,
         }
     }
 
-    fn sketch<'a>(&self, normalized: impl Iterator<Item = &'a str>) -> Option<Sketch> {
-        let capacity = self.sketch_capacity?;
+    /// The sketch of the texts (default mode), and why they are kept apart, if they are: a
+    /// text with too little of its own gets its [`degenerate_sketch`].
+    fn sketch<'a>(
+        &self,
+        normalized: impl Iterator<Item = &'a str>,
+    ) -> (Option<Sketch>, Option<Reason>) {
+        let Some(capacity) = self.sketch_capacity else {
+            return (None, None);
+        };
         let texts: Vec<&str> = normalized.collect();
-        Some(Sketch::of(&texts, capacity))
+        match degenerate_sketch(&texts) {
+            Some(sketch) => (Some(sketch), Some(Reason::Degenerate)),
+            None => (Some(Sketch::of(&texts, capacity)), None),
+        }
     }
 }
 

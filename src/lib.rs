@@ -65,6 +65,7 @@ pub use simhash::Fingerprint;
 /// crate's types take, so an application without `tantivy` of the same version among its own
 /// dependencies uses these.
 pub use tantivy;
+pub use verify::Reason;
 
 /// The README's Rust examples, compiled and run as doctests so that they stay true.
 #[cfg(doctest)]

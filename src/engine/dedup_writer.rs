@@ -150,6 +150,7 @@ impl<D> PreparedDocument<D> {
         signature: Signature,
         digest: u64,
     ) -> Self {
+        let signature = signature.for_document(&id);
         PreparedDocument {
             id,
             time,
@@ -1014,11 +1015,13 @@ impl DedupWriter {
                     root: live.root,
                     duplicate: live.duplicate,
                     change: Change::Unchanged,
+                    reason: signature.reason,
                 });
             }
             self.remove(writer, &id, &live.insert)?;
             change = Change::Replaced;
         }
+        let reason = signature.reason;
         for &key in signature.sketch.iter().flat_map(Sketch::keys) {
             document.add_u64(self.fields.sketch_keys, u64::from(key));
         }
@@ -1072,6 +1075,7 @@ impl DedupWriter {
             root: live.root,
             duplicate: live.duplicate,
             change,
+            reason,
         };
         if self.id_field.is_some() {
             self.uncommitted.insert(id, Some(live));

@@ -312,6 +312,7 @@ pub(crate) fn replay(
         let signature = Signature {
             fingerprint: event.simhash,
             sketch: event.sketch.take(),
+            reason: None,
         };
         let placement = forest.try_place(signature, event.time).map_err(|error| {
             tantivy::TantivyError::SystemError(format!(

@@ -192,6 +192,7 @@ impl Forest {
     /// let signature = |fingerprint, text: &str| Signature {
     ///     fingerprint: Fingerprint(fingerprint),
     ///     sketch: Some(Sketch::of(&[text], 200)),
+    ///     reason: None,
     /// };
     /// let first = forest.place(signature(0, story), 0);
     /// // 40 bits away, but the sketch verifies: the same cluster.

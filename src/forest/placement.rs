@@ -2,7 +2,7 @@
 //! and the forest's clock and counts.
 
 use crate::Fingerprint;
-use crate::verify::Sketch;
+use crate::verify::{Reason, Sketch};
 
 /// Seconds since the Unix epoch, the forest's clock (event time).
 pub type Timestamp = i64;
@@ -17,6 +17,45 @@ pub struct Signature {
     /// a signature without one verifies against nothing, so it joins only its own fingerprint's
     /// node.
     pub sketch: Option<Sketch>,
+    /// Why its text is kept out of every other story, when it is (its sketch then says so:
+    /// see [`Reason`]). Not part of what the forest compares; told back to the client.
+    pub reason: Option<Reason>,
+}
+
+impl Signature {
+    /// Whether the signature verifies against nothing (default mode, a text without a
+    /// shingle of its own: punctuation, symbols), so that its document starts a story of its
+    /// own.
+    pub fn verifies_nothing(&self) -> bool {
+        self.sketch.as_ref().is_some_and(Sketch::is_empty)
+    }
+
+    /// The signature document `id` is placed by. One that [verifies
+    /// nothing](Self::verifies_nothing) takes a value drawn from its fingerprint and the id
+    /// instead of the fingerprint: every copy of `!!!` would otherwise try the values one copy
+    /// after another has taken (each is refused, since nothing verifies against it), and a
+    /// copy after the window would resume an expired copy's story. Any other signature is
+    /// returned as it is.
+    ///
+    /// ```
+    /// use tantivy_dedup::forest::Signature;
+    /// use tantivy_dedup::verify::Sketch;
+    /// use tantivy_dedup::Fingerprint;
+    ///
+    /// let empty = Signature { fingerprint: Fingerprint(7), sketch: Some(Sketch::default()), reason: None };
+    /// assert_ne!(empty.clone().for_document("a").fingerprint, empty.clone().for_document("b").fingerprint);
+    /// assert_eq!(empty.clone().for_document("a"), empty.for_document("a"));
+    /// let seed = Signature::from(Fingerprint(7));
+    /// assert_eq!(seed.clone().for_document("a"), seed);
+    /// ```
+    pub fn for_document(mut self, id: &str) -> Signature {
+        if self.verifies_nothing() {
+            let mut bytes = self.fingerprint.0.to_le_bytes().to_vec();
+            bytes.extend_from_slice(id.as_bytes());
+            self.fingerprint = Fingerprint(xxhash_rust::xxh3::xxh3_64(&bytes));
+        }
+        self
+    }
 }
 
 impl From<Fingerprint> for Signature {
@@ -24,6 +63,7 @@ impl From<Fingerprint> for Signature {
         Signature {
             fingerprint,
             sketch: None,
+            reason: None,
         }
     }
 }

@@ -33,7 +33,7 @@ use crate::server::body::{BatchLimits, DocumentError, Refused, parse_document_wi
 use crate::server::error::{ApiError, ErrorBody, ErrorDetail, INDEX_DAMAGED};
 use crate::server::metrics::{Exposition, Metrics};
 use crate::server::writer::{Reservation, WriteError, WriterHandle};
-use crate::{Decision, Error, Fingerprint};
+use crate::{Decision, Error, Fingerprint, Reason};
 
 /// What every handler shares.
 pub struct AppState {
@@ -403,6 +403,10 @@ pub enum DocumentResult {
         unchanged: bool,
         /// Documents in its cluster now, itself included.
         cluster_size: u64,
+        /// Why it was kept out of every other story, when it was (`degenerate`: its text
+        /// has too little of its own to be compared). Absent otherwise.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<Reason>,
     },
     /// Refused; the rest of the batch was not affected.
     Failed {
@@ -673,6 +677,7 @@ pub(crate) async fn answer_batch(state: &AppState, written: WrittenBatch) -> App
                     root,
                     duplicate,
                     change,
+                    reason,
                 } = decision;
                 let cluster_size = sizes.get(&root).copied().unwrap_or(1);
                 (
@@ -684,6 +689,7 @@ pub(crate) async fn answer_batch(state: &AppState, written: WrittenBatch) -> App
                         duplicate,
                         unchanged: change.is_unchanged(),
                         cluster_size,
+                        reason,
                     },
                 )
             }),

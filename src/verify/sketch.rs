@@ -144,6 +144,11 @@ impl<'a> SketchView<'a> {
         Similarity::of(count_shared(a, b), a.len(), b.len())
     }
 
+    /// Whether the sketch holds every shingle of its text (it was not sampled).
+    pub(crate) fn is_whole(self) -> bool {
+        self.shift == 0
+    }
+
     /// The parts of two sketches that sample the same hash range: each one's hashes below the
     /// threshold of the sparser sample.
     pub(crate) fn comparable<'b>(self, other: SketchView<'b>) -> (&'a [u32], &'b [u32]) {
@@ -259,6 +264,77 @@ impl Sketch {
             .is_none_or(|&hash| u64::from(hash) < threshold(shift));
         (ordered && in_range).then_some(Sketch { shift, hashes })
     }
+}
+
+/// The sketch of a text with too little of its own to be compared, or `None` for a text with
+/// enough. A text has too little when its distinct units (characters, digits, words), once
+/// emoticon codes (`[哈哈]`, see [`emoticon_codes`](crate::text::emoticon_codes)), punctuation
+/// and repeats are left out, weigh less than one shingle (four characters, or three words):
+/// a post of `[哈哈]` eleven times, of 哈哈哈哈, of 666 or of punctuation alone says nothing
+/// that unrelated posts could not both say, so its shingles are no evidence of a story.
+///
+/// Its sketch is one hash of the set of its distinct units and emoticon codes, which no text
+/// with enough of its own has: the same few characters or emoticons, however often repeated
+/// (a repost chain of `[怒][怒]…`), verify against each other and against nothing else. A
+/// text with neither (punctuation, symbols) gets an empty sketch, which verifies against
+/// nothing at all.
+///
+/// ```
+/// use tantivy_dedup::verify::{Sketch, degenerate_sketch};
+///
+/// let angry = degenerate_sketch(&["[怒][怒][怒][怒]"]).unwrap();
+/// assert_eq!(degenerate_sketch(&["[怒][怒][怒][怒][怒][怒][怒][怒]！！"]), Some(angry.clone()));
+/// assert_ne!(degenerate_sketch(&["[哈哈][哈哈][哈哈]"]), degenerate_sketch(&["哈哈哈哈哈哈"]));
+/// assert_eq!(degenerate_sketch(&["？？？。。。", "!!!"]), Some(Sketch::default()));
+/// assert_eq!(degenerate_sketch(&["转发微博"]), None);
+/// assert_eq!(degenerate_sketch(&["thanks for sharing"]), None);
+/// ```
+pub fn degenerate_sketch(normalized: &[&str]) -> Option<Sketch> {
+    let mut distinct: Vec<u32> = Vec::new();
+    let mut codes: Vec<&str> = Vec::new();
+    let mut held = 0;
+    let mut units = Vec::new();
+    for text in normalized {
+        for sentence in text.split(SENTENCE_ENDS) {
+            units.clear();
+            let mut rest = 0;
+            for code in crate::text::emoticon_codes(sentence) {
+                push_units(&sentence[rest..code.start], &mut units);
+                codes.push(&sentence[code.clone()]);
+                rest = code.end;
+            }
+            push_units(&sentence[rest..], &mut units);
+            for &unit in &units {
+                if !distinct.contains(&unit) {
+                    distinct.push(unit);
+                    held += weight(unit);
+                    if held >= SHINGLE_WEIGHT {
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+    if distinct.is_empty() && codes.is_empty() {
+        return Some(Sketch::default());
+    }
+    distinct.sort_unstable();
+    codes.sort_unstable();
+    codes.dedup();
+    // A domain of its own, so that no shingle of a text hashes the same but by chance.
+    let mut bytes = b"degenerate text".to_vec();
+    for unit in distinct {
+        bytes.extend_from_slice(&unit.to_le_bytes());
+    }
+    for code in codes {
+        bytes.push(0xff);
+        bytes.extend_from_slice(code.as_bytes());
+    }
+    let hash = ((xxh3_64(&bytes) >> 32) as u32) & !FIGURE_BIT;
+    Some(Sketch {
+        shift: 0,
+        hashes: Box::new([hash]),
+    })
 }
 
 /// Appends a sentence's units: a character of a script written without spaces is its code
@@ -484,6 +560,37 @@ pub(crate) fn count_shared_at_least(a: &[u32], b: &[u32], needed: usize) -> Opti
         }
     }
     (shared >= needed).then_some(shared)
+}
+
+/// The hashes of `a` that `b` lacks: how many, and how many of those are figure hashes (both
+/// strictly increasing).
+pub(crate) fn count_unshared(a: &[u32], b: &[u32]) -> Unshared {
+    let (mut i, mut j) = (0, 0);
+    let mut unshared = Unshared::default();
+    while i < a.len() {
+        match b.get(j).map(|other| a[i].cmp(other)) {
+            Some(std::cmp::Ordering::Greater) => j += 1,
+            Some(std::cmp::Ordering::Equal) => {
+                i += 1;
+                j += 1;
+            }
+            Some(std::cmp::Ordering::Less) | None => {
+                unshared.all += 1;
+                unshared.figures += usize::from(is_figure(a[i]));
+                i += 1;
+            }
+        }
+    }
+    unshared
+}
+
+/// What [`count_unshared`] counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Unshared {
+    /// Hashes the other sample lacks.
+    pub(crate) all: usize,
+    /// Figure hashes among them.
+    pub(crate) figures: usize,
 }
 
 /// Figure hashes (see [`is_figure`]) in each of two strictly increasing slices, and how many

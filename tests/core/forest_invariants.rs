@@ -387,6 +387,7 @@ impl Mode {
         Signature {
             fingerprint: Fingerprint(fingerprint),
             sketch: self.verifies().then(|| pooled(text).clone()),
+            reason: None,
         }
     }
 }
@@ -400,8 +401,8 @@ fn modes() -> impl Strategy<Value = Mode> {
 }
 
 /// Sketches of invented news texts: stories, and for each its copies as reposts make them
-/// (truncated, framed, reordered, with typos), a templated story with other figures, and a
-/// one-line excerpt.
+/// (truncated, framed, reordered, with typos), a templated story with another aim and a text
+/// between it and the story, and a one-line excerpt.
 fn text_pool() -> &'static [Sketch] {
     static POOL: OnceLock<Vec<Sketch>> = OnceLock::new();
     POOL.get_or_init(|| {
@@ -429,12 +430,11 @@ fn text_pool() -> &'static [Sketch] {
                 ),
             ];
             let whole = sentences.join("。");
-            // Other figures (close enough to verify against both), then other figures and
-            // another aim: a story of the same template that is not a copy.
-            let refigured = whole
-                .replace(&format!("{}亿元", 12 + i), &format!("{}亿元", 40 + i))
-                .replace(&format!("{}个", 30 + 7 * i), &format!("{}个", 90 + i));
-            let templated = refigured.replace("总结前一阶段经验做法", "部署下一阶段重点任务");
+            // Another aim (close enough to verify against both), then another aim and
+            // another call: a story of the same template that is not a copy. (Other figures
+            // would not do: a whole text with other figures is another story.)
+            let between = whole.replace("总结前一阶段经验做法", "部署下一阶段重点任务");
+            let templated = between.replace("加强督促检查", "强化跟踪问效");
             let variants = [
                 whole.clone(),
                 sentences[..3].join("。"),
@@ -445,7 +445,7 @@ fn text_pool() -> &'static [Sketch] {
                 whole
                     .replacen("推进", "推动", 1)
                     .replacen("属地", "主体", 1),
-                refigured,
+                between,
                 templated,
                 sentences[0].clone(),
             ];
@@ -1260,6 +1260,7 @@ fn an_expired_roots_value_is_only_its_own_texts_again() {
                 Signature {
                     fingerprint: Fingerprint(fingerprint),
                     sketch: Some(Sketch::of(&[text], 200)),
+                    reason: None,
                 }
             }
         };

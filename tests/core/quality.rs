@@ -3,7 +3,9 @@
 //! cluster, and
 //! stories that only share a template or a vocabulary must not.
 
-use tantivy_dedup::{Article, DedupConfig, Deduplicator, Mode};
+use tantivy_dedup::text::normalize;
+use tantivy_dedup::verify::{Sketch, Verifier};
+use tantivy_dedup::{Article, Decision, DedupConfig, Deduplicator, Mode, Reason};
 
 const T0: i64 = 1_750_000_000;
 
@@ -220,12 +222,15 @@ fn daily_bulletin(day: u32, figures: [u32; 5]) -> String {
 fn bulletins_that_differ_only_in_their_figures_are_not_merged() {
     let monday = daily_bulletin(10, [15, 3, 21, 186, 5319]);
     let tuesday = daily_bulletin(11, [11, 2, 18, 179, 5330]);
-    // Their words alone verify: without the figures rule they are one story.
-    let words_only = DedupConfig {
-        min_figure_containment: 0.01,
-        ..DedupConfig::default()
-    };
-    assert!(joined_with(words_only, &monday, &tuesday));
+    // Their words alone verify: without the figures rules they are one story.
+    let sketch = |text: &str| Sketch::of(&[&normalize(text)], 200);
+    let similarity = sketch(&monday).similarity(&sketch(&tuesday));
+    let verifier = Verifier::default();
+    assert!(
+        similarity.containment >= verifier.min_containment
+            && similarity.jaccard >= verifier.min_jaccard,
+        "{similarity:?}"
+    );
     assert_apart("two days' bulletins of one template", &monday, &tuesday);
     // A repost of one day's bulletin still joins it, as does a copy with a typo beside a figure
     // and a copy cut short.
@@ -528,6 +533,7 @@ fn equal_fingerprints_are_verified() {
     let signature = |text: &str| Signature {
         fingerprint: tantivy_dedup::Fingerprint(42),
         sketch: Some(Sketch::of(&[text], 200)),
+        reason: None,
     };
     let first = forest.place(signature(POST), T0);
     let other = forest.place(signature(POLICY[0]), T0 + 1);
@@ -610,5 +616,106 @@ fn english_notices_of_one_template_stay_apart() {
         "two dividend notices of one template",
         "Quarterly div 42 cts vs 42 cts prior\nPayable May 15\nRecord April 30\nNewswire",
         "Quarterly div 42 cts vs 42 cts prior\nPayable June 2\nRecord May 12\nNewswire",
+    );
+}
+
+/// Posts with too little of their own (issue 34, "Degenerate texts"): emoticon codes, one
+/// character or figure repeated, punctuation alone. `[哈哈]` eleven times joined 哈哈哈哈 (the
+/// codes' characters run together into its shingle), and copies of one punctuation-only post
+/// joined each other. Now each starts a story of its own, says why, and only the same few
+/// characters or emoticons, repeated any number of times, join it; nothing else joins through
+/// it.
+#[test]
+fn degenerate_posts_start_stories_of_their_own() {
+    let codes = "[哈哈]".repeat(11);
+    let posts = [
+        codes.as_str(),
+        "哈哈哈哈哈哈哈哈",
+        "哈哈哈哈",
+        "！！！？？？",
+        "！！！？？？",
+        "。。。。。。",
+        "666666",
+        "6666",
+        "[哈哈][哈哈][哈哈]！",
+        "哈哈哈哈哈哈，今天的比赛太精彩了，主队在最后一分钟绝杀对手",
+    ];
+    let mut dedup = Deduplicator::new(DedupConfig::default()).unwrap();
+    let decisions: Vec<Decision> = posts
+        .iter()
+        .enumerate()
+        .map(|(i, post)| {
+            dedup
+                .add_article(&article(&format!("p{i}"), post, i as i64), T0)
+                .unwrap()
+        })
+        .collect();
+    dedup.forest().check_invariants().unwrap();
+    for (post, decision) in posts.iter().zip(&decisions).take(9) {
+        assert_eq!(decision.reason, Some(Reason::Degenerate), "{post}");
+    }
+    assert_eq!(decisions[9].reason, None, "a post with words of its own");
+    let story = |i: usize| decisions[i].root;
+    // The same few characters or emoticons, however repeated, are one story.
+    assert_eq!(story(1), story(2), "哈 repeated");
+    assert_eq!(story(6), story(7), "6 repeated");
+    assert_eq!(story(0), story(8), "[哈哈] repeated");
+    // Nothing else: other characters, codes against their characters, punctuation alone
+    // (not even a copy of itself), and a post that has words of its own.
+    let apart = [0, 1, 3, 4, 5, 6, 9];
+    for (n, &i) in apart.iter().enumerate() {
+        for &j in &apart[n + 1..] {
+            assert_ne!(story(i), story(j), "{:?} joined {:?}", posts[i], posts[j]);
+        }
+    }
+}
+
+/// Short notices of one template whose dates and figures differ (issue 34, "Templates"):
+/// every year's announcement of a session's broadcast, the opening and the closing one,
+/// consecutive days' bulletins. Their words verify, and they hold too few figure shingles for
+/// the figures' share to count, so each pair was one story. A repost and a typo beside a
+/// figure still join.
+#[test]
+fn notices_of_one_template_with_other_dates_or_figures_are_not_merged() {
+    let broadcast = |year: u32, day: u32, time: &str, session: &str| {
+        format!(
+            "本台消息：全国人民代表大会第五次会议将于{year}年3月{day}日{time}在北京人民大会堂{session}。\
+             届时，我台综合频道、新闻频道及英语、法语、俄语等外语频道将进行现场直播，新闻频道同步提供\
+             手语播报。各大广播电台和新闻网站也将进行直播。"
+        )
+    };
+    let opening = broadcast(2024, 5, "上午9时", "开幕");
+    assert_apart(
+        "two years' opening broadcasts",
+        &broadcast(2023, 5, "上午9时", "开幕"),
+        &opening,
+    );
+    assert_apart(
+        "a session's opening and closing broadcasts",
+        &opening,
+        &broadcast(2024, 11, "下午3时", "召开闭幕会"),
+    );
+    let bulletin = |cases: u32| {
+        format!(
+            "省卫生健康委今天通报：昨日全省新增本土确诊病例{cases}例，均在集中隔离点发现，无新增死亡\
+             病例。省卫生健康委提醒，请广大市民继续做好个人防护，非必要不前往中高风险地区。"
+        )
+    };
+    let monday = bulletin(394);
+    assert_apart("consecutive days' bulletins", &monday, &bulletin(374));
+    assert_found(
+        "a reposted bulletin",
+        &monday,
+        &format!("转发：{monday}（来源：健康时报）"),
+    );
+    assert_found(
+        "a bulletin with a typo beside its count",
+        &monday,
+        &monday.replacen("确诊病例394例", "确珍病例394例", 1),
+    );
+    assert_found(
+        "a reposted broadcast notice",
+        &opening,
+        &format!("{opening}（央视新闻）"),
     );
 }

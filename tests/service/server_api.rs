@@ -2745,6 +2745,41 @@ fn check_mixed(server: &TestServer, body: &[u8], outcomes: &[Outcome]) {
     }
 }
 
+/// A post with too little of its own is answered with why it starts a story of its own
+/// (issue 34): `"reason": "degenerate"`, on a re-send too; a post with words of its own has no
+/// reason.
+#[test]
+fn degenerate_posts_are_answered_with_their_reason() {
+    let server = TestServer::start(server_config());
+    let codes = "[哈哈]".repeat(11);
+    let story = "滨海大桥主桥今天上午顺利合龙，这座跨海大桥预计明年五月建成通车。";
+    let reply = server.post_json(
+        "/v1/documents",
+        &json!([
+            {"id": "codes", "content": codes},
+            {"id": "laughter", "content": "哈哈哈哈哈哈哈哈"},
+            {"id": "story", "content": story},
+        ]),
+    );
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let results = &reply.json["results"];
+    assert_eq!(results[0]["reason"], "degenerate", "{}", reply.text);
+    assert_eq!(results[1]["reason"], "degenerate", "{}", reply.text);
+    assert_ne!(results[0]["root"], results[1]["root"], "{}", reply.text);
+    assert!(results[2].get("reason").is_none(), "{}", reply.text);
+    let again = server.post_json("/v1/documents", &json!([{"id": "codes", "content": codes}]));
+    assert_eq!(
+        again.json["results"][0]["unchanged"], true,
+        "{}",
+        again.text
+    );
+    assert_eq!(
+        again.json["results"][0]["reason"], "degenerate",
+        "{}",
+        again.text
+    );
+}
+
 #[test]
 fn mixed_batch_indexes_exactly_the_valid_documents() {
     let server = TestServer::start(strict_config());

@@ -416,6 +416,7 @@ fn expiry_matches_the_in_memory_forest_and_the_sweep_deletes_old_nodes() {
             signature: Signature {
                 fingerprint: value,
                 sketch: texts[text].signature.sketch.clone(),
+                reason: None,
             },
             time: T0 + later,
         };

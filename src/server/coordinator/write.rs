@@ -245,8 +245,9 @@ fn place(
                     .article
                     .published_at
                     .unwrap_or_else(|| placer.newest_time().unwrap_or_else(now));
+                let signature = document.signature.for_document(&document.record.article.id);
                 let placement = placer
-                    .place(document.signature, time)
+                    .place(signature, time)
                     .map_err(|error| store_failed(&error))?;
                 Placed {
                     node: placement.node,
