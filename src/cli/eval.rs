@@ -21,6 +21,13 @@ pub struct EvalArgs {
     /// Exit with status 1 when the F1 of all pairs is below this (a quality gate for CI)
     #[arg(long, value_name = "F1")]
     min_f1: Option<f64>,
+    /// Exit with status 1 when the precision of all pairs is below this
+    #[arg(long, value_name = "P")]
+    min_precision: Option<f64>,
+    /// Exit with status 1 when a predicted cluster holds more than this many true clusters (a
+    /// list page's line that puts that many unrelated stories together)
+    #[arg(long, value_name = "N")]
+    max_stories_per_cluster: Option<usize>,
     #[command(flatten)]
     config: ConfigArgs,
 }
@@ -42,17 +49,45 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
         Err(error) if error.kind() != io::ErrorKind::BrokenPipe => return Err(error.into()),
         _ => {}
     }
-    match args.min_f1 {
-        Some(floor) if report.all.f1 < floor => {
-            eprintln!(
-                "eval: F1 {:.4} is below the required {floor} on {}",
-                report.all.f1,
-                args.file.display()
-            );
-            Ok(ExitCode::FAILURE)
-        }
-        _ => Ok(ExitCode::SUCCESS),
+    let failures = gate_failures(&args, &report);
+    for failure in &failures {
+        eprintln!("eval: {failure} on {}", args.file.display());
     }
+    Ok(if failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// What the report misses of the floors the arguments set, each said in a line.
+fn gate_failures(args: &EvalArgs, report: &EvalReport) -> Vec<String> {
+    let mut failures = Vec::new();
+    if let Some(floor) = args.min_f1.filter(|&floor| report.all.f1 < floor) {
+        failures.push(format!(
+            "F1 {:.4} is below the required {floor}",
+            report.all.f1
+        ));
+    }
+    if let Some(floor) = args
+        .min_precision
+        .filter(|&floor| report.all.precision < floor)
+    {
+        failures.push(format!(
+            "precision {:.4} is below the required {floor}",
+            report.all.precision
+        ));
+    }
+    if let Some(most) = args
+        .max_stories_per_cluster
+        .filter(|&most| report.over_merged.largest > most)
+    {
+        failures.push(format!(
+            "a predicted cluster holds {} true clusters, more than the {most} allowed",
+            report.over_merged.largest
+        ));
+    }
+    failures
 }
 
 fn write_table(out: &mut impl Write, report: &EvalReport, mode: &str) -> io::Result<()> {

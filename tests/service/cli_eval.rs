@@ -84,3 +84,50 @@ fn eval_rejects_unlabeled_lines_with_their_number() {
         "{message}"
     );
 }
+
+/// The quality gate's floors (`.ci/run`): each one missed is named on standard error and the
+/// exit status is 1; met, 0. The file's labels call three copies of one text three stories,
+/// so the cluster they make is a merge of three, and none of its pairs is true.
+#[test]
+fn eval_gates_on_f1_precision_and_stories_per_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("labeled.jsonl");
+    let rows = [
+        ("h1", HARBOUR.to_owned(), "h"),
+        ("h2", format!("<p>{HARBOUR}</p>"), "s"),
+        ("h3", HARBOUR.replace('，', ","), "w"),
+        ("s1", SCHOOL.to_owned(), "s"),
+    ];
+    let text: Vec<String> = rows
+        .iter()
+        .map(|(id, content, cluster)| {
+            json!({"id": id, "content": content, "cluster": cluster}).to_string()
+        })
+        .collect();
+    std::fs::write(&path, text.join("\n")).unwrap();
+    let gate = |flags: &[&str]| {
+        let output = Command::new(BIN)
+            .arg("eval")
+            .arg(&path)
+            .args(flags)
+            .output()
+            .unwrap();
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    // The three harbour copies are one predicted cluster holding three true ones: three
+    // predicted pairs, none true.
+    let (status, message) = gate(&["--max-stories-per-cluster", "2"]);
+    assert_eq!(status, Some(1), "{message}");
+    assert!(message.contains("holds 3 true clusters"), "{message}");
+    let (status, message) = gate(&["--min-precision", "0.5", "--min-f1", "0.5"]);
+    assert_eq!(status, Some(1), "{message}");
+    assert!(
+        message.contains("precision 0.0000") && message.contains("F1 0.0000"),
+        "{message}"
+    );
+    let (status, message) = gate(&["--max-stories-per-cluster", "3", "--min-precision", "0"]);
+    assert_eq!(status, Some(0), "{message}");
+}
