@@ -125,6 +125,44 @@ fn ingest_then_list_detail_and_stats() {
     );
 }
 
+/// README "Query syntax": each example query finds on the sample file what the README says
+/// (articles, stories), and a query that does not parse is refused with a clear error.
+#[test]
+fn the_readme_query_syntax_examples_find_what_it_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = dir.path().join("news");
+    let index = index.to_str().unwrap();
+    let sample = sample();
+    let ingested = run(&["ingest", "--index", index, sample.to_str().unwrap()]);
+    assert!(ingested.status.success(), "{}", stderr(&ingested));
+    let examples = [
+        ("马拉松 滨江", 3, 1),
+        ("马拉松 OR 夏粮", 5, 2),
+        ("马拉松 -转载", 2, 1),
+        ("\"国际马拉松\"", 3, 1),
+        ("(马拉松 OR 图书馆) -肯尼亚", 1, 1),
+        ("title:图书馆", 1, 1),
+        ("马拉松^2 OR 夏粮", 5, 2),
+    ];
+    for (query, hits, stories) in examples {
+        let found = run(&["search", "--index", index, query, "--json"]);
+        assert!(found.status.success(), "{query}: {}", stderr(&found));
+        let page = json(&found);
+        assert_eq!(
+            (page["total_hits"].as_u64(), page["total_clusters"].as_u64()),
+            (Some(hits), Some(stories)),
+            "{query}"
+        );
+    }
+    let broken = run(&["search", "--index", index, "马拉松 AND ("]);
+    assert!(!broken.status.success());
+    assert!(
+        stderr(&broken).contains("invalid query"),
+        "{}",
+        stderr(&broken)
+    );
+}
+
 #[test]
 fn mistakes_get_clear_errors_and_leave_nothing_behind() {
     let dir = tempfile::tempdir().unwrap();
