@@ -562,37 +562,6 @@ pub(crate) fn count_shared_at_least(a: &[u32], b: &[u32], needed: usize) -> Opti
     (shared >= needed).then_some(shared)
 }
 
-/// The hashes of `a` that `b` lacks: how many, and how many of those are figure hashes (both
-/// strictly increasing).
-pub(crate) fn count_unshared(a: &[u32], b: &[u32]) -> Unshared {
-    let (mut i, mut j) = (0, 0);
-    let mut unshared = Unshared::default();
-    while i < a.len() {
-        match b.get(j).map(|other| a[i].cmp(other)) {
-            Some(std::cmp::Ordering::Greater) => j += 1,
-            Some(std::cmp::Ordering::Equal) => {
-                i += 1;
-                j += 1;
-            }
-            Some(std::cmp::Ordering::Less) | None => {
-                unshared.all += 1;
-                unshared.figures += usize::from(is_figure(a[i]));
-                i += 1;
-            }
-        }
-    }
-    unshared
-}
-
-/// What [`count_unshared`] counts.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Unshared {
-    /// Hashes the other sample lacks.
-    pub(crate) all: usize,
-    /// Figure hashes among them.
-    pub(crate) figures: usize,
-}
-
 /// Figure hashes (see [`is_figure`]) in each of two strictly increasing slices, and how many
 /// of them the two share.
 pub(crate) fn count_figures(a: &[u32], b: &[u32]) -> (usize, usize, usize) {
