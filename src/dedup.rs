@@ -39,8 +39,9 @@ pub struct Decision {
     #[serde(skip_serializing_if = "Change::is_added")]
     pub change: Change,
     /// Why the document was kept out of every other story, when it was: its text has too
-    /// little of its own ([`Reason::Degenerate`]). A platform may hide such documents. Left
-    /// out of the JSON when there is none.
+    /// little of its own ([`Reason::Degenerate`]), or is a part of several stories
+    /// ([`Reason::Boilerplate`]). A platform may hide such documents. Left out of the JSON
+    /// when there is none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<Reason>,
 }
@@ -258,7 +259,7 @@ impl Deduplicator {
             root: placement.root,
             duplicate: placement.is_duplicate(),
             change: Change::Added,
-            reason,
+            reason: reason.or(placement.reason),
         })
     }
 

@@ -21,9 +21,9 @@ use crate::engine::directory::index_error;
 use crate::engine::prune::{self, PrunePlan, TombstonesQuery};
 use crate::engine::recovery::{self, CheckpointMark, RecoveryReport};
 use crate::engine::schema::{self, DedupFields, fast_value, stored_sketch};
-use crate::forest::{Forest, ForestStats, SharedForest, Signature, Timestamp};
+use crate::forest::{Forest, ForestStats, Placement, SharedForest, Signature, Timestamp};
 use crate::index::BlockLayout;
-use crate::verify::{Sketch, SketchStore};
+use crate::verify::{Reason, Sketch, SketchStore};
 use crate::{Error, Fingerprint, Result};
 
 /// A Tantivy document type the dedup fields can be written into: Tantivy's own
@@ -135,6 +135,24 @@ pub struct Placed {
     pub duplicate: bool,
     /// Its event time (its own, or its arrival at the coordinator).
     pub time: Timestamp,
+    /// Why the forest kept it out of the stories its text verified against
+    /// ([`Placement::reason`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<Reason>,
+}
+
+impl Placed {
+    /// What `placement`, made at event time `time`, tells a shard.
+    pub fn new(placement: &Placement, time: Timestamp) -> Self {
+        Placed {
+            node: placement.node,
+            root: placement.root,
+            via: placement.via,
+            duplicate: placement.is_duplicate(),
+            time,
+            reason: placement.reason,
+        }
+    }
 }
 
 impl<D> PreparedDocument<D> {
@@ -1021,7 +1039,7 @@ impl DedupWriter {
             self.remove(writer, &id, &live.insert)?;
             change = Change::Replaced;
         }
-        let reason = signature.reason;
+        let signed_reason = signature.reason;
         for &key in signature.sketch.iter().flat_map(Sketch::keys) {
             document.add_u64(self.fields.sketch_keys, u64::from(key));
         }
@@ -1030,14 +1048,7 @@ impl DedupWriter {
             None => {
                 let event_time = time.unwrap_or_else(|| self.arrival_time());
                 let placement = self.dedup.place(signature, event_time)?;
-                let placed = Placed {
-                    node: placement.node,
-                    root: placement.root,
-                    via: placement.via,
-                    duplicate: placement.is_duplicate(),
-                    time: event_time,
-                };
-                (event_time, placed)
+                (event_time, Placed::new(&placement, event_time))
             }
         };
         // The document is stored under its node, which is what a replay places it by.
@@ -1075,7 +1086,7 @@ impl DedupWriter {
             root: live.root,
             duplicate: live.duplicate,
             change,
-            reason,
+            reason: signed_reason.or(placement.reason),
         };
         if self.id_field.is_some() {
             self.uncommitted.insert(id, Some(live));

@@ -12,7 +12,7 @@ use super::store::{
 };
 use crate::index::{BlockLayout, PigeonholeIndex, push_compact};
 use crate::simhash::FingerprintHasher;
-use crate::verify::{Sketch, SketchStore, SketchView, Verifier};
+use crate::verify::{Candidates, Compared, Sketch, SketchStore, SketchView, Verdict, Verifier};
 use crate::{Error, Fingerprint};
 
 /// One node of the forest, packed into 16 bytes beside its fingerprint in the index.
@@ -488,29 +488,30 @@ impl Forest {
 
     /// Calls `visit(node, distance)` for every stored node that has an edge to a node
     /// `fingerprint` with sketch `sketch` (which need not be stored), each once.
-    fn for_each_edge(
-        &self,
-        fingerprint: Fingerprint,
-        sketch: Option<&Sketch>,
-        mut visit: impl FnMut(Fingerprint, u32),
-    ) {
+    /// Every stored node with an edge to a new node of `fingerprint` and `sketch`: within
+    /// `k` in seed mode; in default mode a candidate that verifies and is evidence (the module
+    /// `evidence` of `verify`), with what its text is to the new one.
+    fn verified_edges(&self, fingerprint: Fingerprint, sketch: Option<&Sketch>) -> Vec<Compared> {
         let Some(verification) = &self.verification else {
-            self.index.for_each_within(fingerprint, visit);
-            return;
+            let mut near = Vec::new();
+            self.index.for_each_within(fingerprint, |node, _| {
+                near.push(Compared {
+                    node,
+                    verdict: Verdict::Copy,
+                })
+            });
+            return near;
         };
         let empty = Sketch::default();
         let sketch = sketch.unwrap_or(&empty).view();
-        let mut candidates = Vec::new();
+        let mut candidates = Candidates::default();
         self.index
-            .for_each_within(fingerprint, |node, _| candidates.push(node));
-        verification
-            .sketches
-            .for_each_candidate(sketch, |node| candidates.push(node));
-        candidates.sort_unstable();
-        candidates.dedup();
+            .for_each_within(fingerprint, |node, _| candidates.push_near(node));
+        verification.sketches.push_posted(sketch, &mut candidates);
         // Stored sketches are scattered in memory: look them all up and touch each one's first
         // hashes before comparing any, so that their cache misses overlap instead of queueing.
         let stored: Vec<(Fingerprint, SketchView)> = candidates
+            .nodes()
             .into_iter()
             .filter(|&node| node != fingerprint)
             .filter_map(|node| Some((node, verification.sketches.get(node)?)))
@@ -518,11 +519,23 @@ impl Forest {
                 std::hint::black_box(stored.hashes().first());
             })
             .collect();
-        for (node, stored) in stored {
-            if verification.verifier.matches(sketch, stored) {
-                visit(node, fingerprint.distance(node));
+        let compared: Vec<Compared> = stored
+            .into_iter()
+            .map(|(node, stored)| Compared {
+                node,
+                verdict: verification.verifier.verdict(sketch, stored),
+            })
+            .collect();
+        let part_of = |part: Fingerprint, whole: Fingerprint| match (
+            verification.sketches.get(part),
+            verification.sketches.get(whole),
+        ) {
+            (Some(part), Some(whole)) => {
+                verification.verifier.verdict(part, whole) == Verdict::Contained
             }
-        }
+            _ => false,
+        };
+        candidates.evidenced(&compared, |node| self.root_of_node(node), part_of)
     }
 
     /// Follows attachments from a stored node to its root.
@@ -659,7 +672,7 @@ impl Forest {
                     let parent = self.index.get(attached).ok_or_else(|| {
                         format!("leaf {} attached to missing {attached}", info.fingerprint)
                     })?;
-                    if !self.stored_edge(info.fingerprint, attached) {
+                    if self.stored_edge(info.fingerprint, attached) == Verdict::Apart {
                         return Err(format!(
                             "leaf {} has no edge to {attached} ({} bits apart, k = {k})",
                             info.fingerprint,
@@ -696,14 +709,16 @@ impl Forest {
                         .sketches
                         .for_each_co_posted(info.fingerprint, |other| reachable.push(other));
                 }
+                // Roots may reach a text they contain or are contained in (an edge without
+                // evidence, or a boilerplate text), never a copy.
                 let joined_root = reachable.into_iter().find(|&other| {
                     other != info.fingerprint
                         && self.index.get(other).is_some_and(|n| n.is_root())
-                        && self.stored_edge(info.fingerprint, other)
+                        && self.stored_edge(info.fingerprint, other) == Verdict::Copy
                 });
                 if let Some(other) = joined_root {
                     return Err(format!(
-                        "roots {} and {other} reach each other and have an edge",
+                        "roots {} and {other} reach each other and are copies",
                         info.fingerprint
                     ));
                 }
@@ -765,14 +780,16 @@ impl Forest {
         Ok(())
     }
 
-    /// Whether two stored nodes are joined by an edge (within `k`, or verified).
-    fn stored_edge(&self, a: Fingerprint, b: Fingerprint) -> bool {
+    /// What the texts of two stored nodes are to each other: in seed mode copies within `k`
+    /// and apart beyond; in default mode what they verify as.
+    fn stored_edge(&self, a: Fingerprint, b: Fingerprint) -> Verdict {
         match &self.verification {
-            None => a.distance(b) <= self.max_distance(),
+            None if a.distance(b) <= self.max_distance() => Verdict::Copy,
+            None => Verdict::Apart,
             Some(verification) => {
                 match (verification.sketches.get(a), verification.sketches.get(b)) {
-                    (Some(x), Some(y)) => verification.verifier.matches(x, y),
-                    _ => false,
+                    (Some(x), Some(y)) => verification.verifier.verdict(x, y),
+                    _ => Verdict::Apart,
                 }
             }
         }
@@ -855,16 +872,17 @@ impl ForestStore for Forest {
         sketch: Option<&Sketch>,
     ) -> Result<Vec<Edge>, StoreError> {
         let mut edges = Vec::new();
-        self.for_each_edge(fingerprint, sketch, |node, distance| {
-            match self.root_of_node(node) {
+        for compared in self.verified_edges(fingerprint, sketch) {
+            match self.root_of_node(compared.node) {
                 Some(root) => edges.push(Edge {
-                    node,
-                    distance,
+                    node: compared.node,
+                    distance: fingerprint.distance(compared.node),
+                    verdict: compared.verdict,
                     state: EdgeState::Settled { root },
                 }),
-                None => debug_assert!(false, "broken attachment chain at {node}"),
+                None => debug_assert!(false, "broken attachment chain at {}", compared.node),
             }
-        });
+        }
         Ok(edges)
     }
 

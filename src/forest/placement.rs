@@ -101,6 +101,9 @@ pub struct Placement {
     /// view's reprint path
     /// is drawn from it.
     pub via: Option<Fingerprint>,
+    /// [`Reason::Boilerplate`] when the document's text is a part of several different
+    /// stories: it joined only a copy of itself, or started a story.
+    pub reason: Option<Reason>,
 }
 
 impl Placement {

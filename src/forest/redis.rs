@@ -43,7 +43,7 @@ use super::store::{
 use crate::Fingerprint;
 use crate::config::DedupConfig;
 use crate::index::BlockLayout;
-use crate::verify::{POSTING_CAPACITY, Sketch, Verifier, digest_of};
+use crate::verify::{Candidates, Compared, POSTING_CAPACITY, Sketch, Verdict, Verifier, digest_of};
 
 /// Event time beyond the window that the sweep waits before deleting a node, so that an insert
 /// that read the node live with a slightly older clock is done with it first.
@@ -1502,21 +1502,21 @@ impl ForestStore for RedisStore {
         }
         let lists: Vec<Vec<i64>> = self.run_batch(&batch)?;
         let (tables, postings) = lists.split_at(buckets.len().min(lists.len()));
-        let mut candidates: Vec<Fingerprint> = tables
+        let mut found = Candidates::default();
+        tables
             .iter()
             .flatten()
             .map(|&member| Fingerprint(member as u64))
             .filter(|node| fingerprint.distance(*node) <= k)
-            .chain(
-                postings
-                    .iter()
-                    .flatten()
-                    .map(|&member| Fingerprint(member as u64)),
-            )
+            .for_each(|node| found.push_near(node));
+        for posted in postings {
+            found.push_key(posted.iter().map(|&member| Fingerprint(member as u64)));
+        }
+        let candidates: Vec<Fingerprint> = found
+            .nodes()
+            .into_iter()
             .filter(|&node| node != fingerprint)
             .collect();
-        candidates.sort_unstable();
-        candidates.dedup();
         if candidates.is_empty() {
             return Ok(Vec::new());
         }
@@ -1532,7 +1532,10 @@ impl ForestStore for RedisStore {
         let replies: Vec<Value> = self.run_batch(&batch)?;
         let per_node = if self.verifier.is_some() { 2 } else { 1 };
         let cutoff = self.cutoff();
-        let mut edges = Vec::new();
+        // Each live candidate's verdict, and its state as read.
+        let mut verdicts = Vec::new();
+        let mut states = Vec::new();
+        let mut sketches = Vec::new();
         for (&node, reply) in candidates.iter().zip(replies.chunks(per_node)) {
             let record: Vec<Option<String>> =
                 redis::from_redis_value(reply[0].clone()).map_err(parsing)?;
@@ -1543,18 +1546,21 @@ impl ForestStore for RedisStore {
             if last_seen < cutoff {
                 continue;
             }
-            if let Some(verifier) = &self.verifier {
-                let bytes: Option<Vec<u8>> =
-                    redis::from_redis_value(reply[1].clone()).map_err(parsing)?;
-                // A candidate whose sketch is not written yet is still publishing: its ticket
-                // will be later than ours, so it is the one that must see us.
-                let Some(stored) = bytes.as_deref().and_then(decode_sketch) else {
-                    continue;
-                };
-                if !verifier.matches(sketch, &stored) {
-                    continue;
+            let verdict = match &self.verifier {
+                None => Verdict::Copy,
+                Some(verifier) => {
+                    let bytes: Option<Vec<u8>> =
+                        redis::from_redis_value(reply[1].clone()).map_err(parsing)?;
+                    // A candidate whose sketch is not written yet is still publishing: its
+                    // ticket will be later than ours, so it is the one that must see us.
+                    let Some(stored) = bytes.as_deref().and_then(decode_sketch) else {
+                        continue;
+                    };
+                    let verdict = verifier.verdict(sketch, &stored);
+                    sketches.push((node, stored));
+                    verdict
                 }
-            }
+            };
             let state = match field(0) {
                 Some(owner) => EdgeState::Pending {
                     // No ticket yet: still publishing.
@@ -1567,13 +1573,46 @@ impl ForestStore for RedisStore {
                     root: parse_fingerprint(&field(3).unwrap_or_default())?.unwrap_or(node),
                 },
             };
-            edges.push(Edge {
-                node,
-                distance: fingerprint.distance(node),
-                state,
-            });
+            verdicts.push(Compared { node, verdict });
+            states.push((node, state));
         }
-        Ok(edges)
+        let state_of = |node: Fingerprint| {
+            let at = states.binary_search_by_key(&node, |&(node, _)| node).ok()?;
+            Some(states[at].1)
+        };
+        let tree = |node| match state_of(node)? {
+            EdgeState::Settled { root } => Some(root),
+            EdgeState::Pending { .. } => None,
+        };
+        let sketch_of = |node: Fingerprint| {
+            let at = sketches
+                .binary_search_by_key(&node, |(node, _)| *node)
+                .ok()?;
+            Some(&sketches[at].1)
+        };
+        let part_of = |part: Fingerprint, whole: Fingerprint| match (
+            &self.verifier,
+            sketch_of(part),
+            sketch_of(whole),
+        ) {
+            (Some(verifier), Some(part), Some(whole)) => {
+                verifier.verdict(part, whole) == Verdict::Contained
+            }
+            _ => false,
+        };
+        // `verdicts` and `states` follow `candidates`, which are in ascending order.
+        Ok(found
+            .evidenced(&verdicts, tree, part_of)
+            .into_iter()
+            .filter_map(|Compared { node, verdict }| {
+                Some(Edge {
+                    node,
+                    distance: fingerprint.distance(node),
+                    verdict,
+                    state: state_of(node)?,
+                })
+            })
+            .collect())
     }
 
     fn root_ranks(&mut self, roots: &[Fingerprint]) -> Result<Vec<Option<RootRank>>, StoreError> {

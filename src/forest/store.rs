@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use super::placement::{ForestStats, Placement, PlacementKind, Signature, Timestamp};
 use crate::Fingerprint;
 use crate::config::DedupConfig;
-use crate::verify::{Sketch, digest_of};
+use crate::verify::{BOILERPLATE_STORIES, Reason, Sketch, Verdict, digest_of};
 
 /// A store's failure: the store could not be reached or answered something unusable. The
 /// insert that met it was not acknowledged; retrying it is safe.
@@ -112,6 +112,10 @@ pub struct Edge {
     pub node: Fingerprint,
     /// Hamming distance between the two fingerprints.
     pub distance: u32,
+    /// What the new text is to the neighbour's: a copy, or a part of it
+    /// ([`Verdict::Contained`]: an excerpt, or text the neighbour carries, such as its footer),
+    /// or the whole of which the neighbour is a part. Seed mode's edges are copies.
+    pub verdict: Verdict,
     /// Whether the neighbour is settled, and where.
     pub state: EdgeState,
 }
@@ -463,6 +467,7 @@ fn place_once<S: ForestStore + ?Sized>(
                     root,
                     kind: PlacementKind::ExistingNode,
                     via: Some(fingerprint),
+                    reason: None,
                 });
             }
             Claim::Busy { owner } => {
@@ -496,7 +501,20 @@ fn place_once<S: ForestStore + ?Sized>(
                 }
             }
         };
-        let settlement = match best_tree(store, &edges, rank_lone_tree)? {
+        // Boilerplate joins only its own copies (another page of the same footer alone), never
+        // a story that carries it.
+        let boilerplate = is_boilerplate(&edges);
+        let best = if boilerplate {
+            let copies: Vec<Edge> = edges
+                .iter()
+                .filter(|edge| edge.verdict == Verdict::Copy)
+                .copied()
+                .collect();
+            best_tree(store, &copies, rank_lone_tree)?
+        } else {
+            best_tree(store, &edges, rank_lone_tree)?
+        };
+        let settlement = match best {
             None if former_root.is_some_and(|digest| digest != digest_of(sketch)) => {
                 // A new story at an older story's id would merge the two in the index (its
                 // size, its detail and story pages): give the value up and take the next one.
@@ -530,21 +548,41 @@ fn place_once<S: ForestStore + ?Sized>(
                 root: fingerprint,
                 kind: PlacementKind::ResumedRoot,
                 via: Some(fingerprint),
+                reason: boilerplate.then_some(Reason::Boilerplate),
             },
             Settlement::Root { .. } => Placement {
                 node: fingerprint,
                 root: fingerprint,
                 kind: PlacementKind::NewRoot,
                 via: None,
+                reason: boilerplate.then_some(Reason::Boilerplate),
             },
             Settlement::Leaf { root, attached_to } => Placement {
                 node: fingerprint,
                 root,
                 kind: PlacementKind::NewLeaf,
                 via: Some(attached_to),
+                reason: boilerplate.then_some(Reason::Boilerplate),
             },
         });
     }
+}
+
+/// Whether the new text is boilerplate: a part ([`Verdict::Contained`]) of nodes of
+/// [`BOILERPLATE_STORIES`] different trees or more, so that it belongs to none of them
+/// (the module `evidence` of `verify`).
+fn is_boilerplate(edges: &[Edge]) -> bool {
+    let mut containing: Vec<Fingerprint> = edges
+        .iter()
+        .filter(|edge| edge.verdict == Verdict::Contained)
+        .filter_map(|edge| match edge.state {
+            EdgeState::Settled { root } => Some(root),
+            EdgeState::Pending { .. } => None,
+        })
+        .collect();
+    containing.sort_unstable();
+    containing.dedup();
+    containing.len() >= BOILERPLATE_STORIES
 }
 
 /// The next of a document's [`node_candidates`], once the one tried is refused (a node with

@@ -404,7 +404,9 @@ pub enum DocumentResult {
         /// Documents in its cluster now, itself included.
         cluster_size: u64,
         /// Why it was kept out of every other story, when it was (`degenerate`: its text
-        /// has too little of its own to be compared). Absent otherwise.
+        /// has too little of its own to be compared; `boilerplate`: its text is a part of
+        /// three stories or more, as a disclaimer or a footer alone is, told when it is
+        /// placed and not again on an unchanged re-send). Absent otherwise.
         #[serde(skip_serializing_if = "Option::is_none")]
         reason: Option<Reason>,
     },

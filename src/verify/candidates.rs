@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::arena::{Address, Backing, ChunkDamage, SketchArena};
 use super::postings::KeyPostings;
-use super::{Sketch, SketchView};
+use super::{Candidates, Sketch, SketchView};
 use crate::Fingerprint;
 use crate::forest::checkpoint::{CheckpointReader, CheckpointWriter};
 use crate::simhash::FingerprintHasher;
@@ -245,6 +245,18 @@ impl SketchStore {
                     visit(node);
                 }
             });
+        }
+    }
+
+    /// Adds the nodes posted under each of `sketch`'s keys to `candidates`, key by key.
+    pub fn push_posted(&self, sketch: SketchView<'_>, candidates: &mut Candidates) {
+        for &key in sketch.keys() {
+            self.postings.for_each(key, |address| {
+                if let Some((node, _)) = self.arena.get(address) {
+                    candidates.push_posted(node);
+                }
+            });
+            candidates.end_key();
         }
     }
 

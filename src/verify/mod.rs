@@ -10,10 +10,12 @@
 
 mod arena;
 mod candidates;
+mod evidence;
 mod postings;
 mod sketch;
 
 pub use candidates::SketchStore;
+pub use evidence::{BOILERPLATE_STORIES, Candidates, Compared, RIVALS, Verdict};
 pub use postings::POSTING_CAPACITY;
 pub use sketch::{
     KEYS, SHINGLE_CHARACTERS, SHINGLE_WORDS, Similarity, Sketch, SketchView, degenerate_sketch,
@@ -35,7 +37,7 @@ pub use sketch::{
 /// assert_ne!(second.root, first.root);
 /// assert_eq!(serde_json::to_value(&second).unwrap()["reason"], "degenerate");
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Reason {
@@ -43,7 +45,15 @@ pub enum Reason {
     /// than make one shingle, once emoticon codes, punctuation and repeats are left out
     /// ([`degenerate_sketch`]). Only the same few characters or emoticons join it.
     Degenerate,
+    /// Its text is contained in [`BOILERPLATE_STORIES`] different stories or more: a
+    /// disclaimer, a site's footer, a block of links (the module `evidence` of `verify`).
+    Boilerplate,
 }
+
+/// How much smaller than another a text must be to be a part of it ([`Verdict::Contained`])
+/// rather than a copy: a footer or a lead is a part of an article that has a fifth of its own;
+/// a copy with a typo, a paragraph more or a credit line is a copy.
+pub const PART_OF_WHOLE: f64 = 0.7;
 
 /// The share of the shorter text's shingles that must appear in the longer one, by default.
 ///
@@ -164,6 +174,29 @@ impl Verifier {
         a: impl Into<SketchView<'a>>,
         b: impl Into<SketchView<'b>>,
     ) -> bool {
+        self.verdict(a, b) != Verdict::Apart
+    }
+
+    /// Whether two sketched texts are near-duplicates ([`matches`](Self::matches)), and if so
+    /// whether the first is the smaller: what the boilerplate rule asks of a text that several
+    /// stories contain ([`Verdict`]).
+    ///
+    /// ```
+    /// use tantivy_dedup::verify::{Sketch, Verdict, Verifier};
+    ///
+    /// let lead = "国家统计局今天发布数据，前三季度国内生产总值同比增长百分之五点二，就业形势总体稳定，\
+    ///             城镇调查失业率逐月回落，居民消费价格温和上涨，经济运行持续恢复向好。";
+    /// let story = format!("{lead}下一步，各地区各部门要加大宏观政策实施力度，着力扩大国内需求，\
+    ///                      推动经济实现质的有效提升和量的合理增长。");
+    /// let sketch = |text: &str| Sketch::of(&[text], 200);
+    /// assert_eq!(Verifier::default().verdict(&sketch(lead), &sketch(&story)), Verdict::Contained);
+    /// assert_eq!(Verifier::default().verdict(&sketch(&story), &sketch(lead)), Verdict::Contains);
+    /// ```
+    pub fn verdict<'a, 'b>(
+        &self,
+        a: impl Into<SketchView<'a>>,
+        b: impl Into<SketchView<'b>>,
+    ) -> Verdict {
         let (a, b) = (a.into(), b.into());
         let whole = a.is_whole() && b.is_whole();
         let (a, b) = a.comparable(b);
@@ -174,7 +207,7 @@ impl Verifier {
         // boilerplate key brings are rejected here without comparing a single hash. (The same
         // division as the final check, so that rounding cannot make the two disagree.)
         if fewer == 0 || (fewer as f64 / more as f64) < min_jaccard {
-            return false;
+            return Verdict::Apart;
         }
         // The fewest shared hashes that can pass both thresholds: containment needs
         // `min_containment * fewer`; Jaccard `shared / (a + b - shared) >= j` needs
@@ -185,12 +218,24 @@ impl Verifier {
             (self.min_containment * fewer as f64).max(min_jaccard * total / (1.0 + min_jaccard));
         let needed = (bound - 1e-9).ceil().max(0.0) as usize;
         let Some(shared) = sketch::count_shared_at_least(a, b, needed) else {
-            return false;
+            return Verdict::Apart;
         };
         let similarity = Similarity::of(shared, a.len(), b.len());
-        similarity.containment >= self.min_containment
+        if similarity.containment >= self.min_containment
             && similarity.jaccard >= min_jaccard
             && self.figures_agree(a, b, shared, whole)
+        {
+            let part = |small: usize, large: usize| (small as f64) < PART_OF_WHOLE * large as f64;
+            if part(a.len(), b.len()) {
+                Verdict::Contained
+            } else if part(b.len(), a.len()) {
+                Verdict::Contains
+            } else {
+                Verdict::Copy
+            }
+        } else {
+            Verdict::Apart
+        }
     }
 
     /// Whether two comparable samples agree on their figures. They do not when the one with

@@ -52,6 +52,7 @@ fn split(count: usize) -> Split {
             via: None,
             duplicate: decision.duplicate,
             time: article.published_at.unwrap(),
+            reason: decision.reason,
         };
         let prepared = shard.prepare(article.clone()).placed(placed);
         shard.add(prepared).unwrap();
@@ -194,6 +195,7 @@ fn a_story_of_100000_members_lives_on_one_shard_with_exact_counts() {
             via: None,
             duplicate: number > 0 && target == root,
             time: article.published_at.unwrap(),
+            reason: None,
         };
         let shard = &mut shards[ShardSpec::owner(target, COUNT)];
         let prepared = shard.prepare(article).placed(placed);

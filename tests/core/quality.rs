@@ -438,19 +438,10 @@ fn seed_mode_stays_the_documented_algorithm() {
 
 /// Inserts every text, in order, into a fresh default-mode deduplicator; the roots they got.
 fn roots(texts: &[&str]) -> Vec<tantivy_dedup::Fingerprint> {
-    let mut dedup = Deduplicator::new(DedupConfig::default()).unwrap();
-    let roots = texts
-        .iter()
-        .enumerate()
-        .map(|(i, text)| {
-            dedup
-                .add_article(&article(&format!("t{i}"), text, i as i64), T0)
-                .unwrap()
-                .root
-        })
-        .collect();
-    dedup.forest().check_invariants().unwrap();
-    roots
+    decide_all(texts)
+        .into_iter()
+        .map(|decision| decision.root)
+        .collect()
 }
 
 /// Asserts that no two of `texts` share a cluster.
@@ -640,17 +631,7 @@ fn degenerate_posts_start_stories_of_their_own() {
         "[哈哈][哈哈][哈哈]！",
         "哈哈哈哈哈哈，今天的比赛太精彩了，主队在最后一分钟绝杀对手",
     ];
-    let mut dedup = Deduplicator::new(DedupConfig::default()).unwrap();
-    let decisions: Vec<Decision> = posts
-        .iter()
-        .enumerate()
-        .map(|(i, post)| {
-            dedup
-                .add_article(&article(&format!("p{i}"), post, i as i64), T0)
-                .unwrap()
-        })
-        .collect();
-    dedup.forest().check_invariants().unwrap();
+    let decisions = decide_all(&posts);
     for (post, decision) in posts.iter().zip(&decisions).take(9) {
         assert_eq!(decision.reason, Some(Reason::Degenerate), "{post}");
     }
@@ -718,4 +699,128 @@ fn notices_of_one_template_with_other_dates_or_figures_are_not_merged() {
         &opening,
         &format!("{opening}（央视新闻）"),
     );
+}
+
+/// Briefs of one portal on unrelated subjects (invented), about as long as its footer.
+const BRIEFS: [&str; 5] = [
+    "市交通运输局今天宣布，地铁六号线二期工程完成全部轨道铺设，预计年底开通试运营，沿线将新增站点九座，\
+     方便东部新城居民出行。",
+    "今年夏粮收购工作全面启动，全省设立收购网点一千余个，各地粮食部门延长收购时间，为农民售粮提供\
+     免费检测和烘干服务。",
+    "市卫生健康委员会提醒，近期进入流感高发季节，老人和儿童应及时接种疫苗，出现发热症状要尽早就医，\
+     避免前往人员密集场所。",
+    "第十二届城市马拉松赛定于下月八日鸣枪开跑，报名人数已突破三万人，组委会将在赛道沿线设置补给站\
+     二十个和医疗点三十个。",
+    "本市中小学今年秋季学期将新增课后托管服务，学校每天开放至下午六点，托管内容包括作业辅导、\
+     体育活动和兴趣小组，家长可自愿报名。",
+];
+
+/// Adds `texts` in order (one minute apart) to a fresh default-mode deduplicator; their
+/// decisions, after the forest's invariants are checked.
+fn decide_all(texts: &[impl AsRef<str>]) -> Vec<Decision> {
+    let mut dedup = Deduplicator::new(DedupConfig::default()).unwrap();
+    let decisions = texts
+        .iter()
+        .enumerate()
+        .map(|(i, text)| {
+            dedup
+                .add_article(&article(&format!("t{i}"), text.as_ref(), i as i64), T0)
+                .unwrap()
+        })
+        .collect();
+    dedup.forest().check_invariants().unwrap();
+    decisions
+}
+
+/// Asserts that the decisions at `apart` all have different roots.
+fn assert_stories_apart(what: &str, texts: &[String], decisions: &[Decision], apart: &[usize]) {
+    for (n, &i) in apart.iter().enumerate() {
+        for &j in &apart[n + 1..] {
+            assert_ne!(
+                decisions[i].root, decisions[j].root,
+                "{what}: {:?} joined {:?}",
+                texts[i], texts[j]
+            );
+        }
+    }
+}
+
+/// A portal's disclaimer as the whole text of a page (issue 34, "Boilerplate"): it is a part
+/// of every article that carries it, so each article verifies against it. Once the articles
+/// before it are in (two of them here), every later article that carries the disclaimer stays
+/// its own story, and a second disclaimer page, a part of three stories, is boilerplate.
+/// Before the change the page was a hub: every later article joined the story it sat in.
+#[test]
+fn a_disclaimer_page_joins_no_two_stories_that_carry_it() {
+    let disclaimer = "特别声明：以上文章内容仅代表作者本人观点，不代表本网观点或立场。如有关于作品内容、\
+                      版权或其它问题请于作品发表后的30日内与本网联系，我们将及时处理。";
+    let with_disclaimer = |brief: &str| format!("{brief}\n{disclaimer}");
+    let texts = [
+        with_disclaimer(BRIEFS[0]),
+        with_disclaimer(BRIEFS[1]),
+        disclaimer.to_owned(),
+        with_disclaimer(BRIEFS[2]),
+        with_disclaimer(BRIEFS[3]),
+        format!("责任编辑：张明\n{disclaimer}"),
+        with_disclaimer(BRIEFS[4]),
+    ];
+    let decisions = decide_all(&texts);
+    assert_stories_apart("disclaimer", &texts, &decisions, &[0, 1, 3, 4, 6]);
+    assert_eq!(decisions[5].reason, Some(Reason::Boilerplate));
+    for i in [0, 1, 3, 4, 6] {
+        assert_eq!(decisions[i].reason, None, "{}", texts[i]);
+    }
+}
+
+/// A tail one source puts under all of its articles (issue 34, "Boilerplate"): once three of
+/// its stories carry it, a page that is only the tail (a video page whose body is not text)
+/// is boilerplate, starts a story of its own, and no later article joins another through it.
+#[test]
+fn a_sources_own_tail_is_boilerplate_once_three_stories_carry_it() {
+    let tail = "（来源：江城日报 记者：李华 责任编辑：王芳 校对：赵强）欢迎关注江城日报微信公众号和客户端，\
+                获取更多本地新闻资讯，转载请注明出处。";
+    let with_tail = |brief: &str| format!("{brief}{tail}");
+    let texts = [
+        with_tail(BRIEFS[0]),
+        with_tail(BRIEFS[1]),
+        with_tail(BRIEFS[2]),
+        tail.to_owned(),
+        with_tail(BRIEFS[3]),
+        with_tail(BRIEFS[4]),
+        // A copy of the first article still joins it.
+        format!("转发：{}", with_tail(BRIEFS[0])),
+    ];
+    let decisions = decide_all(&texts);
+    assert_eq!(decisions[3].reason, Some(Reason::Boilerplate));
+    assert_stories_apart("tail", &texts, &decisions, &[0, 1, 2, 3, 4, 5]);
+    assert_eq!(
+        decisions[6].root, decisions[0].root,
+        "a copy of the first article"
+    );
+}
+
+/// A block of links one site appends to unrelated articles (issue 34, "Boilerplate"), and a
+/// page that is only that block, first in the stream: before anything shows the block is
+/// shared it is a story like any other, and the first articles that carry it join it; from
+/// the third on, the [`RIVALS`] articles already there that carry it and that it does not
+/// match show that the block is text that texts which differ share, and the rest stay apart.
+#[test]
+fn a_links_block_first_in_the_stream_gathers_no_more_than_a_few() {
+    use tantivy_dedup::verify::RIVALS;
+    let links = "本文扩展阅读：\n·全市重点项目建设进展情况通报\n·夏季用电高峰保供措施发布\n\
+                 ·城市公园绿地建设规划公示\n·中小企业纾困政策问答汇编";
+    let with_links = |brief: &str| format!("{brief}\n{links}");
+    let mut texts = vec![links.to_owned()];
+    texts.extend(BRIEFS.iter().map(|brief| with_links(brief)));
+    let decisions = decide_all(&texts);
+    let with_block = decisions[1..]
+        .iter()
+        .filter(|decision| decision.root == decisions[0].root)
+        .count();
+    assert!(with_block <= RIVALS, "{with_block} joined the block");
+    let later: Vec<usize> = (1 + RIVALS..texts.len()).collect();
+    assert_stories_apart("links", &texts, &decisions, &later);
+    for &i in &later {
+        assert_ne!(decisions[i].root, decisions[0].root, "{}", texts[i]);
+    }
 }

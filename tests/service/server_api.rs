@@ -2749,7 +2749,7 @@ fn check_mixed(server: &TestServer, body: &[u8], outcomes: &[Outcome]) {
 /// (issue 34): `"reason": "degenerate"`, on a re-send too; a post with words of its own has no
 /// reason.
 #[test]
-fn degenerate_posts_are_answered_with_their_reason() {
+fn degenerate_and_boilerplate_posts_are_answered_with_their_reason() {
     let server = TestServer::start(server_config());
     let codes = "[哈哈]".repeat(11);
     let story = "滨海大桥主桥今天上午顺利合龙，这座跨海大桥预计明年五月建成通车。";
@@ -2778,6 +2778,30 @@ fn degenerate_posts_are_answered_with_their_reason() {
         "{}",
         again.text
     );
+    // A page that is only a source's tail, once three stories carry the tail, is boilerplate.
+    let tail = "（来源：江城日报 记者：李华 责任编辑：王芳 校对：赵强）欢迎关注江城日报微信公众号和\
+                客户端，获取更多本地新闻资讯，转载请注明出处。";
+    let briefs = [
+        "市交通运输局今天宣布，地铁六号线二期工程完成全部轨道铺设，预计年底开通试运营，沿线将新增\
+         站点九座，方便东部新城居民出行。",
+        "今年夏粮收购工作全面启动，全省设立收购网点一千余个，各地粮食部门延长收购时间，为农民售粮\
+         提供免费检测和烘干服务。",
+        "市卫生健康委员会提醒，近期进入流感高发季节，老人和儿童应及时接种疫苗，出现发热症状要尽早\
+         就医，避免前往人员密集场所。",
+    ];
+    let mut batch: Vec<Value> = briefs
+        .iter()
+        .enumerate()
+        .map(|(i, brief)| json!({"id": format!("brief-{i}"), "content": format!("{brief}{tail}")}))
+        .collect();
+    batch.push(json!({"id": "tail-only", "content": tail}));
+    let reply = server.post_json("/v1/documents", &Value::Array(batch));
+    let results = &reply.json["results"];
+    assert_eq!(results[3]["reason"], "boilerplate", "{}", reply.text);
+    assert_eq!(results[3]["duplicate"], false, "{}", reply.text);
+    for brief in 0..3 {
+        assert!(results[brief].get("reason").is_none(), "{}", reply.text);
+    }
 }
 
 #[test]

@@ -48,6 +48,7 @@ impl Entry {
             via: None,
             duplicate: self.duplicate,
             time: self.time,
+            reason: None,
         }
     }
 }

@@ -249,13 +249,7 @@ fn place(
                 let placement = placer
                     .place(signature, time)
                     .map_err(|error| store_failed(&error))?;
-                Placed {
-                    node: placement.node,
-                    root: placement.root,
-                    via: placement.via,
-                    duplicate: placement.is_duplicate(),
-                    time,
-                }
+                Placed::new(&placement, time)
             }
         };
         let shard = ShardSpec::owner(placed.root, count);
