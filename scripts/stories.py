@@ -123,4 +123,8 @@ def main(argv):
 
 
 if __name__ == '__main__':
-    main(sys.argv)
+    try:
+        main(sys.argv)
+    except BrokenPipeError:
+        # The reader (`head`) has seen enough.
+        sys.stderr.close()

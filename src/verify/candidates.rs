@@ -240,24 +240,25 @@ impl SketchStore {
     /// several keys is visited once for each).
     pub fn for_each_candidate(&self, sketch: SketchView<'_>, mut visit: impl FnMut(Fingerprint)) {
         for &key in sketch.keys() {
-            self.postings.for_each(key, |address| {
-                if let Some((node, _)) = self.arena.get(address) {
-                    visit(node);
-                }
-            });
+            self.for_each_posted(key, &mut visit);
         }
     }
 
     /// Adds the nodes posted under each of `sketch`'s keys to `candidates`, key by key.
     pub fn push_posted(&self, sketch: SketchView<'_>, candidates: &mut Candidates) {
         for &key in sketch.keys() {
-            self.postings.for_each(key, |address| {
-                if let Some((node, _)) = self.arena.get(address) {
-                    candidates.push_posted(node);
-                }
-            });
+            self.for_each_posted(key, |node| candidates.push_posted(node));
             candidates.end_key();
         }
+    }
+
+    /// Calls `visit` with each node posted under `key` whose record can be read.
+    fn for_each_posted(&self, key: u32, mut visit: impl FnMut(Fingerprint)) {
+        self.postings.for_each(key, |address| {
+            if let Some((node, _)) = self.arena.get(address) {
+                visit(node);
+            }
+        });
     }
 
     /// Calls `visit` with every other node that shares a posting list with `node` (the nodes a
