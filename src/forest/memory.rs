@@ -530,9 +530,7 @@ impl Forest {
             verification.sketches.get(part),
             verification.sketches.get(whole),
         ) {
-            (Some(part), Some(whole)) => {
-                verification.verifier.verdict(part, whole) == Verdict::Contained
-            }
+            (Some(part), Some(whole)) => verification.verifier.is_part_of(part, whole),
             _ => false,
         };
         candidates.evidenced(&compared, |node| self.root_of_node(node), part_of)

@@ -1595,9 +1595,7 @@ impl ForestStore for RedisStore {
             sketch_of(part),
             sketch_of(whole),
         ) {
-            (Some(verifier), Some(part), Some(whole)) => {
-                verifier.verdict(part, whole) == Verdict::Contained
-            }
+            (Some(verifier), Some(part), Some(whole)) => verifier.is_part_of(part, whole),
             _ => false,
         };
         // `verdicts` and `states` follow `candidates`, which are in ascending order.

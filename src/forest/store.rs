@@ -514,6 +514,7 @@ fn place_once<S: ForestStore + ?Sized>(
         } else {
             best_tree(store, &edges, rank_lone_tree)?
         };
+        let reason = boilerplate.then_some(Reason::Boilerplate);
         let settlement = match best {
             None if former_root.is_some_and(|digest| digest != digest_of(sketch)) => {
                 // A new story at an older story's id would merge the two in the index (its
@@ -548,21 +549,21 @@ fn place_once<S: ForestStore + ?Sized>(
                 root: fingerprint,
                 kind: PlacementKind::ResumedRoot,
                 via: Some(fingerprint),
-                reason: boilerplate.then_some(Reason::Boilerplate),
+                reason,
             },
             Settlement::Root { .. } => Placement {
                 node: fingerprint,
                 root: fingerprint,
                 kind: PlacementKind::NewRoot,
                 via: None,
-                reason: boilerplate.then_some(Reason::Boilerplate),
+                reason,
             },
             Settlement::Leaf { root, attached_to } => Placement {
                 node: fingerprint,
                 root,
                 kind: PlacementKind::NewLeaf,
                 via: Some(attached_to),
-                reason: boilerplate.then_some(Reason::Boilerplate),
+                reason,
             },
         });
     }

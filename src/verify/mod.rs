@@ -167,6 +167,16 @@ impl Verifier {
         }
     }
 
+    /// Whether the first text is a part of the second ([`Verdict::Contained`]): what the
+    /// boilerplate rule asks of two candidates (the module `evidence`).
+    pub fn is_part_of<'a, 'b>(
+        &self,
+        part: impl Into<SketchView<'a>>,
+        whole: impl Into<SketchView<'b>>,
+    ) -> bool {
+        self.verdict(part, whole) == Verdict::Contained
+    }
+
     /// Whether two sketched texts are near-duplicates. Symmetric. Takes [`Sketch`]es or
     /// [`SketchView`]s.
     pub fn matches<'a, 'b>(
