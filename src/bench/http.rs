@@ -346,6 +346,45 @@ pub fn list_pages(url: &str, queries: &[String], suffix: &str) -> Vec<String> {
         .collect()
 }
 
+/// Trending pages against the most reposted stories' pages of the same queries, timed one
+/// after the other in the same run.
+#[derive(Debug, Clone, Serialize)]
+pub struct TrendingReport {
+    /// Clients at once.
+    pub clients: usize,
+    /// `GET /v1/search?q=…&sort=similar_desc&limit=20`, each query in turn.
+    pub similar_desc: TimedRequests,
+    /// `GET /v1/trending?q=…&limit=20` (window 6h up to the time of the request), the same
+    /// queries.
+    pub trending: TimedRequests,
+    /// `trending`'s p99 over `similar_desc`'s (target at most 1.5).
+    pub p99_ratio: f64,
+}
+
+/// `clients` threads each GET `requests` trending pages of `queries`, then as many
+/// `similar_desc` pages of the same queries ([`TrendingReport`]).
+pub fn http_trending(
+    url: &str,
+    queries: &[String],
+    clients: usize,
+    requests: usize,
+) -> Result<TrendingReport> {
+    let pages = |path: &str| -> Vec<String> {
+        queries
+            .iter()
+            .map(|query| format!("{url}{path}q={}&limit=20", url_encode(query)))
+            .collect()
+    };
+    let trending = timed_gets(&pages("/v1/trending?"), clients, requests)?;
+    let similar_desc = timed_gets(&pages("/v1/search?sort=similar_desc&"), clients, requests)?;
+    Ok(TrendingReport {
+        clients,
+        p99_ratio: trending.latency.p99_ms / similar_desc.latency.p99_ms.max(f64::MIN_POSITIVE),
+        similar_desc,
+        trending,
+    })
+}
+
 /// Requests timed under concurrent clients.
 #[derive(Debug, Clone, Serialize)]
 pub struct TimedRequests {

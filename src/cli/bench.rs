@@ -403,6 +403,17 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             args.search_requests,
         )?;
         figures.insert("search".into(), serde_json::to_value(search)?);
+        eprintln!(
+            "bench: HTTP trending pages against similar_desc pages, {} clients x {} pages each",
+            args.search_clients, args.search_requests
+        );
+        let trending = http::http_trending(
+            &url,
+            &args.collapse_queries,
+            args.search_clients,
+            args.search_requests,
+        )?;
+        figures.insert("trending".into(), serde_json::to_value(trending)?);
         if args.faceted_search {
             eprintln!(
                 "bench: HTTP search with {}, {} clients x {} list pages",

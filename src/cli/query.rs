@@ -11,8 +11,8 @@ use clap::builder::TypedValueParser as _;
 use serde::Serialize;
 use tantivy_dedup::engine::{
     DEFAULT_FACET_LIMIT, DEFAULT_PAGE_SIZE, DedupSearcher, DocumentView, FOREST_DIR, Interval,
-    MAX_FACET_LIMIT, MAX_PAGE_SIZE, SearchRequest, Sort, StoryRequest, StorySort, check_index,
-    list_items,
+    MAX_FACET_LIMIT, MAX_PAGE_SIZE, SearchRequest, Sort, StoryRequest, StorySort, TrendSpan,
+    check_index, list_items,
 };
 use tantivy_dedup::forest::Timestamp;
 use tantivy_dedup::local_time::{RangeEnd, TimeZone};
@@ -63,7 +63,9 @@ pub struct SearchArgs {
     #[arg(value_name = "QUERY", default_value = "")]
     query: String,
     /// Order of clusters: relevance (best score first), similar_desc (most similar articles
-    /// first), similar_asc (fewest first), newest (most recent matching article first)
+    /// first), similar_asc (fewest first), newest (most recent matching article first),
+    /// trending (most articles gained in --trend-window against the window before first), hot
+    /// (score x (1 + ln size), halved per --trend-window of the newest match's age)
     #[arg(long, default_value = "relevance",
           value_parser = clap::builder::PossibleValuesParser::new(Sort::ALL.map(|(name, _)| name)))]
     sort: String,
@@ -114,6 +116,17 @@ pub struct SearchArgs {
     /// <em>...</em>, HTML-escaped
     #[arg(long)]
     highlight: bool,
+    /// The trend window that --sort trending, --sort hot and --min-recent read: 6h, 30m, 1d
+    /// or any duration
+    #[arg(long, value_name = "DURATION", default_value = "6h")]
+    trend_window: TrendSpan,
+    /// When the trend window ends, in the forms of --to [default: now]. An index of past
+    /// articles has no trend now: give the time to look back from
+    #[arg(long, value_name = "TIME")]
+    trend_end: Option<String>,
+    /// Only clusters with at least this many articles (matching or not) in the trend window
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    min_recent: u64,
     #[command(flatten)]
     zone: ZoneArg,
     /// Print the page as JSON (times as Unix seconds); the same JSON as GET /v1/search
@@ -245,8 +258,16 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
             zone.format(to)
         );
     }
+    let trend_end = time_arg(
+        "--trend-end",
+        args.trend_end.as_deref(),
+        zone,
+        RangeEnd::End,
+    )?;
     let mut request = SearchRequest::new(args.query.as_str())
         .sort(args.sort.parse()?)
+        .trend(args.trend_window, trend_end)
+        .min_recent(args.min_recent)
         .page(args.page.offset, args.page.limit)
         .published(from, to)
         .min_cluster_size(args.min_cluster_size)
@@ -272,6 +293,16 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
             counted(documents, "matching document", "matching documents"),
             counted(clusters, "cluster", "clusters")
         );
+        if let (Some(seconds), Some(end)) = (page.trend_window, page.trend_end) {
+            writeln!(
+                out,
+                "trend window: {} up to {}",
+                TrendSpan::from_seconds(seconds)
+                    .map(|span| span.to_string())
+                    .unwrap_or_default(),
+                zone.format(end)
+            )?;
+        }
         if page.clusters.is_empty() {
             writeln!(out, "no clusters on this page ({found})")?;
         } else {
@@ -304,6 +335,20 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
                     sources => format!("sources: {}", sources.join(", ")),
                 }
             )?;
+            if let Some(trend) = &cluster.trend {
+                writeln!(
+                    out,
+                    "     {:+} in the window: {} from {} against {} before{}",
+                    trend.growth,
+                    counted(trend.recent, "article", "articles"),
+                    counted(trend.recent_outlets, "outlet", "outlets"),
+                    trend.previous,
+                    cluster
+                        .hot
+                        .map(|hot| format!("; hot {hot:.3}"))
+                        .unwrap_or_default()
+                )?;
+            }
             if let Some(snippet) = &cluster.representative.snippet {
                 writeln!(out, "     {}", snippet.replace('\n', " "))?;
             }

@@ -63,6 +63,29 @@ pub struct ClusterHit {
     /// The newest matching document's time.
     #[cfg_attr(feature = "server", schema(value_type = i64))]
     pub newest: Timestamp,
+    /// On a page that reads the trend window (`sort=trending`, `sort=hot`, `min_recent`):
+    /// the articles that joined the story within it and before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trend: Option<StoryTrend>,
+    /// On a `sort=hot` page, the story's value in that order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hot: Option<f64>,
+}
+
+/// How a story grew within a list page's trend window (`trend_window`, ending at
+/// `trend_end`): counts of all its articles, matching the query or not, by event time
+/// (publication, else arrival).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+pub struct StoryTrend {
+    /// Articles that joined within the window.
+    pub recent: u64,
+    /// Distinct outlets among them (articles without a source not counted).
+    pub recent_outlets: u64,
+    /// Articles that joined within the window of the same length just before.
+    pub previous: u64,
+    /// `recent - previous`: what `sort=trending` orders by (then `recent`).
+    pub growth: i64,
 }
 
 /// A list page.
@@ -86,6 +109,14 @@ pub struct SearchPage {
     /// `auto` width chose.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub histogram_interval: Option<u64>,
+    /// On a page that reads the trend window (`sort=trending`, `sort=hot`, `min_recent`): its
+    /// length, seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trend_window: Option<u64>,
+    /// And its end (inclusive), Unix seconds: the one asked for, or the time of the search.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "server", schema(value_type = Option<i64>))]
+    pub trend_end: Option<Timestamp>,
 }
 
 /// A detail page: a document and the other documents of its cluster, earliest first.

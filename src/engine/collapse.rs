@@ -14,6 +14,7 @@ use tantivy::{DocAddress, DocId, Score, Searcher, SegmentOrdinal, SegmentReader}
 
 use crate::Fingerprint;
 use crate::engine::schema::{EVENT_TIME, ROOT, SEQUENCE};
+use crate::engine::trend::{Joined, StoryTrends};
 use crate::forest::Timestamp;
 use crate::simhash::FingerprintHasher;
 
@@ -625,6 +626,12 @@ pub struct CollapsedCluster {
     /// The newest event time among its matching documents (0 unless the collector tracked
     /// it: see [`CollapseCollector::tracking_newest`]).
     pub newest: Timestamp,
+    /// The articles that joined it within the trend window and the window before (0 and 0
+    /// unless the collector was given [`StoryTrends`]: see [`CollapseCollector::trends`]).
+    pub joined: Joined,
+    /// Its value in the [`Sort::Hot`] order ([`TrendWindow::hot`](crate::engine::TrendWindow::hot)),
+    /// 0 in any other order.
+    pub hot: f64,
 }
 
 /// What [`CollapseCollector`] returns: one page of clusters, in order, and the totals.
@@ -676,6 +683,8 @@ pub struct CollapseCollector {
     limit: usize,
     track_newest: bool,
     min_cluster_size: u64,
+    trends: Option<Arc<StoryTrends>>,
+    min_recent: u64,
 }
 
 impl CollapseCollector {
@@ -688,8 +697,10 @@ impl CollapseCollector {
             sort,
             offset,
             limit,
-            track_newest: sort == Sort::Newest,
+            track_newest: matches!(sort, Sort::Newest | Sort::Hot),
             min_cluster_size: 0,
+            trends: None,
+            min_recent: 0,
         }
     }
 
@@ -728,6 +739,39 @@ impl CollapseCollector {
     pub fn tracking_newest(mut self) -> Self {
         self.track_newest = true;
         self
+    }
+
+    /// Gives each cluster its [`Joined`] figures from `trends` (counted for the same
+    /// searcher's generation and the `ordinals`' numbers), which [`Sort::Trending`] orders by
+    /// and [`min_recent`](Self::min_recent) reads; [`Sort::Hot`] decays by their window.
+    /// Without them, every cluster's figures are 0 and `hot` does not decay.
+    pub fn trends(mut self, trends: Arc<StoryTrends>) -> Self {
+        self.trends = Some(trends);
+        self
+    }
+
+    /// Keeps only clusters with at least `articles` that joined within the trend window
+    /// (matching or not), skipping the others' hits as [`min_cluster_size`](Self::min_cluster_size)
+    /// does. Read only with [`trends`](Self::trends); 0 keeps every cluster.
+    pub fn min_recent(mut self, articles: u64) -> Self {
+        self.min_recent = articles;
+        self
+    }
+
+    /// A cluster as it goes to the ranking, its trend figures and `hot` value filled in.
+    fn ranked(&self, number: u32, mut cluster: CollapsedCluster) -> CollapsedCluster {
+        if let Some(trends) = &self.trends {
+            cluster.joined = trends.of(number);
+        }
+        if self.sort == Sort::Hot {
+            cluster.hot = match &self.trends {
+                Some(trends) => trends
+                    .window()
+                    .hot(cluster.score, cluster.size, cluster.newest),
+                None => f64::from(cluster.score) * (1.0 + (cluster.size.max(1) as f64).ln()),
+            };
+        }
+        cluster
     }
 }
 
@@ -799,6 +843,11 @@ impl Collector for CollapseCollector {
             track_newest: self.track_newest,
             times: segment.fast_fields().i64(EVENT_TIME)?,
             sequences: segment.fast_fields().u64(SEQUENCE)?,
+            recent_at_least: self
+                .trends
+                .as_ref()
+                .filter(|_| self.min_recent > 0)
+                .map(|trends| (Arc::clone(trends), self.min_recent)),
             collected: SegmentHits {
                 segment_ord,
                 hits: Vec::new(),
@@ -830,14 +879,19 @@ impl Collector for CollapseCollector {
                 let newest = segment.times.get(index).copied().unwrap_or(0);
                 if ordinals.size(hit.number) == 1 {
                     singles += 1;
-                    top.push(CollapsedCluster {
-                        root: ordinals.root(hit.number),
-                        score: hit.score,
-                        representative: DocAddress::new(segment.segment_ord, hit.doc),
-                        hits: 1,
-                        size: 1,
-                        newest,
-                    });
+                    top.push(self.ranked(
+                        hit.number,
+                        CollapsedCluster {
+                            root: ordinals.root(hit.number),
+                            score: hit.score,
+                            representative: DocAddress::new(segment.segment_ord, hit.doc),
+                            hits: 1,
+                            size: 1,
+                            newest,
+                            joined: Joined::default(),
+                            hot: 0.0,
+                        },
+                    ));
                 } else {
                     merged.add(
                         hit.number as usize,
@@ -854,17 +908,22 @@ impl Collector for CollapseCollector {
         }
         for &number in &merged.touched {
             let slot = merged.slots[number as usize];
-            top.push(CollapsedCluster {
-                root: ordinals.root(number),
-                score: slot.score,
-                representative: DocAddress::new(
-                    (slot.best >> 32) as SegmentOrdinal,
-                    slot.best as DocId,
-                ),
-                hits: u64::from(slot.hits),
-                size: ordinals.size(number),
-                newest: slot.newest,
-            });
+            top.push(self.ranked(
+                number,
+                CollapsedCluster {
+                    root: ordinals.root(number),
+                    score: slot.score,
+                    representative: DocAddress::new(
+                        (slot.best >> 32) as SegmentOrdinal,
+                        slot.best as DocId,
+                    ),
+                    hits: u64::from(slot.hits),
+                    size: ordinals.size(number),
+                    newest: slot.newest,
+                    joined: Joined::default(),
+                    hot: 0.0,
+                },
+            ));
         }
         let total_clusters = merged.touched.len() as u64 + singles;
         ordinals.recycle(merged);
@@ -979,6 +1038,8 @@ pub struct CollapseSegmentCollector {
     times: Column<i64>,
     /// The insert numbers (`_seq`).
     sequences: Column<u64>,
+    /// With a minimum of recent articles: the figures, and the minimum.
+    recent_at_least: Option<(Arc<StoryTrends>, u64)>,
     collected: SegmentHits,
 }
 
@@ -992,6 +1053,10 @@ impl SegmentCollector for CollapseSegmentCollector {
         // The size is looked up only when a minimum was asked for.
         if number == NO_CLUSTER
             || (self.min_cluster_size > 1 && self.ordinals.size(number) < self.min_cluster_size)
+            || self
+                .recent_at_least
+                .as_ref()
+                .is_some_and(|(trends, minimum)| trends.of(number).recent < *minimum)
         {
             return;
         }
@@ -1031,16 +1096,29 @@ pub enum Sort {
     SimilarAsc,
     /// The cluster with the most recent matching document first.
     Newest,
+    /// The cluster that gained the most articles in the trend window against the window
+    /// before first ([`Joined::growth`]), then the one with the most articles in the window.
+    Trending,
+    /// The highest [`TrendWindow::hot`](crate::engine::TrendWindow::hot) first: relevance ×
+    /// (1 + ln size) × a decay that halves per trend window of the newest match's age.
+    Hot,
 }
 
 impl Sort {
     /// Every sort, by the name the API and the command line use.
-    pub const ALL: [(&'static str, Sort); 4] = [
+    pub const ALL: [(&'static str, Sort); 6] = [
         ("relevance", Sort::Relevance),
         ("similar_desc", Sort::SimilarDesc),
         ("similar_asc", Sort::SimilarAsc),
         ("newest", Sort::Newest),
+        ("trending", Sort::Trending),
+        ("hot", Sort::Hot),
     ];
+
+    /// Whether the order reads the trend window's figures ([`Joined`], or its decay).
+    pub fn reads_trends(self) -> bool {
+        matches!(self, Sort::Trending | Sort::Hot)
+    }
 
     /// The order of two clusters: the sort's key, then the better score, then the smaller
     /// root, so that the order is total and repeatable.
@@ -1057,6 +1135,9 @@ impl Sort {
             Sort::SimilarDesc => b.size.cmp(&a.size),
             Sort::SimilarAsc => a.size.cmp(&b.size),
             Sort::Newest => b.newest.cmp(&a.newest),
+            Sort::Trending => (b.joined.growth().cmp(&a.joined.growth()))
+                .then_with(|| b.joined.recent.cmp(&a.joined.recent)),
+            Sort::Hot => b.hot.total_cmp(&a.hot),
         };
         primary
             .then_with(|| b.score.total_cmp(&a.score))
@@ -1073,6 +1154,11 @@ pub struct SortKey {
     pub newest: Timestamp,
     /// The best score.
     pub score: Score,
+    /// The articles that joined within the trend window and before (read only by
+    /// [`Sort::Trending`]).
+    pub joined: Joined,
+    /// The [`Sort::Hot`] value.
+    pub hot: f64,
     /// The root, the last tie-break.
     pub root: Fingerprint,
 }
@@ -1083,6 +1169,8 @@ impl SortKey {
             size: cluster.size,
             newest: cluster.newest,
             score: cluster.score,
+            joined: cluster.joined,
+            hot: cluster.hot,
             root: cluster.root,
         }
     }
@@ -1098,7 +1186,8 @@ impl std::str::FromStr for Sort {
             .map(|&(_, sort)| sort)
             .ok_or_else(|| {
                 crate::Error::Query(format!(
-                    "sort must be one of relevance, similar_desc, similar_asc, newest; got {text:?}"
+                    "sort must be one of relevance, similar_desc, similar_asc, newest, trending, hot; \
+                     got {text:?}"
                 ))
             })
     }

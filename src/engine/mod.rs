@@ -7,6 +7,8 @@
 //!   the forest beside an `IndexWriter` (the one insert path, with recovery on open);
 //! - [`DedupIndex`]: the news index: its one ordered writer over a [`DedupWriter`];
 //! - [`CollapseCollector`]: hits grouped by root;
+//! - [`StoryTrends`]: the articles that joined each story within a trend window and before
+//!   it (`sort=trending`, `/v1/trending`), and the `hot` blend ([`TrendWindow::hot`]);
 //! - [`Filter`]: a list page's conditions on declared non-text fields;
 //! - [`FacetCollector`]: values and time buckets counted over all matches (facets, histogram);
 //! - [`DeadlineCollector`]: any collector stopped at a deadline (a list page's time limit);
@@ -36,10 +38,12 @@ mod shards;
 mod snippet;
 mod story;
 pub(crate) mod tokenizer;
+mod trend;
 mod writer;
 
 pub use answers::{
     ClusterHit, DocumentView, IndexStats, NearDuplicate, NearDuplicates, SearchPage, SimilarPage,
+    StoryTrend,
 };
 pub use check::{CheckReport, Damage, check_index};
 pub use collapse::{
@@ -75,4 +79,7 @@ pub use story::{
     StorySort, reprint_line,
 };
 pub use tokenizer::{NewsTokenizer, register as register_tokenizer};
+pub use trend::{
+    DEFAULT_TREND_SECONDS, Joined, MAX_TREND_SECONDS, StoryTrends, TrendSpan, TrendWindow,
+};
 pub use writer::{DedupIndex, PreparedArticle, Preparer};

@@ -21,9 +21,10 @@ use crate::config::Config;
 use crate::dedup::Signer;
 use crate::engine::answers::{
     ClusterHit, DocumentView, IndexStats, NearDuplicate, NearDuplicates, SearchPage, SimilarPage,
+    StoryTrend,
 };
 use crate::engine::collapse::{
-    ClusterNumbering, ClusterOrdinals, CollapseCollector, CollapsedCluster, Sort,
+    ClusterNumbering, ClusterOrdinals, CollapseCollector, CollapsedCluster, NO_CLUSTER, Sort,
 };
 use crate::engine::deadline::DeadlineCollector;
 use crate::engine::directory::{self, index_error, open_tantivy, stored_settings};
@@ -33,6 +34,7 @@ use crate::engine::histogram::{HistogramWidth, Interval, TimeSpan};
 use crate::engine::schema::{self, NewsFields, fast_value};
 use crate::engine::shards::{self, PageShape, ShardCount, ShardPage, TermStatistics};
 use crate::engine::snippet::Highlighter;
+use crate::engine::trend::{StoryTrends, TrendSpan, TrendWindow};
 use crate::forest::Timestamp;
 use crate::index::BlockLayout;
 use crate::local_time::TimeZone;
@@ -139,6 +141,14 @@ pub struct SearchRequest {
     pub histogram: Option<HistogramWidth>,
     /// Whether each representative gets a [`DocumentView::snippet`].
     pub highlight: bool,
+    /// The length of the trend window that [`Sort::Trending`], [`Sort::Hot`] and
+    /// [`min_recent`](Self::min_recent) read (default 6 hours).
+    pub trend: TrendSpan,
+    /// When the trend window ends (Unix seconds, inclusive); `None`: when the search runs.
+    pub trend_end: Option<Timestamp>,
+    /// Only stories with at least this many articles (matching or not) that joined within
+    /// the trend window; 0: every story.
+    pub min_recent: u64,
     /// When the search must be over: past it, it stops and answers
     /// [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded), never a partial page.
     /// `None`: no limit.
@@ -163,6 +173,9 @@ impl Default for SearchRequest {
             facet_limit: DEFAULT_FACET_LIMIT,
             histogram: None,
             highlight: false,
+            trend: TrendSpan::default(),
+            trend_end: None,
+            min_recent: 0,
             deadline: None,
         }
     }
@@ -339,6 +352,58 @@ impl SearchRequest {
         self
     }
 
+    /// Sets the trend window: `span` long, ending at `end` (Unix seconds; `None`: when the
+    /// search runs).
+    ///
+    /// ```
+    /// use tantivy_dedup::engine::{SearchRequest, Sort};
+    ///
+    /// let request = SearchRequest::new("").sort(Sort::Trending).trend("1h".parse()?, Some(1_700_000_000));
+    /// assert_eq!(request.trend_window().recent(), 1_699_996_401..=1_700_000_000);
+    /// # Ok::<(), tantivy_dedup::Error>(())
+    /// ```
+    pub fn trend(mut self, span: TrendSpan, end: Option<Timestamp>) -> Self {
+        self.trend = span;
+        self.trend_end = end;
+        self
+    }
+
+    /// Keeps only stories with at least `articles` that joined within the trend window (what
+    /// `GET /v1/trending` sets to 1).
+    ///
+    /// ```
+    /// use tantivy_dedup::engine::SearchRequest;
+    ///
+    /// assert!(SearchRequest::new("").min_recent(1).reads_trends());
+    /// assert!(!SearchRequest::new("").reads_trends());
+    /// ```
+    pub fn min_recent(mut self, articles: u64) -> Self {
+        self.min_recent = articles;
+        self
+    }
+
+    /// Whether the page counts the trend window's figures: its order reads them or it keeps
+    /// only stories with recent articles.
+    pub fn reads_trends(&self) -> bool {
+        self.sort.reads_trends() || self.min_recent > 0
+    }
+
+    /// The trend window, ending at [`trend_end`](Self::trend_end) or now.
+    pub fn trend_window(&self) -> TrendWindow {
+        self.trend
+            .ending_at(self.trend_end.unwrap_or_else(crate::dedup::now))
+    }
+
+    /// This request with the end of its trend window fixed to `now` when it had none, so that
+    /// every part of one page (the shards of a coordinator, the figures and the answer's
+    /// `trend_end`) counts the same window.
+    pub fn fix_trend_end(mut self, now: Timestamp) -> SearchRequest {
+        if self.reads_trends() && self.trend_end.is_none() {
+            self.trend_end = Some(now);
+        }
+        self
+    }
+
     /// Stops the search at `deadline` ([`DeadlineCollector`]): a search still collecting
     /// then answers [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded). What a
     /// server sets from `[server] read_timeout`, so that a heavy page gives its core back.
@@ -388,8 +453,19 @@ impl SearchRequest {
                 Some(HistogramWidth::Fixed(interval)) => Some(interval),
                 Some(HistogramWidth::Auto) | None => None,
             },
+            trend: self.reads_trends().then(|| self.trend_window()),
         }
     }
+}
+
+/// What [`DedupSearcher::page_details`] reads of one story of a page from its members.
+struct PageDetails {
+    /// Its sources, most articles first.
+    sources: Vec<String>,
+    /// The newest event time of its members that match the page's query, when checked.
+    newest: Option<Timestamp>,
+    /// The distinct sources of its members within the trend window, when asked.
+    recent_outlets: u64,
 }
 
 /// The names in a list parameter (`fields`, `facets`, `exclude`): separated by commas or white
@@ -738,7 +814,10 @@ impl DedupSearcher {
     pub fn search(&self, request: &SearchRequest) -> Result<SearchPage> {
         check_page(request.offset, request.limit)?;
         check_facet_limit(request.facet_limit)?;
-        let request = &self.fix_histogram(request)?;
+        let request = &self
+            .fix_histogram(request)?
+            .into_owned()
+            .fix_trend_end(crate::dedup::now());
         let page = self.collect_page(request, request.offset, None)?;
         // The collector cut the page already.
         let shape = PageShape {
@@ -759,7 +838,11 @@ impl DedupSearcher {
     ) -> Result<ShardPage> {
         check_page(request.offset, request.limit)?;
         check_facet_limit(request.facet_limit)?;
-        self.collect_page(&*self.fix_histogram(request)?, 0, statistics)
+        let request = self
+            .fix_histogram(request)?
+            .into_owned()
+            .fix_trend_end(crate::dedup::now());
+        self.collect_page(&request, 0, statistics)
     }
 
     /// What BM25 reads of this index for `request`'s query ([`TermStatistics`]), with the
@@ -835,13 +918,28 @@ impl DedupSearcher {
         let dimensions = self.dimensions(&searcher, &facet_names, histogram)?;
         let ordinals = self.ordinals(&searcher)?;
         let end = request.offset.saturating_add(request.limit);
-        let collector = CollapseCollector::new(
+        let mut collector = CollapseCollector::new(
             Arc::clone(&ordinals),
             request.sort,
             skip,
             end.saturating_sub(skip),
         )
         .min_cluster_size(request.min_cluster_size);
+        let window = request.reads_trends().then(|| request.trend_window());
+        if let Some(window) = window {
+            let trends = StoryTrends::count(
+                &searcher,
+                window,
+                ordinals.number_bound(),
+                |segment, doc| {
+                    Some(ordinals.number(segment, doc)).filter(|number| *number != NO_CLUSTER)
+                },
+            )
+            .map_err(self.error())?;
+            collector = collector
+                .trends(Arc::new(trends))
+                .min_recent(request.min_recent);
+        }
         let provider =
             statistics.map(|statistics| statistics.provider(searcher.schema(), &searcher));
         // One pass over the matches: the collapse and, when asked, the counts beside it,
@@ -875,22 +973,30 @@ impl DedupSearcher {
             .map(|(name, counts)| (name, counts.into_iter().map(ShardCount::from).collect()))
             .collect();
         let page = &collapsed.clusters;
-        // The newest hit: the collector tracked it for the `newest` order; otherwise the
-        // members are checked against the query, a seek per member instead of a fast-field
-        // read per hit of the whole collapse.
-        let check = (request.sort != Sort::Newest).then_some(&*query);
-        let details = self.page_details(&searcher, page, check)?;
+        // The newest hit: the collector tracked it for the orders that read it; otherwise
+        // the members are checked against the query, a seek per member instead of a
+        // fast-field read per hit of the whole collapse.
+        let check = (!matches!(request.sort, Sort::Newest | Sort::Hot)).then_some(&*query);
+        let recent = window.map(TrendWindow::recent);
+        let details = self.page_details(&searcher, page, check, recent)?;
         let extra = highlighter.as_ref().map_or(Extra::None, Extra::Snippet);
         let mut clusters = Vec::with_capacity(page.len());
-        for (cluster, (sources, newest)) in collapsed.clusters.iter().zip(details) {
+        for (cluster, details) in collapsed.clusters.iter().zip(details) {
             clusters.push(ClusterHit {
                 root: cluster.root,
                 representative: self.view(&searcher, cluster.representative, extra)?,
                 score: cluster.score,
                 hits: cluster.hits,
                 cluster_size: cluster.size,
-                sources,
-                newest: newest.unwrap_or(cluster.newest),
+                sources: details.sources,
+                newest: details.newest.unwrap_or(cluster.newest),
+                trend: window.map(|_| StoryTrend {
+                    recent: cluster.joined.recent,
+                    recent_outlets: details.recent_outlets,
+                    previous: cluster.joined.previous,
+                    growth: cluster.joined.growth(),
+                }),
+                hot: (request.sort == Sort::Hot).then_some(cluster.hot),
             });
         }
         Ok(ShardPage {
@@ -954,9 +1060,10 @@ impl DedupSearcher {
         Ok(members.into_iter().collect())
     }
 
-    /// For each cluster of a page: its sources (of all its documents, most frequent first)
-    /// and, when `check` is given, the newest event time of its documents that match that
-    /// query. The members of all the page's clusters are found in one pass per segment (a
+    /// For each cluster of a page: its sources (of all its documents, most frequent first),
+    /// when `check` is given the newest event time of its documents that match that query,
+    /// and when `recent` is given the distinct sources of its documents with an event time
+    /// in it. The members of all the page's clusters are found in one pass per segment (a
     /// union of term queries on `root`), so each segment's columns and scorers are opened once
     /// for the whole page.
     fn page_details(
@@ -964,10 +1071,13 @@ impl DedupSearcher {
         searcher: &tantivy::Searcher,
         page: &[CollapsedCluster],
         check: Option<&dyn Query>,
-    ) -> Result<Vec<(Vec<String>, Option<Timestamp>)>> {
+        recent: Option<std::ops::RangeInclusive<Timestamp>>,
+    ) -> Result<Vec<PageDetails>> {
         use tantivy::{DocSet, TERMINATED};
         let mut counts: Vec<HashMap<String, u64>> = vec![HashMap::new(); page.len()];
         let mut newest: Vec<Option<Timestamp>> = vec![None; page.len()];
+        let mut recent_sources: Vec<std::collections::HashSet<String>> =
+            vec![Default::default(); page.len()];
         if !page.is_empty() {
             let positions: HashMap<u64, usize> = page
                 .iter()
@@ -1016,10 +1126,16 @@ impl DedupSearcher {
                     if alive.is_some_and(|alive| !alive.is_alive(doc)) {
                         continue;
                     }
+                    let is_recent = recent.as_ref().is_some_and(|recent| {
+                        times.first(doc).is_some_and(|time| recent.contains(&time))
+                    });
                     if let Some(column) = &sources {
                         for ordinal in column.term_ords(doc) {
                             name.clear();
                             if column.ord_to_str(ordinal, &mut name).unwrap_or(false) {
+                                if is_recent && !recent_sources[position].contains(&name) {
+                                    recent_sources[position].insert(name.clone());
+                                }
                                 *counts[position].entry(name.clone()).or_insert(0) += 1;
                             }
                         }
@@ -1037,12 +1153,17 @@ impl DedupSearcher {
         }
         Ok(counts
             .into_iter()
-            .map(|counts| {
+            .zip(newest)
+            .zip(recent_sources)
+            .map(|((counts, newest), recent_sources)| {
                 let mut sources: Vec<(String, u64)> = counts.into_iter().collect();
                 sources.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-                sources.into_iter().map(|(name, _)| name).collect()
+                PageDetails {
+                    sources: sources.into_iter().map(|(name, _)| name).collect(),
+                    newest,
+                    recent_outlets: recent_sources.len() as u64,
+                }
             })
-            .zip(newest)
             .collect())
     }
 

@@ -21,6 +21,7 @@ use crate::engine::answers::{ClusterHit, NearDuplicate, NearDuplicates, SearchPa
 use crate::engine::collapse::{Sort, SortKey};
 use crate::engine::facets::{FacetCount, FacetValue, lay_out, most_frequent};
 use crate::engine::histogram::{Interval, TimeSpan};
+use crate::engine::trend::{Joined, TrendWindow};
 use crate::{Error, Fingerprint, Result};
 
 /// Which shard of how many a server is (`--shard I/N`, I counted from 0).
@@ -291,6 +292,8 @@ pub struct PageShape {
     pub facet_limit: usize,
     /// The histogram's bucket width, when one was asked for.
     pub histogram: Option<Interval>,
+    /// The trend window, when the page reads it (its end fixed).
+    pub trend: Option<TrendWindow>,
 }
 
 /// The list page of the shards' pages together: their stories in `shape`'s order, cut to
@@ -367,6 +370,8 @@ pub fn finish_page(page: ShardPage, shape: PageShape) -> Result<SearchPage> {
         facets,
         histogram,
         histogram_interval: shape.histogram.map(Interval::seconds),
+        trend_window: shape.trend.map(|window| window.span().seconds()),
+        trend_end: shape.trend.map(TrendWindow::end),
     })
 }
 
@@ -409,6 +414,11 @@ fn key_of(cluster: &ClusterHit) -> SortKey {
         size: cluster.cluster_size,
         newest: cluster.newest,
         score: cluster.score,
+        joined: cluster.trend.map_or_else(Joined::default, |trend| Joined {
+            recent: trend.recent,
+            previous: trend.previous,
+        }),
+        hot: cluster.hot.unwrap_or(0.0),
         root: cluster.root,
     }
 }

@@ -23,7 +23,8 @@ use crate::config::ServerConfig;
 use crate::engine::{
     DEFAULT_FACET_LIMIT, DEFAULT_PAGE_SIZE, DedupSearcher, DocumentView, IndexStats,
     MAX_FACET_LIMIT, MAX_OFFSET, MAX_PAGE_SIZE, NearDuplicates, Placed, PreparedArticle, Preparer,
-    RecoveryReport, SearchPage, SearchRequest, SimilarPage, Sort, Story, StoryRequest, list_items,
+    RecoveryReport, SearchPage, SearchRequest, SimilarPage, Sort, Story, StoryRequest, TrendSpan,
+    list_items,
 };
 use crate::forest::Timestamp;
 use crate::input::{TimeCoverage, split_documents};
@@ -759,7 +760,9 @@ pub(crate) struct SearchParams {
     /// refused (`filter` reads the declared ones).
     q: Option<String>,
     /// How clusters are ordered: by their best score, their size (largest or smallest
-    /// first), or their newest matching document.
+    /// first), their newest matching document, the articles they gained in the trend window
+    /// against the window before (`trending`: most first, with each story's `trend`), or
+    /// `hot`: score × (1 + ln size) × ½ per trend window of the newest match's age.
     #[param(value_type = Option<Sort>)]
     sort: Option<String>,
     /// Clusters to skip.
@@ -804,6 +807,16 @@ pub(crate) struct SearchParams {
     /// Whether each representative gets a `snippet` with the matched words in `<em>`.
     #[param(value_type = Option<bool>)]
     highlight: Option<String>,
+    /// The trend window's length (`6h`, `30m`, `1d`; default 6h), which `sort=trending`,
+    /// `sort=hot` and `min_recent` read.
+    trend_window: Option<String>,
+    /// When the trend window ends, in the forms of `from` (a date alone: its end); absent:
+    /// the time of the request. The answer says it (`trend_end`).
+    trend_end: Option<String>,
+    /// Only stories with at least this many articles (matching or not) that joined within
+    /// the trend window.
+    #[param(value_type = Option<u32>)]
+    min_recent: Option<String>,
     /// On a coordinator of shards (`serve --coordinator`), with a shard down or slow: `true`
     /// answers the stories of the shards that answered (each exact) with `"partial": true`
     /// and `shards`; `false` (the default) answers 503 `shard_unavailable`. A single index
@@ -814,7 +827,8 @@ pub(crate) struct SearchParams {
 
 /// The parameters of `GET /v1/search`, for the error that lists them.
 const SEARCH_PARAMETERS: &str = "q, sort, offset, limit, from, to, source, filter, exclude, \
-                                 fields, min_cluster_size, facets, facet_limit, histogram, highlight, allow_partial";
+                                 fields, min_cluster_size, facets, facet_limit, histogram, \
+                                 highlight, trend_window, trend_end, min_recent, allow_partial";
 
 impl SearchParams {
     /// Reads a raw query string (percent-decoded, `+` as a space).
@@ -844,6 +858,9 @@ impl SearchParams {
                 "facet_limit" => &mut params.facet_limit,
                 "histogram" => &mut params.histogram,
                 "highlight" => &mut params.highlight,
+                "trend_window" => &mut params.trend_window,
+                "trend_end" => &mut params.trend_end,
+                "min_recent" => &mut params.min_recent,
                 "allow_partial" => &mut params.allow_partial,
                 unknown => {
                     return Err(ApiError::bad_request(
@@ -1033,8 +1050,77 @@ impl SearchParams {
             );
         }
         request = request.highlight(flag_param("highlight", self.highlight.as_deref())?);
+        let span = match self.trend_window.as_deref().map(str::trim) {
+            None | Some("") => TrendSpan::default(),
+            Some(span) => span
+                .parse()
+                .map_err(|error| invalid("trend_window", error))?,
+        };
+        let end = time_param("trend_end", self.trend_end.as_deref(), zone, RangeEnd::End)?;
+        request = request.trend(span, end).min_recent(count_param(
+            "min_recent",
+            self.min_recent.as_deref(),
+            0,
+            u32::MAX as usize,
+        )? as u64);
         Ok(request)
     }
+}
+
+/// The parameters of `GET /v1/trending` that `GET /v1/search` names otherwise; every other
+/// parameter of `/v1/search` but `sort` is read as there.
+#[derive(Debug, Default, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct TrendingParams {
+    /// The trend window's length (`6h`, `30m`, `1d`; default 6h).
+    window: Option<String>,
+    /// When it ends, in the forms of `from`; absent: now.
+    end: Option<String>,
+    /// Only stories with at least this many articles within the window (default 1).
+    #[param(value_type = Option<u32>)]
+    min_recent: Option<String>,
+}
+
+/// The `/v1/search` query string that `GET /v1/trending?{query}` stands for: `window` and
+/// `end` are the search's `trend_window` and `trend_end`, the order is `trending`, and
+/// `min_recent` is 1 unless given. Refuses `sort` (and the search's own names for the window).
+pub(crate) fn trending_as_search(query: Option<&str>) -> AppResult<String> {
+    let mut search = form_urlencoded::Serializer::new(String::new());
+    let mut own = TrendingParams::default();
+    for (name, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+        let slot = match name.as_ref() {
+            "window" => &mut own.window,
+            "end" => &mut own.end,
+            "min_recent" => &mut own.min_recent,
+            "sort" | "trend_window" | "trend_end" => {
+                return Err(ApiError::bad_request(
+                    "invalid_parameter",
+                    format!(
+                        "`{name}` is not a parameter of /v1/trending, which orders by trend \
+                         (`window`, `end`); use /v1/search?sort=… for another order"
+                    ),
+                ));
+            }
+            _ => {
+                search.append_pair(&name, &value);
+                continue;
+            }
+        };
+        if slot.replace(value.into_owned()).is_some() {
+            return Err(ApiError::bad_request(
+                "invalid_parameter",
+                format!("`{name}` is given twice"),
+            ));
+        }
+    }
+    search.append_pair("sort", "trending");
+    search.append_pair("min_recent", own.min_recent.as_deref().unwrap_or("1"));
+    for (name, value) in [("trend_window", own.window), ("trend_end", own.end)] {
+        if let Some(value) = value {
+            search.append_pair(name, &value);
+        }
+    }
+    Ok(search.finish())
 }
 
 // ---- reads ----------------------------------------------------------------------------------
@@ -1069,6 +1155,33 @@ pub(crate) async fn search(
         .read(move || Ok(searcher.search(&request)?))
         .await
         .map(Json)
+}
+
+/// Trending stories: those with articles in the last `window` (default 6h), those that
+/// gained the most against the window before first.
+///
+/// `GET /v1/search?sort=trending&min_recent=1` with `window` for `trend_window` and `end` for
+/// `trend_end`: each story carries `trend` (`recent`, `recent_outlets`, `previous`,
+/// `growth`), the answer `trend_window` and `trend_end`. `q` and the other list page
+/// parameters narrow it as on `/v1/search`.
+#[utoipa::path(
+    get,
+    path = "/v1/trending",
+    tag = "search",
+    params(TrendingParams),
+    responses(
+        (status = 200, description = "The page of trending stories", body = SearchPage),
+        (status = 400, description = "As `/v1/search`, or `sort` given", body = ErrorBody),
+        (status = 503, description = READ_UNAVAILABLE, body = ErrorBody),
+        (status = 500, description = SERVER_FAILED, body = ErrorBody),
+    ),
+)]
+pub(crate) async fn trending(
+    state: State<Arc<AppState>>,
+    RawQuery(query): RawQuery,
+) -> AppResult<Json<SearchPage>> {
+    let query = trending_as_search(query.as_deref())?;
+    search(state, RawQuery(Some(query))).await
 }
 
 /// A document with its cluster and the first of its similar documents.

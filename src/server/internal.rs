@@ -114,6 +114,10 @@ pub(crate) struct ShardSearch {
     /// sizes an `auto` histogram to every shard's span at once).
     #[serde(default)]
     histogram_seconds: Option<u64>,
+    /// The end of the trend window, Unix seconds, when the query string leaves it to the
+    /// time of the request (the coordinator fixes one time for every shard).
+    #[serde(default)]
+    trend_end: Option<i64>,
 }
 
 /// This shard's part of a list page: its first `offset + limit` stories with their figures,
@@ -173,6 +177,9 @@ async fn read_on_shard<T: Send + 'static>(
         .deadline(state.read_deadline());
     if let Some(interval) = search.histogram_seconds.and_then(Interval::from_seconds) {
         request = request.histogram(HistogramWidth::Fixed(interval));
+    }
+    if let Some(end) = search.trend_end {
+        request = request.fix_trend_end(end);
     }
     let searcher = state.searcher.clone();
     state

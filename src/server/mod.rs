@@ -208,6 +208,7 @@ fn routes() -> OpenApiRouter<Arc<api::AppState>> {
         .routes(routes!(api::get_document, api::delete_document))
         .routes(routes!(api::get_similar))
         .routes(routes!(api::search))
+        .routes(routes!(api::trending))
         .routes(routes!(api::get_story))
         .routes(routes!(api::near_duplicates))
         .routes(routes!(api::stats))

@@ -21,7 +21,8 @@ use tantivy::schema::Value;
 use tantivy::{DocAddress, TantivyDocument};
 use tantivy_dedup::config::{Config, IndexConfig};
 use tantivy_dedup::engine::{
-    ClusterHit, DedupIndex, DedupSearcher, MAX_PAGE_SIZE, SearchRequest, Sort,
+    ClusterHit, DedupIndex, DedupSearcher, MAX_PAGE_SIZE, SearchRequest, Sort, StoryTrend,
+    TrendSpan,
 };
 use tantivy_dedup::forest::NodeInfo;
 use tantivy_dedup::{Article, Deduplicator, Fingerprint};
@@ -560,6 +561,8 @@ struct Expected {
     cluster_size: u64,
     sources: Vec<String>,
     newest: i64,
+    trend: Option<StoryTrend>,
+    hot: Option<f64>,
 }
 
 impl Expected {
@@ -572,7 +575,15 @@ impl Expected {
             cluster_size: hit.cluster_size,
             sources: hit.sources.clone(),
             newest: hit.newest,
+            trend: hit.trend,
+            hot: hit.hot,
         }
+    }
+
+    /// The growth and the articles in the window (0 and 0 when not counted).
+    fn growth(&self) -> (i64, u64) {
+        self.trend
+            .map_or((0, 0), |trend| (trend.growth, trend.recent))
     }
 }
 
@@ -584,14 +595,18 @@ fn order(sort: Sort, a: &Expected, b: &Expected) -> Ordering {
         Sort::SimilarDesc => b.cluster_size.cmp(&a.cluster_size),
         Sort::SimilarAsc => a.cluster_size.cmp(&b.cluster_size),
         Sort::Newest => b.newest.cmp(&a.newest),
+        Sort::Trending => b.growth().cmp(&a.growth()),
+        Sort::Hot => b.hot.unwrap().total_cmp(&a.hot.unwrap()),
     };
     key.then(b.score.total_cmp(&a.score))
         .then(a.root.cmp(&b.root))
 }
 
 /// Every matching cluster of `request`, unsorted, and the number of matching documents: the
-/// request's Tantivy query through `TopDocs`, grouped by the `root` fast field; cluster sizes
-/// and sources from a scan of the live documents.
+/// request's Tantivy query through `TopDocs`, grouped by the `root` fast field; cluster sizes,
+/// sources and trend figures (articles by event time in the window ending at the request's
+/// `trend_end` and in the window before, the recent ones' distinct sources) from a scan of
+/// the live documents. Trend figures and `hot` as the request's sort shows them.
 fn brute_force(searcher: &DedupSearcher, request: &SearchRequest) -> (u64, Vec<Expected>) {
     let tantivy = searcher.tantivy_searcher();
     let docs = live_docs(&tantivy);
@@ -599,13 +614,28 @@ fn brute_force(searcher: &DedupSearcher, request: &SearchRequest) -> (u64, Vec<E
         docs.iter().map(|doc| (doc.address, doc)).collect();
     let mut sizes: HashMap<u64, u64> = HashMap::new();
     let mut sources: HashMap<u64, BTreeMap<String, u64>> = HashMap::new();
+    // root -> (recent, previous, recent sources)
+    let mut trends: HashMap<u64, (u64, u64, BTreeSet<String>)> = HashMap::new();
+    let span = request.trend.seconds() as i64;
+    let end = request
+        .trend_end
+        .expect("the tests fix the trend window's end");
     for doc in &docs {
         *sizes.entry(doc.root).or_default() += 1;
         let counts = sources.entry(doc.root).or_default();
         if let Some(source) = &doc.source {
             *counts.entry(source.clone()).or_default() += 1;
         }
+        let trend = trends.entry(doc.root).or_default();
+        if doc.time > end - span && doc.time <= end {
+            trend.0 += 1;
+            trend.2.extend(doc.source.clone());
+        } else if doc.time > end - 2 * span && doc.time <= end - span {
+            trend.1 += 1;
+        }
     }
+    let counts_trends =
+        request.sort == Sort::Trending || request.sort == Sort::Hot || request.min_recent > 0;
 
     let query = searcher.query(request).unwrap();
     let top = tantivy
@@ -635,6 +665,9 @@ fn brute_force(searcher: &DedupSearcher, request: &SearchRequest) -> (u64, Vec<E
             continue; // a tombstone (only the match-all query reaches them)
         };
         assert!(by_address.contains_key(&address));
+        if trends[&root].0 < request.min_recent {
+            continue;
+        }
         let time = times.first(address.doc_id).unwrap();
         let seniority = (time, sequences.first(address.doc_id).unwrap());
         total_hits += 1;
@@ -654,6 +687,12 @@ fn brute_force(searcher: &DedupSearcher, request: &SearchRequest) -> (u64, Vec<E
         .map(|(root, (score, _, address, hits, newest))| {
             let mut named: Vec<(String, u64)> = sources[&root].clone().into_iter().collect();
             named.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            let (recent, previous, recent_sources) = &trends[&root];
+            // score x (1 + ln size) x one half per window of age, in the formula's order.
+            let age = (end - newest).max(0) as f64;
+            let hot = f64::from(score)
+                * (1.0 + (sizes[&root] as f64).ln())
+                * 0.5f64.powf(age / span as f64);
             Expected {
                 root,
                 representative: by_address[&address].id.clone(),
@@ -662,6 +701,13 @@ fn brute_force(searcher: &DedupSearcher, request: &SearchRequest) -> (u64, Vec<E
                 cluster_size: sizes[&root],
                 sources: named.into_iter().map(|(name, _)| name).collect(),
                 newest,
+                trend: counts_trends.then_some(StoryTrend {
+                    recent: *recent,
+                    recent_outlets: recent_sources.len() as u64,
+                    previous: *previous,
+                    growth: *recent as i64 - *previous as i64,
+                }),
+                hot: (request.sort == Sort::Hot).then_some(hot),
             }
         })
         .collect();
@@ -671,9 +717,11 @@ fn brute_force(searcher: &DedupSearcher, request: &SearchRequest) -> (u64, Vec<E
 /// Compares `searcher.search` with brute force for every sort and several pages of
 /// `request`; returns (matching documents, matching clusters).
 fn check_search(searcher: &DedupSearcher, request: &SearchRequest) -> (u64, u64) {
-    let (total_hits, mut clusters) = brute_force(searcher, request);
-    let total = clusters.len();
+    let mut found = None;
     for (name, sort) in Sort::ALL {
+        let (total_hits, mut clusters) = brute_force(searcher, &request.clone().sort(sort));
+        let total = clusters.len();
+        found = Some((total_hits, total as u64));
         clusters.sort_by(|a, b| order(sort, a, b));
         for (offset, limit) in [
             (0, 10),
@@ -691,7 +739,25 @@ fn check_search(searcher: &DedupSearcher, request: &SearchRequest) -> (u64, u64)
             let expected: Vec<Expected> =
                 clusters.iter().skip(offset).take(limit).cloned().collect();
             let actual: Vec<Expected> = page.clusters.iter().map(Expected::of).collect();
-            assert_eq!(actual, expected, "{context}");
+            if let Some(at) =
+                (0..actual.len().max(expected.len())).find(|&at| actual.get(at) != expected.get(at))
+            {
+                let position = |root: Option<u64>, list: &[Expected]| {
+                    list.iter().position(|cluster| Some(cluster.root) == root)
+                };
+                let (mine, theirs) = (
+                    actual.get(at).map(|cluster| cluster.root),
+                    expected.get(at).map(|cluster| cluster.root),
+                );
+                panic!(
+                    "{context}: cluster {at} of the page is\n{:?} (brute force's {:?}), brute \
+                     force says\n{:?} (the page's {:?})",
+                    actual.get(at),
+                    position(mine, &expected).map(|at| &expected[at]),
+                    expected.get(at),
+                    position(theirs, &actual).map(|at| &actual[at]),
+                );
+            }
             for hit in &page.clusters {
                 assert_eq!(hit.representative.root, hit.root, "{context}");
                 assert!(hit.hits >= 1 && hit.hits <= hit.cluster_size, "{context}");
@@ -699,13 +765,17 @@ fn check_search(searcher: &DedupSearcher, request: &SearchRequest) -> (u64, u64)
             }
         }
     }
-    (total_hits, total as u64)
+    found.unwrap()
 }
 
 /// The requests checked against brute force, over a corpus of `slots` publication slots.
 fn requests(slots: usize) -> Vec<SearchRequest> {
     let at = |slot: usize| BASE_TIME + slot as i64 * 60;
-    vec![
+    // Half an hour, two thirds into the corpus: about 30 articles in the window and 30 in
+    // the one before.
+    let half_hour = TrendSpan::from_seconds(1800).unwrap();
+    let trend_end = Some(at(2 * slots / 3));
+    let requests = vec![
         SearchRequest::new("记者"),
         SearchRequest::new("熊猫"),
         SearchRequest::new(""),
@@ -715,7 +785,13 @@ fn requests(slots: usize) -> Vec<SearchRequest> {
         SearchRequest::new("今天").published(Some(at(slots / 2)), None),
         SearchRequest::new("记者 今天").published(None, Some(at(slots / 2))),
         SearchRequest::new("量子计算"),
-    ]
+        SearchRequest::new("").min_recent(1),
+        SearchRequest::new("记者").min_recent(2),
+    ];
+    requests
+        .into_iter()
+        .map(|request| request.trend(half_hour, trend_end))
+        .collect()
 }
 
 /// Checks every request, and that the interesting ones match something worth checking.
@@ -774,6 +850,13 @@ fn check_requests(fixture: &Fixture) {
         assert!(*clusters > 3 && *hits < live, "{results:?}");
     }
     assert_eq!(results[8], (0, 0));
+    // Stories with an article in the window: a few dozen articles, fewer than all; with two
+    // of them, fewer still.
+    assert!(results[9].1 > 10 && results[9].0 < live, "{results:?}");
+    assert!(
+        results[10].1 >= 1 && results[10].1 < results[9].1,
+        "{results:?}"
+    );
 }
 
 /// List pages equal brute force for every sort, several queries (common word, rare word, all
@@ -1010,7 +1093,8 @@ fn retention_deletes_old_documents_on_commit() {
         assert_eq!(all.total_hits, live.len() as u64);
         let old = SearchRequest::new("").published(None, Some(cutoff - 1));
         assert_eq!(searcher.search(&old).unwrap().total_hits, 0);
-        check_search(&searcher, &SearchRequest::new("记者"));
+        let trending = SearchRequest::new("记者").trend(TrendSpan::default(), Some(newest));
+        check_search(&searcher, &trending);
         live.len() as u64
     };
 

@@ -738,6 +738,105 @@ fn list_page_parameters_against_a_model() {
         assert_eq!(other["content"], by_id[id].content.as_str());
     }
 
+    // Trending, looking back from the end of the second day over a day: every story with an
+    // article in the window (the flood story's last reposts among them), by articles gained
+    // against the day before, each
+    // with its figures counted here from what was posted; `q` narrows the stories, not the
+    // figures (which count every article of a story).
+    let end = DAY0 + 2 * 86_400;
+    let day = 86_400;
+    // root -> (recent, previous, recent outlets)
+    let mut trends: HashMap<&str, (i64, i64, BTreeSet<&str>)> = HashMap::new();
+    for doc in all {
+        let trend = trends.entry(doc.root.as_str()).or_default();
+        if doc.time > end - day && doc.time <= end {
+            trend.0 += 1;
+            trend.2.insert(doc.source.as_str());
+        } else if doc.time > end - 2 * day && doc.time <= end - day {
+            trend.1 += 1;
+        }
+    }
+    for (keywords, matching) in [
+        ("", &(|_: &Doc| true) as &dyn Fn(&Doc) -> bool),
+        ("防汛", &flood),
+    ] {
+        let roots: BTreeSet<&str> = all
+            .iter()
+            .filter(|doc| matching(doc) && trends[doc.root.as_str()].0 >= 1)
+            .map(|doc| doc.root.as_str())
+            .collect();
+        let page = server.get(&format!(
+            "/v1/trending?window=1d&end={end}&limit=1000&q={}",
+            pct(keywords)
+        ));
+        assert_eq!(page.0, 200, "{}", page.1);
+        let page = page.1;
+        assert_eq!(
+            (&page["trend_window"], &page["trend_end"]),
+            (&json!(day), &json!(end))
+        );
+        assert_eq!(page["total_clusters"], roots.len(), "{keywords:?}");
+        let clusters = page["clusters"].as_array().unwrap();
+        assert_eq!(clusters.len(), roots.len(), "{keywords:?}");
+        let mut ranked: Vec<(i64, i64)> = Vec::new();
+        for cluster in clusters {
+            let root = cluster["root"].as_str().unwrap();
+            assert!(roots.contains(root), "{keywords:?}: {cluster}");
+            let (recent, previous, outlets) = &trends[root];
+            assert_eq!(
+                cluster["trend"],
+                json!({"recent": recent, "recent_outlets": outlets.len(),
+                       "previous": previous, "growth": recent - previous}),
+                "{keywords:?}: {root}"
+            );
+            ranked.push((recent - previous, *recent));
+        }
+        assert!(
+            ranked.windows(2).all(|pair| pair[0] >= pair[1]),
+            "most gained first: {ranked:?}"
+        );
+        assert!(!roots.is_empty(), "{keywords:?}");
+        if keywords.is_empty() {
+            assert!(
+                roots.len() >= 3 && ranked.first() > ranked.last(),
+                "{ranked:?}"
+            );
+        }
+    }
+    // The same page through /v1/search, and the figures absent where no order reads them.
+    let through_search = server.search(&format!(
+        "sort=trending&trend_window=1d&trend_end={end}&min_recent=1&limit=1000"
+    ));
+    let (_, trending) = server.get(&format!("/v1/trending?window=1d&end={end}&limit=1000"));
+    assert_eq!(through_search, trending);
+    let plain = server.search("limit=5");
+    assert!(plain["clusters"][0].get("trend").is_none() && plain.get("trend_end").is_none());
+    let hot = server.search(&format!("sort=hot&trend_end={end}&limit=5"));
+    let values: Vec<f64> = hot["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|cluster| cluster["hot"].as_f64().unwrap())
+        .collect();
+    assert!(
+        values.windows(2).all(|pair| pair[0] >= pair[1]),
+        "{values:?}"
+    );
+    for (query, hint) in [
+        ("sort=newest", "not a parameter of /v1/trending"),
+        ("trend_window=1h", "not a parameter of /v1/trending"),
+        ("window=0s", "trend window"),
+        ("window=often", "trend window"),
+        ("end=soon", "trend_end"),
+        ("window=1h&window=2h", "twice"),
+        ("min_recent=x", "min_recent"),
+    ] {
+        let (status, answer) = server.get(&format!("/v1/trending?{query}"));
+        assert_eq!(status, 400, "{query}: {answer}");
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(hint), "{query}: {message}");
+    }
+
     // Bad parameters: 400 with a code and a message that says what is wrong.
     for (query, hint) in [
         ("filter=content:x", "not text"),
@@ -767,6 +866,8 @@ fn list_page_parameters_against_a_model() {
         ("facet_limit=x", "facet_limit"),
         ("min_cluster_size=-1", "min_cluster_size"),
         ("highlight=maybe", "true or false"),
+        ("trend_window=2y", "trend window"),
+        ("sort=trending&trend_end=never", "trend_end"),
         ("colour=red", "unknown parameter"),
         ("q=a&q=b", "twice"),
         ("limit=1001", "limit"),
@@ -833,6 +934,50 @@ fn list_page_parameters_against_a_model() {
     let cli: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(cli, http);
     assert!(http["facets"]["source"].as_array().unwrap().len() == 1);
+    // Trending on the command line: the JSON of /v1/trending, and a line of figures a story.
+    let trending_cli = |json: bool| {
+        let mut command = Command::new(BIN);
+        command.args(["search", "--index"]).arg(&index).args([
+            "--sort",
+            "trending",
+            "--trend-window",
+            "1d",
+            "--trend-end",
+            &end.to_string(),
+            "--min-recent",
+            "1",
+            "--limit",
+            "1000",
+        ]);
+        if json {
+            command.arg("--json");
+        }
+        let output = command.output().unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        output.stdout
+    };
+    assert_eq!(
+        serde_json::from_slice::<Value>(&trending_cli(true)).unwrap(),
+        trending
+    );
+    let human = String::from_utf8(trending_cli(false)).unwrap();
+    let first = &trending["clusters"][0]["trend"];
+    assert!(
+        human.starts_with("trend window: 1d up to 2024-05-03T00:00:00+08:00"),
+        "{human}"
+    );
+    assert!(
+        human.contains(&format!(
+            "{:+} in the window: {} article",
+            first["growth"].as_i64().unwrap(),
+            first["recent"]
+        )),
+        "{human}"
+    );
     // Human output shows the counts briefly.
     let output = Command::new(BIN)
         .args(["search", "--index"])

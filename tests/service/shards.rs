@@ -104,8 +104,19 @@ fn list_pages(docs: &[Doc], keywords: bool) -> Vec<String> {
         queries.extend(QUERY_WORDS);
         queries.push("古籍 出口");
     }
+    // A trend window of a sixth of the span, ending in its middle (a fixed end: "now"
+    // differs from one request to the next).
+    let trend = format!("{}s", ((to - from) / 6).max(1));
     let mut pages = Vec::new();
-    for sort in ["relevance", "similar_desc", "similar_asc", "newest"] {
+    for sort in [
+        "relevance",
+        "similar_desc",
+        "similar_asc",
+        "newest",
+        "trending",
+        "hot",
+    ] {
+        let sort = &format!("{sort}&trend_window={trend}&trend_end={middle}");
         for q in &queries {
             for (offset, limit) in [(0, 10), (3, 7), (15, 20), (500, 5)] {
                 pages.push(format!(
@@ -143,7 +154,17 @@ fn list_pages(docs: &[Doc], keywords: bool) -> Vec<String> {
             ));
         }
     }
+    for q in &queries {
+        pages.push(format!(
+            "/v1/trending?window={trend}&end={middle}&q={}&limit=15&facets=source",
+            pct(q)
+        ));
+    }
+    pages.push(format!(
+        "/v1/trending?window={trend}&end={middle}&min_recent=2&offset=1"
+    ));
     pages.push("/v1/search?sort=bogus".to_owned());
+    pages.push("/v1/trending?sort=newest".to_owned());
     pages
 }
 

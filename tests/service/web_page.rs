@@ -349,7 +349,7 @@ impl Browser {
         );
         let size = |at: usize| u32::from_be_bytes(png[at..at + 4].try_into().unwrap());
         assert_eq!((size(16), size(20)), WINDOW, "{}", file.display());
-        let in_readme = ["list", "story", "check"].contains(&name);
+        let in_readme = ["list", "trending", "story", "check"].contains(&name);
         if let Some(copies) = std::env::var_os("TANTIVY_DEDUP_SCREENSHOTS").filter(|_| in_readme) {
             let copies = Path::new(env!("CARGO_MANIFEST_DIR")).join(copies);
             std::fs::create_dir_all(&copies).unwrap();
@@ -475,6 +475,61 @@ fn list_story_and_check_pages_show_what_the_api_answers() {
         "{page_lines:?}"
     );
     browser.screenshot(&list, "list");
+
+    // The trending tab, looking back from the end of the second day over one day: the
+    // stories with articles in that day, as GET /v1/trending orders them, each with the
+    // articles that joined it in the window (counted here from what was posted) and its
+    // growth against the day before.
+    let end = DAY0 + 48 * HOUR;
+    let trending = format!("{}/?sort=trending&window=24h&end={end}", server.base);
+    let dom = browser.drawn_page(&trending);
+    let (status, answer) = server.get(&format!("/v1/trending?window=24h&end={end}&limit=20"));
+    assert_eq!(status, 200, "{answer}");
+    let joined = |root: &str, hours: std::ops::Range<i64>| {
+        posted
+            .iter()
+            .filter(|article| article.root == root)
+            .filter(|article| {
+                article.time > end - hours.end * HOUR && article.time <= end - hours.start * HOUR
+            })
+            .count() as i64
+    };
+    let api_lines: Vec<(String, String, String)> = answer["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|cluster| {
+            let root = cluster["root"].as_str().unwrap();
+            let (recent, previous) = (joined(root, 0..24), joined(root, 24..48));
+            assert_eq!(cluster["trend"]["recent"], recent, "{cluster}");
+            assert_eq!(cluster["trend"]["growth"], recent - previous, "{cluster}");
+            (
+                root.to_owned(),
+                recent.to_string(),
+                (recent - previous).to_string(),
+            )
+        })
+        .collect();
+    let in_window: BTreeSet<&str> = posted
+        .iter()
+        .filter(|article| article.time > end - 24 * HOUR && article.time <= end)
+        .map(|article| article.root.as_str())
+        .collect();
+    assert_eq!(api_lines.len(), in_window.len(), "{answer}");
+    let page_lines: Vec<(String, String, String)> = hooks(&dom, "cluster", "data-root")
+        .into_iter()
+        .zip(hooks(&dom, "cluster", "data-recent"))
+        .zip(hooks(&dom, "cluster", "data-growth"))
+        .map(|((root, recent), growth)| (root, recent, growth))
+        .collect();
+    assert_eq!(page_lines, api_lines);
+    let tab = elements_with(&dom, "data-tab", "trending");
+    assert_eq!(
+        tab[0].get("aria-current").map(String::as_str),
+        Some("page"),
+        "the trending tab is the current one: {tab:?}"
+    );
+    browser.screenshot(&trending, "trending");
 
     // The biggest story's page lists the API's members, first outlet the earliest article.
     let (biggest, _) = sizes.iter().max_by_key(|(_, size)| **size).unwrap();

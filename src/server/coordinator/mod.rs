@@ -145,6 +145,7 @@ impl Coordinator {
             )
             .route("/v1/documents/{id}/similar", get(read::held_document))
             .route("/v1/search", get(read::search))
+            .route("/v1/trending", get(read::trending))
             .route("/v1/stories/{root}", get(read::get_story))
             .route("/v1/near-duplicates", post(read::near_duplicates))
             .route("/v1/stats", get(read::stats))

@@ -21,7 +21,7 @@ use crate::engine::{
 };
 use crate::server::api::{
     AppResult, DocumentId, NEAR_DUPLICATES_LIMIT, SearchParams, metrics_answer, no_document,
-    path_id, read_document_body, unhealthy,
+    path_id, read_document_body, trending_as_search, unhealthy,
 };
 use crate::server::error::ApiError;
 use crate::server::{ForestSize, Health, HealthStatus, StatsResponse};
@@ -96,17 +96,33 @@ struct ShardSearch<'a> {
     statistics: Option<&'a TermStatistics>,
     #[serde(skip_serializing_if = "Option::is_none")]
     histogram_seconds: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trend_end: Option<i64>,
 }
 
 pub(super) async fn search(
     State(state): State<Arc<CoordinatorState>>,
     RawQuery(query): RawQuery,
 ) -> AppResult<Response> {
-    let params = SearchParams::parse(query.as_deref())?;
+    list_page(&state, query.unwrap_or_default()).await
+}
+
+/// Trending stories: the list page `GET /v1/trending` stands for
+/// ([`trending_as_search`]).
+pub(super) async fn trending(
+    State(state): State<Arc<CoordinatorState>>,
+    RawQuery(query): RawQuery,
+) -> AppResult<Response> {
+    list_page(&state, trending_as_search(query.as_deref())?).await
+}
+
+/// The list page of the `/v1/search` query string `query`.
+async fn list_page(state: &Arc<CoordinatorState>, query: String) -> AppResult<Response> {
+    let params = SearchParams::parse(Some(&query))?;
     let allow_partial = params.allow_partial()?;
     let zone = state.config.index.time_zone;
-    let mut request = params.request(zone)?;
-    let query = query.unwrap_or_default();
+    // Every shard counts the same trend window.
+    let mut request = params.request(zone)?.fix_trend_end(crate::dedup::now());
     if state.shards.count() == 1 {
         // One shard holds every story: its own answer is the index's.
         let answer = state
@@ -131,9 +147,10 @@ pub(super) async fn search(
             query: &query,
             statistics: None,
             histogram_seconds: None,
+            trend_end: None,
         })?;
         let mut sum = TermStatistics::default();
-        for answer in fan_out(&state, Method::POST, "/internal/v1/statistics", Some(body)).await {
+        for answer in fan_out(state, Method::POST, "/internal/v1/statistics", Some(body)).await {
             match answer {
                 Ok(answer) => sum.add(&parse_answer::<TermStatistics>(answer)?),
                 Err(error) => missing.push(error),
@@ -149,9 +166,10 @@ pub(super) async fn search(
         query: &query,
         statistics: statistics.as_ref().filter(|_| scored),
         histogram_seconds: shape.histogram.map(|interval| interval.seconds()),
+        trend_end: request.trend_end,
     })?;
     let mut pages = Vec::new();
-    for answer in fan_out(&state, Method::POST, "/internal/v1/search", Some(body)).await {
+    for answer in fan_out(state, Method::POST, "/internal/v1/search", Some(body)).await {
         match answer {
             Ok(answer) => pages.push(parse_answer::<ShardPage>(answer)?),
             Err(error) if !missing.iter().any(|known| known.shard == error.shard) => {

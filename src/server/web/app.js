@@ -12,8 +12,13 @@ const KEY_STORAGE = "tantivy-dedup.read-key";
 const PAGE_SIZE = 20;
 /// The members a story's reprint path is drawn from (the API's largest page).
 const REPRINT_PATH_LIMIT = 1000;
-/// The list page's parameters that its address carries, as /v1/search names them.
-const LIST_PARAMETERS = ["q", "sort", "from", "to", "source", "offset"];
+/// The list page's parameters that its address carries, as /v1/search names them, and the
+/// trend window's (`window`, `end`, as /v1/trending names them).
+const LIST_PARAMETERS = ["q", "sort", "from", "to", "source", "offset", "window", "end"];
+/// The trend window of the trending tab and of `hot` when the address has none.
+const DEFAULT_WINDOW = "6h";
+/// The window's names on the page.
+const WINDOW_NAMES = { "1h": "1 小时", "6h": "6 小时", "24h": "24 小时", "7d": "7 天" };
 /// The story page's, as /v1/stories/{root} names them.
 const STORY_PARAMETERS = ["offset", "sort", "histogram"];
 const DEFAULT_STORY_INTERVAL = "auto";
@@ -485,44 +490,74 @@ function barChart(buckets, interval, label, width) {
 
 // ---- the list page ---------------------------------------------------------------------------
 
-/// The list page of `params` (q, sort, from, to, source, offset): one line per story, the
-/// sources' counts and the articles per day. Without a sort, keywords sort by relevance and
-/// an empty search by newest.
+/// The list page of `params` (q, sort, from, to, source, offset, window, end): one line per
+/// story, the sources' counts and the articles per day. Without a sort, keywords sort by
+/// relevance and an empty search by newest. `sort=trending` is the trending tab: the stories
+/// with articles in the window (GET /v1/trending), each line with its growth.
 async function listPage(params) {
   const shown = pick(params, LIST_PARAMETERS);
   if (!shown.get("sort")) {
     shown.set("sort", shown.get("q") ? "relevance" : "newest");
   }
+  const sort = shown.get("sort");
+  const trending = sort === "trending";
+  const windowed = trending || sort === "hot";
   const query = new URLSearchParams(shown);
   query.set("limit", PAGE_SIZE);
   query.set("highlight", "true");
   query.set("facets", "source");
   query.set("histogram", "auto");
-  const page = await api(`/v1/search?${query}`);
+  if (trending) {
+    query.delete("sort");
+  } else {
+    // /v1/search names the window trend_window and trend_end (read by `hot`).
+    for (const [name, searchName] of [["window", "trend_window"], ["end", "trend_end"]]) {
+      const value = query.get(name);
+      query.delete(name);
+      if (value && windowed) {
+        query.set(searchName, value);
+      }
+    }
+  }
+  const page = await api(`${trending ? "/v1/trending" : "/v1/search"}?${query}`);
 
   const view = fromTemplate("list-page");
+  for (const tab of view.querySelectorAll(".tabs .tab")) {
+    if ((tab.dataset.tab === "trending") === trending) {
+      tab.setAttribute("aria-current", "page");
+    }
+  }
   const form = view.querySelector("form.search");
   for (const name of ["q", "sort", "from", "to", "source"]) {
     form.elements[name].value = shown.get(name) ?? "";
   }
+  const windowChoice = view.querySelector(".trend-window");
+  windowChoice.hidden = !windowed;
+  form.elements.window.value = shown.get("window") ?? DEFAULT_WINDOW;
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     const changes = {};
     for (const name of ["q", "sort", "from", "to", "source"]) {
       changes[name] = form.elements[name].value.trim();
     }
+    if (["trending", "hot"].includes(changes.sort)) {
+      changes.window = form.elements.window.value;
+      changes.end = shown.get("end");
+    }
     navigate(address("/", new URLSearchParams(), changes));
   });
-  for (const name of ["sort", "from", "to"]) {
+  for (const name of ["sort", "from", "to", "window"]) {
     form.elements[name].addEventListener("change", () => form.requestSubmit());
   }
 
   const keywords = shown.get("q");
-  view.querySelector(".summary").textContent =
-    `${keywords ? `“${keywords}”：` : ""}${page.total_clusters} 篇报道，共 ${page.total_hits} 篇文章`;
+  const windowName = WINDOW_NAMES[shown.get("window") ?? DEFAULT_WINDOW] ?? shown.get("window");
+  view.querySelector(".summary").textContent = trending
+    ? `${keywords ? `“${keywords}”：` : ""}近 ${windowName}有新文章的报道 ${page.total_clusters} 篇，按新增文章数较前一时段的增长排序`
+    : `${keywords ? `“${keywords}”：` : ""}${page.total_clusters} 篇报道，共 ${page.total_hits} 篇文章`;
   const list = view.querySelector(".clusters");
   for (const cluster of page.clusters) {
-    list.append(clusterLine(cluster));
+    list.append(clusterLine(cluster, windowName));
   }
   if (!page.clusters.length) {
     const empty = document.createElement("li");
@@ -572,11 +607,23 @@ async function listPage(params) {
 const OUTLETS_SHOWN = 5;
 
 /// One story of a list page, with the hooks of SPEC §4 (data-testid, data-root,
-/// data-cluster-size).
-function clusterLine(cluster) {
+/// data-cluster-size) and, on a page that reads the trend window (`windowName`), its figures
+/// (data-recent, data-growth).
+function clusterLine(cluster, windowName) {
   const line = elementFromTemplate("cluster-line");
   line.dataset.root = cluster.root;
   line.dataset.clusterSize = cluster.cluster_size;
+  if (cluster.trend) {
+    const trend = cluster.trend;
+    line.dataset.recent = trend.recent;
+    line.dataset.growth = trend.growth;
+    const figures = line.querySelector(".trend");
+    figures.hidden = false;
+    figures.textContent =
+      `近 ${windowName}新增 ${trend.recent} 篇（${trend.recent_outlets} 家媒体），` +
+      `前一时段 ${trend.previous} 篇`;
+    figures.classList.toggle("rising", trend.growth > 0);
+  }
   const representative = cluster.representative;
   const title = line.querySelector(".cluster-title a");
   title.href = storyAddress(cluster.root);
