@@ -346,10 +346,10 @@ pub fn list_pages(url: &str, queries: &[String], suffix: &str) -> Vec<String> {
         .collect()
 }
 
-/// Trending pages against the most reposted stories' pages of the same queries, timed one
-/// after the other in the same run.
+/// Trending pages and pages with members against the most reposted stories' pages of the
+/// same queries, timed one after the other in the same run.
 #[derive(Debug, Clone, Serialize)]
-pub struct TrendingReport {
+pub struct ListPageKindsReport {
     /// Clients at once.
     pub clients: usize,
     /// `GET /v1/search?q=…&sort=similar_desc&limit=20`, each query in turn.
@@ -357,31 +357,42 @@ pub struct TrendingReport {
     /// `GET /v1/trending?q=…&limit=20` (window 6h up to the time of the request), the same
     /// queries.
     pub trending: TimedRequests,
+    /// The `similar_desc` pages with `members=3`.
+    pub members: TimedRequests,
     /// `trending`'s p99 over `similar_desc`'s (target at most 1.5).
-    pub p99_ratio: f64,
+    pub trending_p99_ratio: f64,
+    /// `members`' p99 over `similar_desc`'s.
+    pub members_p99_ratio: f64,
 }
 
-/// `clients` threads each GET `requests` trending pages of `queries`, then as many
-/// `similar_desc` pages of the same queries ([`TrendingReport`]).
-pub fn http_trending(
+/// `clients` threads each GET `requests` pages of `queries` of each kind of
+/// [`ListPageKindsReport`], one kind after the other.
+pub fn http_list_page_kinds(
     url: &str,
     queries: &[String],
     clients: usize,
     requests: usize,
-) -> Result<TrendingReport> {
-    let pages = |path: &str| -> Vec<String> {
-        queries
+) -> Result<ListPageKindsReport> {
+    let timed = |path: &str, suffix: &str| -> Result<TimedRequests> {
+        let pages: Vec<String> = queries
             .iter()
-            .map(|query| format!("{url}{path}q={}&limit=20", url_encode(query)))
-            .collect()
+            .map(|query| format!("{url}{path}q={}&limit=20{suffix}", url_encode(query)))
+            .collect();
+        timed_gets(&pages, clients, requests)
     };
-    let trending = timed_gets(&pages("/v1/trending?"), clients, requests)?;
-    let similar_desc = timed_gets(&pages("/v1/search?sort=similar_desc&"), clients, requests)?;
-    Ok(TrendingReport {
+    let similar_desc = timed("/v1/search?sort=similar_desc&", "")?;
+    let trending = timed("/v1/trending?", "")?;
+    let members = timed("/v1/search?sort=similar_desc&", "&members=3")?;
+    let ratio = |kind: &TimedRequests| {
+        kind.latency.p99_ms / similar_desc.latency.p99_ms.max(f64::MIN_POSITIVE)
+    };
+    Ok(ListPageKindsReport {
         clients,
-        p99_ratio: trending.latency.p99_ms / similar_desc.latency.p99_ms.max(f64::MIN_POSITIVE),
+        trending_p99_ratio: ratio(&trending),
+        members_p99_ratio: ratio(&members),
         similar_desc,
         trending,
+        members,
     })
 }
 

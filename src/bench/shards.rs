@@ -85,7 +85,16 @@ pub fn shards(
     eprintln!("bench: shards: one process");
     let direct = LocalServer::start(&scratch.join("direct"), config.clone())?;
     let reference = measure(&direct.url(), "direct".to_owned(), 0, corpus, bench, false)?;
-    let pages = list_pages("", &bench.queries, "&facets=source&histogram=1d");
+    // One trend window for every setup (`trending` and `hot` pages would otherwise each count
+    // the window up to the time they are asked).
+    let pages = list_pages(
+        "",
+        &bench.queries,
+        &format!(
+            "&facets=source&histogram=1d&trend_end={}",
+            crate::dedup::now()
+        ),
+    );
     let expected = answers(&direct.url(), &pages)?;
     let mut setups = vec![reference];
     for &count in &bench.counts {

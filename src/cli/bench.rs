@@ -404,16 +404,16 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         )?;
         figures.insert("search".into(), serde_json::to_value(search)?);
         eprintln!(
-            "bench: HTTP trending pages against similar_desc pages, {} clients x {} pages each",
+            "bench: HTTP similar_desc, trending and members=3 pages, {} clients x {} pages each",
             args.search_clients, args.search_requests
         );
-        let trending = http::http_trending(
+        let kinds = http::http_list_page_kinds(
             &url,
             &args.collapse_queries,
             args.search_clients,
             args.search_requests,
         )?;
-        figures.insert("trending".into(), serde_json::to_value(trending)?);
+        figures.insert("page_kinds".into(), serde_json::to_value(kinds)?);
         if args.faceted_search {
             eprintln!(
                 "bench: HTTP search with {}, {} clients x {} list pages",

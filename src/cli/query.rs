@@ -9,10 +9,11 @@ use anyhow::{Context, anyhow, bail};
 use clap::Args;
 use clap::builder::TypedValueParser as _;
 use serde::Serialize;
+use tantivy_dedup::config::format_duration;
 use tantivy_dedup::engine::{
     DEFAULT_FACET_LIMIT, DEFAULT_PAGE_SIZE, DedupSearcher, DocumentView, FOREST_DIR, Interval,
-    MAX_FACET_LIMIT, MAX_PAGE_SIZE, SearchRequest, Sort, StoryRequest, StorySort, TrendSpan,
-    check_index, list_items,
+    MAX_FACET_LIMIT, MAX_MEMBERS, MAX_PAGE_SIZE, SearchRequest, Sort, StoryRequest, StorySort,
+    TrendSpan, check_index, list_items,
 };
 use tantivy_dedup::forest::Timestamp;
 use tantivy_dedup::local_time::{RangeEnd, TimeZone};
@@ -117,7 +118,7 @@ pub struct SearchArgs {
     #[arg(long)]
     highlight: bool,
     /// The trend window that --sort trending, --sort hot and --min-recent read: 6h, 30m, 1d
-    /// or any duration
+    /// or any whole number of seconds from 1s to 366d
     #[arg(long, value_name = "DURATION", default_value = "6h")]
     trend_window: TrendSpan,
     /// When the trend window ends, in the forms of --to [default: now]. An index of past
@@ -127,6 +128,11 @@ pub struct SearchArgs {
     /// Only clusters with at least this many articles (matching or not) in the trend window
     #[arg(long, value_name = "N", default_value_t = 0)]
     min_recent: u64,
+    /// List up to N of each cluster's other matching articles under it, best first in the
+    /// page's order (the best scores; the newest with --sort newest), at most 100
+    #[arg(long, value_name = "N", default_value_t = 0,
+          value_parser = clap::value_parser!(u8).range(0..=MAX_MEMBERS as i64).map(usize::from))]
+    members: usize,
     #[command(flatten)]
     zone: ZoneArg,
     /// Print the page as JSON (times as Unix seconds); the same JSON as GET /v1/search
@@ -268,6 +274,7 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
         .sort(args.sort.parse()?)
         .trend(args.trend_window, trend_end)
         .min_recent(args.min_recent)
+        .members(args.members)
         .page(args.page.offset, args.page.limit)
         .published(from, to)
         .min_cluster_size(args.min_cluster_size)
@@ -297,9 +304,7 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
             writeln!(
                 out,
                 "trend window: {} up to {}",
-                TrendSpan::from_seconds(seconds)
-                    .map(|span| span.to_string())
-                    .unwrap_or_default(),
+                format_duration(std::time::Duration::from_secs(seconds)),
                 zone.format(end)
             )?;
         }
@@ -351,6 +356,10 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
             }
             if let Some(snippet) = &cluster.representative.snippet {
                 writeln!(out, "     {}", snippet.replace('\n', " "))?;
+            }
+            for member in cluster.members.iter().flatten() {
+                write!(out, "     - ")?;
+                write_document(out, member, zone)?;
             }
         }
         for (field, counts) in page.facets.iter().flatten() {

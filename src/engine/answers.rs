@@ -70,6 +70,11 @@ pub struct ClusterHit {
     /// On a `sort=hot` page, the story's value in that order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hot: Option<f64>,
+    /// With `members=N`: up to N of the story's other documents that match, best first in the
+    /// page's order (the best scores, then the earliest; for `newest`, the newest), each with
+    /// its snippet when the page highlights.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub members: Option<Vec<DocumentView>>,
 }
 
 /// How a story grew within a list page's trend window (`trend_window`, ending at

@@ -14,7 +14,7 @@ use tantivy::{DocAddress, DocId, Score, Searcher, SegmentOrdinal, SegmentReader}
 
 use crate::Fingerprint;
 use crate::engine::schema::{EVENT_TIME, ROOT, SEQUENCE};
-use crate::engine::trend::{Joined, StoryTrends};
+use crate::engine::trend::{Joined, StoryTrends, popularity};
 use crate::forest::Timestamp;
 use crate::simhash::FingerprintHasher;
 
@@ -758,6 +758,18 @@ impl CollapseCollector {
         self
     }
 
+    /// The stories whose hits this collector keeps ([`min_cluster_size`](Self::min_cluster_size),
+    /// [`min_recent`](Self::min_recent)): what a [`FacetCollector`](crate::engine::FacetCollector)
+    /// beside it counts.
+    pub fn stories(&self) -> StoryFilter {
+        let stories =
+            StoryFilter::new(Arc::clone(&self.ordinals)).min_cluster_size(self.min_cluster_size);
+        match &self.trends {
+            Some(trends) => stories.min_recent(Arc::clone(trends), self.min_recent),
+            None => stories,
+        }
+    }
+
     /// A cluster as it goes to the ranking, its trend figures and `hot` value filled in.
     fn ranked(&self, number: u32, mut cluster: CollapsedCluster) -> CollapsedCluster {
         if let Some(trends) = &self.trends {
@@ -768,10 +780,59 @@ impl CollapseCollector {
                 Some(trends) => trends
                     .window()
                     .hot(cluster.score, cluster.size, cluster.newest),
-                None => f64::from(cluster.score) * (1.0 + (cluster.size.max(1) as f64).ln()),
+                None => popularity(cluster.score, cluster.size),
             };
         }
         cluster
+    }
+}
+
+/// Which stories a list page keeps, asked of each hit by the collectors of one page (the
+/// collapse, and the facets and histogram beside it), so that they count the same stories:
+/// a document with a story number (not a tombstone), of a story of at least
+/// `min_cluster_size` live documents and, with trend figures, at least `min_recent` articles
+/// in the trend window.
+#[derive(Debug, Clone)]
+pub struct StoryFilter {
+    ordinals: Arc<ClusterOrdinals>,
+    min_cluster_size: u64,
+    min_recent: Option<(Arc<StoryTrends>, u64)>,
+}
+
+impl StoryFilter {
+    /// Every story of the generation `ordinals` numbers.
+    pub fn new(ordinals: Arc<ClusterOrdinals>) -> Self {
+        StoryFilter {
+            ordinals,
+            min_cluster_size: 0,
+            min_recent: None,
+        }
+    }
+
+    /// Only stories of at least `size` live documents (0 and 1: all).
+    pub fn min_cluster_size(mut self, size: u64) -> Self {
+        self.min_cluster_size = size;
+        self
+    }
+
+    /// Only stories with at least `articles` in the trend window of `trends` (0: all).
+    pub fn min_recent(mut self, trends: Arc<StoryTrends>, articles: u64) -> Self {
+        self.min_recent = (articles > 0).then_some((trends, articles));
+        self
+    }
+
+    /// The story number of `doc` of segment `segment` when its story is kept.
+    #[inline]
+    pub fn kept(&self, segment: SegmentOrdinal, doc: DocId) -> Option<u32> {
+        let number = self.ordinals.number(segment, doc);
+        // The size is looked up only when a minimum was asked for.
+        let kept = number != NO_CLUSTER
+            && (self.min_cluster_size <= 1 || self.ordinals.size(number) >= self.min_cluster_size)
+            && self
+                .min_recent
+                .as_ref()
+                .is_none_or(|(trends, minimum)| trends.of(number).recent >= *minimum);
+        kept.then_some(number)
     }
 }
 
@@ -839,15 +900,10 @@ impl Collector for CollapseCollector {
         self.ordinals.check_segment(segment_ord, segment)?;
         Ok(CollapseSegmentCollector {
             ordinals: Arc::clone(&self.ordinals),
-            min_cluster_size: self.min_cluster_size,
+            stories: self.stories(),
             track_newest: self.track_newest,
             times: segment.fast_fields().i64(EVENT_TIME)?,
             sequences: segment.fast_fields().u64(SEQUENCE)?,
-            recent_at_least: self
-                .trends
-                .as_ref()
-                .filter(|_| self.min_recent > 0)
-                .map(|trends| (Arc::clone(trends), self.min_recent)),
             collected: SegmentHits {
                 segment_ord,
                 hits: Vec::new(),
@@ -1030,16 +1086,14 @@ const LAST: Seniority = (Timestamp::MAX, u64::MAX);
 /// [`CollapseCollector`]'s work on one segment.
 pub struct CollapseSegmentCollector {
     ordinals: Arc<ClusterOrdinals>,
-    /// Clusters smaller than this are skipped.
-    min_cluster_size: u64,
+    /// The stories whose hits are kept.
+    stories: StoryFilter,
     /// Whether each hit's event time is kept, for the newest hit of each cluster.
     track_newest: bool,
     /// The event times.
     times: Column<i64>,
     /// The insert numbers (`_seq`).
     sequences: Column<u64>,
-    /// With a minimum of recent articles: the figures, and the minimum.
-    recent_at_least: Option<(Arc<StoryTrends>, u64)>,
     collected: SegmentHits,
 }
 
@@ -1049,17 +1103,9 @@ impl SegmentCollector for CollapseSegmentCollector {
     #[inline]
     fn collect(&mut self, doc: DocId, score: Score) {
         let collected = &mut self.collected;
-        let number = self.ordinals.number(collected.segment_ord, doc);
-        // The size is looked up only when a minimum was asked for.
-        if number == NO_CLUSTER
-            || (self.min_cluster_size > 1 && self.ordinals.size(number) < self.min_cluster_size)
-            || self
-                .recent_at_least
-                .as_ref()
-                .is_some_and(|(trends, minimum)| trends.of(number).recent < *minimum)
-        {
+        let Some(number) = self.stories.kept(collected.segment_ord, doc) else {
             return;
-        }
+        };
         collected.hits.push(Hit { number, doc, score });
         let several = self.ordinals.size(number) > 1;
         if !several && !self.track_newest {

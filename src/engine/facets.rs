@@ -20,7 +20,7 @@ use tantivy::fastfield::FacetReader;
 use tantivy::schema::{Facet, Schema};
 use tantivy::{DateTime, DocId, Score, SegmentOrdinal, SegmentReader};
 
-use crate::engine::collapse::{ClusterOrdinals, NO_CLUSTER};
+use crate::engine::collapse::{ClusterOrdinals, StoryFilter};
 use crate::engine::filter::{ValueField, ValueKind};
 use crate::engine::histogram::{self, HistogramBucket, Interval};
 use crate::simhash::FingerprintHasher;
@@ -208,23 +208,24 @@ impl Dimension {
 pub struct FacetCollector {
     ordinals: Arc<ClusterOrdinals>,
     dimensions: Vec<Dimension>,
-    min_cluster_size: u64,
+    stories: StoryFilter,
 }
 
 impl FacetCollector {
     /// A collector for the searcher `ordinals` were built for.
     pub fn new(ordinals: Arc<ClusterOrdinals>, dimensions: Vec<Dimension>) -> Self {
         FacetCollector {
+            stories: StoryFilter::new(Arc::clone(&ordinals)),
             ordinals,
             dimensions,
-            min_cluster_size: 0,
         }
     }
 
-    /// Counts only documents of clusters of at least `size` live documents (as
-    /// [`CollapseCollector::min_cluster_size`](crate::engine::CollapseCollector::min_cluster_size)).
-    pub fn min_cluster_size(mut self, size: u64) -> Self {
-        self.min_cluster_size = size;
+    /// Counts only the documents of the stories `stories` keeps (those of the page's
+    /// [`CollapseCollector`](crate::engine::CollapseCollector), for numbers of the same
+    /// generation as `ordinals`).
+    pub fn stories(mut self, stories: StoryFilter) -> Self {
+        self.stories = stories;
         self
     }
 }
@@ -367,7 +368,7 @@ where
 pub struct FacetSegmentCollector {
     ordinals: Arc<ClusterOrdinals>,
     segment_ord: SegmentOrdinal,
-    min_cluster_size: u64,
+    stories: StoryFilter,
     keys: Vec<Keys>,
     tallies: Vec<KeyTallies>,
     /// The current document's keys of one dimension (reused).
@@ -430,12 +431,9 @@ impl SegmentCollector for FacetSegmentCollector {
     type Fruit = FacetFruit;
 
     fn collect(&mut self, doc: DocId, _score: Score) {
-        let number = self.ordinals.number(self.segment_ord, doc);
-        if number == NO_CLUSTER
-            || (self.min_cluster_size > 1 && self.ordinals.size(number) < self.min_cluster_size)
-        {
+        let Some(number) = self.stories.kept(self.segment_ord, doc) else {
             return;
-        }
+        };
         let alone = self.ordinals.size(number) == 1;
         for (keys, tallies) in self.keys.iter().zip(&mut self.tallies) {
             self.scratch.clear();
@@ -512,7 +510,7 @@ impl Collector for FacetCollector {
         Ok(FacetSegmentCollector {
             ordinals: Arc::clone(&self.ordinals),
             segment_ord,
-            min_cluster_size: self.min_cluster_size,
+            stories: self.stories.clone(),
             tallies: keys.iter().map(KeyTallies::for_keys).collect(),
             keys,
             scratch: Vec::new(),

@@ -49,6 +49,7 @@ pub use check::{CheckReport, Damage, check_index};
 pub use collapse::{
     ClusterHitsFruit, ClusterNumbering, ClusterOrdinals, CollapseCollector,
     CollapseSegmentCollector, Collapsed, CollapsedCluster, NO_CLUSTER, RootMap, Sort, SortKey,
+    StoryFilter,
 };
 pub use deadline::{DeadlineCollector, DeadlineSegmentCollector};
 pub use dedup_writer::{
@@ -66,8 +67,8 @@ pub use histogram::{
 };
 pub use recovery::{CHECKPOINT_FILE, RecoveryReport};
 pub use search::{
-    DEFAULT_PAGE_SIZE, DedupSearcher, MAX_FACET_LIMIT, MAX_OFFSET, MAX_PAGE_SIZE, SearchRequest,
-    list_items,
+    DEFAULT_PAGE_SIZE, DedupSearcher, MAX_FACET_LIMIT, MAX_MEMBERS, MAX_OFFSET, MAX_PAGE_SIZE,
+    SearchRequest, list_items,
 };
 pub use shards::{
     GlobalStatistics, MAX_SHARDS, PageShape, ShardCount, ShardPage, ShardSpec, TermStatistics,
@@ -81,5 +82,6 @@ pub use story::{
 pub use tokenizer::{NewsTokenizer, register as register_tokenizer};
 pub use trend::{
     DEFAULT_TREND_SECONDS, Joined, MAX_TREND_SECONDS, StoryTrends, TrendSpan, TrendWindow,
+    popularity,
 };
 pub use writer::{DedupIndex, PreparedArticle, Preparer};

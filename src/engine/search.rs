@@ -9,12 +9,15 @@ use std::time::Instant;
 
 use tantivy::collector::{Count, DocSetCollector};
 use tantivy::query::{
-    AllQuery, BooleanQuery, ConstScoreQuery, Occur, Query, QueryParser, QueryParserError,
-    RangeQuery, TermQuery,
+    AllQuery, BooleanQuery, ConstScoreQuery, EnableScoring, Occur, Query, QueryParser,
+    QueryParserError, RangeQuery, TermQuery,
 };
 use tantivy::query_grammar::{self, UserInputAst, UserInputLeaf};
 use tantivy::schema::{Field, IndexRecordOption, Schema, Value};
-use tantivy::{DateTime, DocAddress, Index, IndexReader, ReloadPolicy, TantivyDocument, Term};
+use tantivy::{
+    DateTime, DocAddress, Index, IndexReader, ReloadPolicy, Score, SegmentOrdinal, TantivyDocument,
+    Term,
+};
 
 use crate::article::Article;
 use crate::config::Config;
@@ -44,6 +47,9 @@ use crate::{Error, Fingerprint, Result};
 
 /// The most results one page may ask for.
 pub const MAX_PAGE_SIZE: usize = 1000;
+
+/// The most members a list page lists per story ([`SearchRequest::members`]).
+pub const MAX_MEMBERS: usize = 100;
 
 /// The results of a page that does not say how many: the same for list and detail pages, on
 /// the command line and over HTTP, so that the two show the same page.
@@ -79,10 +85,19 @@ pub(crate) fn check_page(offset: usize, limit: usize) -> Result<()> {
 /// The most values a facet may list ([`SearchRequest::facet_limit`]).
 pub const MAX_FACET_LIMIT: usize = 1000;
 
-fn check_facet_limit(limit: usize) -> Result<()> {
-    if limit > MAX_FACET_LIMIT {
+/// Refuses a list page over the limits: its page, its facets' values, its members.
+fn check_request(request: &SearchRequest) -> Result<()> {
+    check_page(request.offset, request.limit)?;
+    if request.facet_limit > MAX_FACET_LIMIT {
         return Err(Error::Query(format!(
-            "facet_limit must be at most {MAX_FACET_LIMIT}, got {limit}"
+            "facet_limit must be at most {MAX_FACET_LIMIT}, got {}",
+            request.facet_limit
+        )));
+    }
+    if request.members > MAX_MEMBERS {
+        return Err(Error::Query(format!(
+            "members must be at most {MAX_MEMBERS}, got {}; the story page lists them all",
+            request.members
         )));
     }
     Ok(())
@@ -149,6 +164,9 @@ pub struct SearchRequest {
     /// Only stories with at least this many articles (matching or not) that joined within
     /// the trend window; 0: every story.
     pub min_recent: u64,
+    /// How many of each story's other matching documents the page lists with it
+    /// ([`ClusterHit::members`]; at most [`MAX_MEMBERS`]); 0: none.
+    pub members: usize,
     /// When the search must be over: past it, it stops and answers
     /// [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded), never a partial page.
     /// `None`: no limit.
@@ -176,6 +194,7 @@ impl Default for SearchRequest {
             trend: TrendSpan::default(),
             trend_end: None,
             min_recent: 0,
+            members: 0,
             deadline: None,
         }
     }
@@ -382,6 +401,21 @@ impl SearchRequest {
         self
     }
 
+    /// Lists up to `count` of each story's other matching documents with it, best first in
+    /// the page's order ([`ClusterHit::members`]): the best scores (then the earliest) or, for
+    /// [`Sort::Newest`], the newest. What Elasticsearch's `inner_hits` and Solr's
+    /// `group.limit` give: a list page in one call.
+    ///
+    /// ```
+    /// use tantivy_dedup::engine::SearchRequest;
+    ///
+    /// assert_eq!(SearchRequest::new("防汛").members(3).members, 3);
+    /// ```
+    pub fn members(mut self, count: usize) -> Self {
+        self.members = count;
+        self
+    }
+
     /// Whether the page counts the trend window's figures: its order reads them or it keeps
     /// only stories with recent articles.
     pub fn reads_trends(&self) -> bool {
@@ -458,14 +492,34 @@ impl SearchRequest {
     }
 }
 
+/// What [`DedupSearcher::page_details`] reads of a page's stories' members, besides their
+/// sources.
+struct MemberReads<'a> {
+    /// The page's query (with its conditions).
+    query: &'a dyn Query,
+    /// How it scores: enabled (with the page's statistics) when members are listed.
+    scoring: EnableScoring<'a>,
+    /// Whether the newest matching member's time is read (an order that tracked it while
+    /// collecting has it already).
+    newest: bool,
+    /// How many matching members other than the representative are listed.
+    members: usize,
+    /// Whether they are listed newest first (else best score first).
+    newest_first: bool,
+    /// The trend window, when the page reads it: its members' distinct sources are counted.
+    recent: Option<std::ops::RangeInclusive<Timestamp>>,
+}
+
 /// What [`DedupSearcher::page_details`] reads of one story of a page from its members.
 struct PageDetails {
     /// Its sources, most articles first.
     sources: Vec<String>,
-    /// The newest event time of its members that match the page's query, when checked.
+    /// The newest event time of its members that match the page's query, when read.
     newest: Option<Timestamp>,
     /// The distinct sources of its members within the trend window, when asked.
     recent_outlets: u64,
+    /// Its best matching members but the representative, in order, when asked.
+    members: Vec<DocAddress>,
 }
 
 /// The names in a list parameter (`fields`, `facets`, `exclude`): separated by commas or white
@@ -812,8 +866,7 @@ impl DedupSearcher {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn search(&self, request: &SearchRequest) -> Result<SearchPage> {
-        check_page(request.offset, request.limit)?;
-        check_facet_limit(request.facet_limit)?;
+        check_request(request)?;
         let request = &self
             .fix_histogram(request)?
             .into_owned()
@@ -836,8 +889,7 @@ impl DedupSearcher {
         request: &SearchRequest,
         statistics: Option<&TermStatistics>,
     ) -> Result<ShardPage> {
-        check_page(request.offset, request.limit)?;
-        check_facet_limit(request.facet_limit)?;
+        check_request(request)?;
         let request = self
             .fix_histogram(request)?
             .into_owned()
@@ -945,8 +997,7 @@ impl DedupSearcher {
         // One pass over the matches: the collapse and, when asked, the counts beside it,
         // until the deadline if there is one.
         let counter = (!dimensions.is_empty()).then(|| {
-            FacetCollector::new(Arc::clone(&ordinals), dimensions)
-                .min_cluster_size(request.min_cluster_size)
+            FacetCollector::new(Arc::clone(&ordinals), dimensions).stories(collector.stories())
         });
         let both = DeadlineCollector::new((collector, counter), request.deadline);
         let collected = match &provider {
@@ -976,12 +1027,34 @@ impl DedupSearcher {
         // The newest hit: the collector tracked it for the orders that read it; otherwise
         // the members are checked against the query, a seek per member instead of a
         // fast-field read per hit of the whole collapse.
-        let check = (!matches!(request.sort, Sort::Newest | Sort::Hot)).then_some(&*query);
-        let recent = window.map(TrendWindow::recent);
-        let details = self.page_details(&searcher, page, check, recent)?;
+        let scoring = match (&provider, request.members) {
+            (_, 0) => EnableScoring::disabled_from_searcher(&searcher),
+            (Some(provider), _) => {
+                EnableScoring::enabled_from_statistics_provider(provider, &searcher)
+            }
+            (None, _) => EnableScoring::enabled_from_searcher(&searcher),
+        };
+        let reads = MemberReads {
+            query: &*query,
+            scoring,
+            newest: !matches!(request.sort, Sort::Newest | Sort::Hot),
+            members: request.members,
+            newest_first: request.sort == Sort::Newest,
+            recent: window.map(TrendWindow::recent),
+        };
+        let details = self.page_details(&searcher, page, &reads)?;
         let extra = highlighter.as_ref().map_or(Extra::None, Extra::Snippet);
         let mut clusters = Vec::with_capacity(page.len());
         for (cluster, details) in collapsed.clusters.iter().zip(details) {
+            let members = (request.members > 0)
+                .then(|| {
+                    details
+                        .members
+                        .iter()
+                        .map(|&address| self.view(&searcher, address, extra))
+                        .collect::<Result<Vec<_>>>()
+                })
+                .transpose()?;
             clusters.push(ClusterHit {
                 root: cluster.root,
                 representative: self.view(&searcher, cluster.representative, extra)?,
@@ -997,6 +1070,7 @@ impl DedupSearcher {
                     growth: cluster.joined.growth(),
                 }),
                 hot: (request.sort == Sort::Hot).then_some(cluster.hot),
+                members,
             });
         }
         Ok(ShardPage {
@@ -1060,24 +1134,26 @@ impl DedupSearcher {
         Ok(members.into_iter().collect())
     }
 
-    /// For each cluster of a page: its sources (of all its documents, most frequent first),
-    /// when `check` is given the newest event time of its documents that match that query,
-    /// and when `recent` is given the distinct sources of its documents with an event time
-    /// in it. The members of all the page's clusters are found in one pass per segment (a
-    /// union of term queries on `root`), so each segment's columns and scorers are opened once
-    /// for the whole page.
+    /// For each cluster of a page: its sources (of all its documents, most frequent first)
+    /// and what `reads` asks of its members. The members of all the page's clusters are found
+    /// in one pass per segment (a union of term queries on `root`), so each segment's columns
+    /// and scorers are opened once for the whole page; the page's query is seeked to each
+    /// member when the newest matching member or the best ones are read.
     fn page_details(
         &self,
         searcher: &tantivy::Searcher,
         page: &[CollapsedCluster],
-        check: Option<&dyn Query>,
-        recent: Option<std::ops::RangeInclusive<Timestamp>>,
+        reads: &MemberReads<'_>,
     ) -> Result<Vec<PageDetails>> {
         use tantivy::{DocSet, TERMINATED};
         let mut counts: Vec<HashMap<String, u64>> = vec![HashMap::new(); page.len()];
         let mut newest: Vec<Option<Timestamp>> = vec![None; page.len()];
         let mut recent_sources: Vec<std::collections::HashSet<String>> =
             vec![Default::default(); page.len()];
+        // Per cluster, its matching members but the representative: (score, time, insert
+        // number, address).
+        let mut matching_members: Vec<Vec<(Score, Timestamp, u64, DocAddress)>> =
+            vec![Vec::new(); page.len()];
         if !page.is_empty() {
             let positions: HashMap<u64, usize> = page
                 .iter()
@@ -1095,14 +1171,14 @@ impl DedupSearcher {
                     })
                     .collect(),
             );
-            let unscored = || tantivy::query::EnableScoring::disabled_from_searcher(searcher);
-            let members = roots.weight(unscored()).map_err(self.error())?;
-            let check = check
-                .map(|query| query.weight(unscored()))
+            let unscored = tantivy::query::EnableScoring::disabled_from_searcher(searcher);
+            let members = roots.weight(unscored).map_err(self.error())?;
+            let matching = (reads.newest || reads.members > 0)
+                .then(|| reads.query.weight(reads.scoring))
                 .transpose()
                 .map_err(self.error())?;
             let mut name = String::new();
-            for reader in searcher.segment_readers() {
+            for (segment_ord, reader) in searcher.segment_readers().iter().enumerate() {
                 let mut scorer = members.scorer(reader, 1.0).map_err(self.error())?;
                 if scorer.doc() == TERMINATED {
                     continue;
@@ -1111,7 +1187,8 @@ impl DedupSearcher {
                 let root_column = fast.u64(schema::ROOT).map_err(self.error())?;
                 let sources = fast.str("source").map_err(self.error())?;
                 let times = fast.i64(schema::EVENT_TIME).map_err(self.error())?;
-                let mut matching = match &check {
+                let sequences = fast.u64(schema::SEQUENCE).map_err(self.error())?;
+                let mut matching = match &matching {
                     Some(weight) => Some(weight.scorer(reader, 1.0).map_err(self.error())?),
                     None => None,
                 };
@@ -1126,7 +1203,7 @@ impl DedupSearcher {
                     if alive.is_some_and(|alive| !alive.is_alive(doc)) {
                         continue;
                     }
-                    let is_recent = recent.as_ref().is_some_and(|recent| {
+                    let is_recent = reads.recent.as_ref().is_some_and(|recent| {
                         times.first(doc).is_some_and(|time| recent.contains(&time))
                     });
                     if let Some(column) = &sources {
@@ -1140,28 +1217,54 @@ impl DedupSearcher {
                             }
                         }
                     }
-                    if let Some(matching) = &mut matching {
-                        if matching.doc() < doc {
-                            matching.seek(doc);
-                        }
-                        if matching.doc() == doc {
-                            newest[position] = newest[position].max(times.first(doc));
-                        }
+                    let Some(matching) = &mut matching else {
+                        continue;
+                    };
+                    if matching.doc() < doc {
+                        matching.seek(doc);
+                    }
+                    if matching.doc() != doc {
+                        continue;
+                    }
+                    let time = times.first(doc);
+                    if reads.newest {
+                        newest[position] = newest[position].max(time);
+                    }
+                    let address = DocAddress::new(segment_ord as SegmentOrdinal, doc);
+                    if reads.members > 0 && address != page[position].representative {
+                        matching_members[position].push((
+                            matching.score(),
+                            time.unwrap_or(Timestamp::MAX),
+                            sequences.first(doc).unwrap_or(u64::MAX),
+                            address,
+                        ));
                     }
                 }
             }
+        }
+        for members in &mut matching_members {
+            // The page's order for members: the newest first for `newest`, else the best
+            // score, then the earliest (as a representative is chosen).
+            if reads.newest_first {
+                members.sort_by(|a, b| b.1.cmp(&a.1).then(b.2.cmp(&a.2)));
+            } else {
+                members.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+            }
+            members.truncate(reads.members);
         }
         Ok(counts
             .into_iter()
             .zip(newest)
             .zip(recent_sources)
-            .map(|((counts, newest), recent_sources)| {
+            .zip(matching_members)
+            .map(|(((counts, newest), recent_sources), members)| {
                 let mut sources: Vec<(String, u64)> = counts.into_iter().collect();
                 sources.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
                 PageDetails {
                     sources: sources.into_iter().map(|(name, _)| name).collect(),
                     newest,
                     recent_outlets: recent_sources.len() as u64,
+                    members: members.into_iter().map(|member| member.3).collect(),
                 }
             })
             .collect())

@@ -324,6 +324,13 @@ pub fn merge_pages(pages: Vec<ShardPage>, shape: PageShape) -> Result<SearchPage
             add_count(buckets.entry(TaggedKey::of(&count.value)), count);
         }
     }
+    if let (Sort::Hot, Some(window)) = (shape.sort, shape.trend) {
+        // Computed again from what it is made of, as one index computes it: a float that
+        // came through JSON may have lost its last bit.
+        for cluster in &mut merged.clusters {
+            cluster.hot = Some(window.hot(cluster.score, cluster.cluster_size, cluster.newest));
+        }
+    }
     merged
         .clusters
         .sort_by(|a, b| shape.sort.compare_keys(&key_of(a), &key_of(b)));

@@ -11,7 +11,6 @@ use std::hash::BuildHasherDefault;
 use std::ops::RangeInclusive;
 use std::str::FromStr;
 
-use serde::{Deserialize, Serialize};
 use tantivy::{DocId, Score, Searcher, SegmentOrdinal};
 
 use crate::config::{format_duration, parse_duration};
@@ -159,12 +158,20 @@ impl TrendWindow {
     /// assert!(day_old_big < fresh_single, "four half-lives outweigh 1 + ln 50");
     /// ```
     pub fn hot(self, score: Score, size: u64, newest: Timestamp) -> f64 {
-        f64::from(score) * (1.0 + (size.max(1) as f64).ln()) * self.decay(newest)
+        popularity(score, size) * self.decay(newest)
     }
 }
 
+/// `hot` before its decay: a story's best `score` × (1 + ln `size`), what [`Sort::Hot`]
+/// orders by when no window is known.
+///
+/// [`Sort::Hot`]: crate::engine::Sort::Hot
+pub fn popularity(score: Score, size: u64) -> f64 {
+    f64::from(score) * (1.0 + (size.max(1) as f64).ln())
+}
+
 /// How many articles joined one story within a [`TrendWindow`] and within the window before.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Joined {
     /// Articles whose event time is in [`TrendWindow::recent`].
     pub recent: u64,

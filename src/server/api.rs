@@ -22,9 +22,9 @@ use crate::article::{Article, ArticleReader};
 use crate::config::ServerConfig;
 use crate::engine::{
     DEFAULT_FACET_LIMIT, DEFAULT_PAGE_SIZE, DedupSearcher, DocumentView, IndexStats,
-    MAX_FACET_LIMIT, MAX_OFFSET, MAX_PAGE_SIZE, NearDuplicates, Placed, PreparedArticle, Preparer,
-    RecoveryReport, SearchPage, SearchRequest, SimilarPage, Sort, Story, StoryRequest, TrendSpan,
-    list_items,
+    MAX_FACET_LIMIT, MAX_MEMBERS, MAX_OFFSET, MAX_PAGE_SIZE, NearDuplicates, Placed,
+    PreparedArticle, Preparer, RecoveryReport, SearchPage, SearchRequest, SimilarPage, Sort, Story,
+    StoryRequest, TrendSpan, list_items,
 };
 use crate::forest::Timestamp;
 use crate::input::{TimeCoverage, split_documents};
@@ -817,6 +817,10 @@ pub(crate) struct SearchParams {
     /// the trend window.
     #[param(value_type = Option<u32>)]
     min_recent: Option<String>,
+    /// Lists up to this many of each story's other matching documents with it (`members`),
+    /// best first in the page's order: the best scores, or the newest for `sort=newest`.
+    #[param(value_type = Option<usize>, maximum = 100)]
+    members: Option<String>,
     /// On a coordinator of shards (`serve --coordinator`), with a shard down or slow: `true`
     /// answers the stories of the shards that answered (each exact) with `"partial": true`
     /// and `shards`; `false` (the default) answers 503 `shard_unavailable`. A single index
@@ -828,7 +832,8 @@ pub(crate) struct SearchParams {
 /// The parameters of `GET /v1/search`, for the error that lists them.
 const SEARCH_PARAMETERS: &str = "q, sort, offset, limit, from, to, source, filter, exclude, \
                                  fields, min_cluster_size, facets, facet_limit, histogram, \
-                                 highlight, trend_window, trend_end, min_recent, allow_partial";
+                                 highlight, trend_window, trend_end, min_recent, members, \
+                                 allow_partial";
 
 impl SearchParams {
     /// Reads a raw query string (percent-decoded, `+` as a space).
@@ -861,6 +866,7 @@ impl SearchParams {
                 "trend_window" => &mut params.trend_window,
                 "trend_end" => &mut params.trend_end,
                 "min_recent" => &mut params.min_recent,
+                "members" => &mut params.members,
                 "allow_partial" => &mut params.allow_partial,
                 unknown => {
                     return Err(ApiError::bad_request(
@@ -1057,14 +1063,27 @@ impl SearchParams {
                 .map_err(|error| invalid("trend_window", error))?,
         };
         let end = time_param("trend_end", self.trend_end.as_deref(), zone, RangeEnd::End)?;
-        request = request.trend(span, end).min_recent(count_param(
-            "min_recent",
-            self.min_recent.as_deref(),
-            0,
-            u32::MAX as usize,
-        )? as u64);
+        request = request
+            .trend(span, end)
+            .min_recent(count_param(
+                "min_recent",
+                self.min_recent.as_deref(),
+                0,
+                u32::MAX as usize,
+            )? as u64)
+            .members(count_param(
+                "members",
+                self.members.as_deref(),
+                0,
+                MAX_MEMBERS,
+            )?);
         Ok(request)
     }
+}
+
+/// The names in [`SEARCH_PARAMETERS`].
+fn search_parameters() -> impl Iterator<Item = &'static str> {
+    SEARCH_PARAMETERS.split(", ")
 }
 
 /// The parameters of `GET /v1/trending` that `GET /v1/search` names otherwise; every other
@@ -1101,9 +1120,22 @@ pub(crate) fn trending_as_search(query: Option<&str>) -> AppResult<String> {
                     ),
                 ));
             }
-            _ => {
+            other if search_parameters().any(|known| known == other) => {
                 search.append_pair(&name, &value);
                 continue;
+            }
+            unknown => {
+                let others: Vec<&str> = search_parameters()
+                    .filter(|known| !["sort", "trend_window", "trend_end"].contains(known))
+                    .collect();
+                return Err(ApiError::bad_request(
+                    "invalid_parameter",
+                    format!(
+                        "unknown parameter `{unknown}`; the parameters of /v1/trending are \
+                         window, end and {}",
+                        others.join(", ")
+                    ),
+                ));
             }
         };
         if slot.replace(value.into_owned()).is_some() {

@@ -114,8 +114,9 @@ pub(crate) struct ShardSearch {
     /// sizes an `auto` histogram to every shard's span at once).
     #[serde(default)]
     histogram_seconds: Option<u64>,
-    /// The end of the trend window, Unix seconds, when the query string leaves it to the
-    /// time of the request (the coordinator fixes one time for every shard).
+    /// The end of the trend window, Unix seconds, in place of the query's own: the
+    /// coordinator reads it once (the time of the request, or `trend_end` in its time zone)
+    /// for every shard.
     #[serde(default)]
     trend_end: Option<i64>,
 }
@@ -179,7 +180,8 @@ async fn read_on_shard<T: Send + 'static>(
         request = request.histogram(HistogramWidth::Fixed(interval));
     }
     if let Some(end) = search.trend_end {
-        request = request.fix_trend_end(end);
+        // The coordinator's reading of the window's end, the same for every shard.
+        request.trend_end = Some(end);
     }
     let searcher = state.searcher.clone();
     state

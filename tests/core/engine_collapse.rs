@@ -28,7 +28,7 @@ use tantivy_dedup::forest::NodeInfo;
 use tantivy_dedup::{Article, Deduplicator, Fingerprint};
 use tempfile::TempDir;
 
-const BASE_TIME: i64 = 1_700_000_000;
+pub(crate) const BASE_TIME: i64 = 1_700_000_000;
 const SOURCES: [&str; 5] = ["新华网", "人民网", "央视网", "澎湃新闻", "中国新闻网"];
 const EDITORS: [&str; 4] = ["张三", "李四", "王五", "赵六"];
 
@@ -563,6 +563,8 @@ struct Expected {
     newest: i64,
     trend: Option<StoryTrend>,
     hot: Option<f64>,
+    /// The listed members' ids.
+    members: Option<Vec<String>>,
 }
 
 impl Expected {
@@ -577,6 +579,10 @@ impl Expected {
             newest: hit.newest,
             trend: hit.trend,
             hot: hit.hot,
+            members: hit
+                .members
+                .as_ref()
+                .map(|members| members.iter().map(|member| member.id.clone()).collect()),
         }
     }
 
@@ -658,6 +664,8 @@ fn brute_force(searcher: &DedupSearcher, request: &SearchRequest) -> (u64, Vec<E
     // earliest document (then the first inserted) represents its cluster.
     type Seniority = (i64, u64);
     let mut groups: HashMap<u64, (f32, Seniority, DocAddress, u64, i64)> = HashMap::new();
+    // root -> every hit: (score, seniority, address)
+    let mut hits_of: HashMap<u64, Vec<(f32, Seniority, DocAddress)>> = HashMap::new();
     let mut total_hits = 0;
     for (score, address) in top {
         let (roots, times, sequences) = &columns[address.segment_ord as usize];
@@ -681,6 +689,10 @@ fn brute_force(searcher: &DedupSearcher, request: &SearchRequest) -> (u64, Vec<E
         }
         group.3 += 1;
         group.4 = group.4.max(time);
+        hits_of
+            .entry(root)
+            .or_default()
+            .push((score, seniority, address));
     }
     let clusters = groups
         .into_iter()
@@ -693,8 +705,28 @@ fn brute_force(searcher: &DedupSearcher, request: &SearchRequest) -> (u64, Vec<E
             let hot = f64::from(score)
                 * (1.0 + (sizes[&root] as f64).ln())
                 * 0.5f64.powf(age / span as f64);
+            // The other hits, best first: the newest for `newest`, else the best score, then
+            // the earliest.
+            let mut others: Vec<(f32, Seniority, DocAddress)> = hits_of[&root]
+                .iter()
+                .filter(|hit| hit.2 != address)
+                .copied()
+                .collect();
+            if request.sort == Sort::Newest {
+                others.sort_by_key(|hit| std::cmp::Reverse(hit.1));
+            } else {
+                others.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            }
+            let members = (request.members > 0).then(|| {
+                others
+                    .iter()
+                    .take(request.members)
+                    .map(|hit| by_address[&hit.2].id.clone())
+                    .collect()
+            });
             Expected {
                 root,
+                members,
                 representative: by_address[&address].id.clone(),
                 score,
                 hits,
@@ -783,10 +815,13 @@ fn requests(slots: usize) -> Vec<SearchRequest> {
         SearchRequest::new("记者").source("新华网"),
         SearchRequest::new("").published(Some(at(slots / 3)), Some(at(2 * slots / 3))),
         SearchRequest::new("今天").published(Some(at(slots / 2)), None),
-        SearchRequest::new("记者 今天").published(None, Some(at(slots / 2))),
+        SearchRequest::new("记者 今天")
+            .published(None, Some(at(slots / 2)))
+            .members(3),
         SearchRequest::new("量子计算"),
         SearchRequest::new("").min_recent(1),
         SearchRequest::new("记者").min_recent(2),
+        SearchRequest::new("").members(2),
     ];
     requests
         .into_iter()

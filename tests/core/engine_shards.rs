@@ -3,7 +3,7 @@
 //! root, placed as the one index placed it. The merge of the shards' parts
 //! ([`merge_pages`]), scored by the sums of their statistics, must equal the one index's list
 //! page, field for field, for random requests (sort, keywords, page, minimum size, facets,
-//! histogram, highlights); and the near-duplicate checks merged must equal its check. A story
+//! histogram, highlights, trend window, minimum of recent articles, members); and the near-duplicate checks merged must equal its check. A story
 //! of 100,000 members lives on one shard, with exact counts.
 
 use proptest::prelude::*;
@@ -14,7 +14,7 @@ use tantivy_dedup::engine::{
 use tantivy_dedup::{Article, Decision};
 use tempfile::TempDir;
 
-use crate::engine_collapse::{config, corpus};
+use crate::engine_collapse::{BASE_TIME, config, corpus};
 
 /// Words of the corpus's stories, searched for alone or together.
 const WORDS: [&str; 8] = [
@@ -100,15 +100,36 @@ fn request_strategy() -> impl Strategy<Value = SearchRequest> {
         any::<bool>(),
         prop::option::of(prop::sample::select(vec!["1h", "1d", "30m", "auto"])),
         any::<bool>(),
+        // The trend window: its length, its end (the corpus is published a minute apart from
+        // BASE_TIME on), a minimum of recent articles; and the members listed.
+        (
+            prop::sample::select(vec!["30m", "1h", "3h"]),
+            0i64..300,
+            0u64..3,
+            0usize..4,
+        ),
     )
         .prop_map(
-            |(sort, words, offset, limit, min_size, facets, histogram, highlight)| {
+            |(
+                sort,
+                words,
+                offset,
+                limit,
+                min_size,
+                facets,
+                histogram,
+                highlight,
+                (span, end, min_recent, members),
+            )| {
                 let mut request = SearchRequest::new(words.join(" "))
                     .sort(sort)
                     .page(offset, limit)
                     .min_cluster_size(min_size)
                     .highlight(highlight)
-                    .facet_limit(3);
+                    .facet_limit(3)
+                    .trend(span.parse().unwrap(), Some(BASE_TIME + end * 60))
+                    .min_recent(min_recent)
+                    .members(members);
                 if facets {
                     request = request.facets(["source"]);
                 }

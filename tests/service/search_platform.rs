@@ -803,6 +803,46 @@ fn list_page_parameters_against_a_model() {
             );
         }
     }
+    // Members: each story's other documents, newest first on a `newest` page.
+    let page = server.search("sort=newest&members=3&limit=1000");
+    for cluster in page["clusters"].as_array().unwrap() {
+        let representative = cluster["representative"]["id"].as_str().unwrap();
+        let mut others: Vec<&Doc> = all
+            .iter()
+            .filter(|doc| doc.root == cluster["root"].as_str().unwrap())
+            .filter(|doc| doc.id != representative)
+            .collect();
+        others.sort_by_key(|doc| std::cmp::Reverse(doc.time));
+        let expected: Vec<&str> = others.iter().take(3).map(|doc| doc.id.as_str()).collect();
+        let listed: Vec<&str> = cluster["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|member| member["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(listed, expected, "{cluster}");
+    }
+    assert!(
+        server.search("limit=3")["clusters"][0]
+            .get("members")
+            .is_none()
+    );
+    // Facets and the histogram count the same stories as the page: those with an article in
+    // the window.
+    let trending_story = |doc: &Doc| trends[doc.root.as_str()].0 >= 1;
+    let counted = server.get(&format!(
+        "/v1/trending?window=1d&end={end}&limit=0&facets=source&histogram=1d"
+    ));
+    assert_eq!(counted.0, 200, "{}", counted.1);
+    assert_eq!(
+        facets_of(&counted.1, "source"),
+        source_facets(all, &trending_story)
+    );
+    assert_eq!(
+        *counted.1["histogram"].as_array().unwrap(),
+        histogram(all, &trending_story, 86_400)
+    );
+    assert!(counted.1["total_hits"].as_u64() < Some(all.len() as u64));
     // The same page through /v1/search, and the figures absent where no order reads them.
     let through_search = server.search(&format!(
         "sort=trending&trend_window=1d&trend_end={end}&min_recent=1&limit=1000"
@@ -829,7 +869,12 @@ fn list_page_parameters_against_a_model() {
         ("window=often", "trend window"),
         ("end=soon", "trend_end"),
         ("window=1h&window=2h", "twice"),
+        (
+            "colour=red",
+            "the parameters of /v1/trending are window, end and q",
+        ),
         ("min_recent=x", "min_recent"),
+        ("members=101", "members"),
     ] {
         let (status, answer) = server.get(&format!("/v1/trending?{query}"));
         assert_eq!(status, 400, "{query}: {answer}");
@@ -898,7 +943,7 @@ fn list_page_parameters_against_a_model() {
 
     // The command line: the same options, the same JSON.
     let query = format!(
-        "q={}&filter={}&filter={}&facets=source&histogram=1d&highlight=true&min_cluster_size=2&limit=5",
+        "q={}&filter={}&filter={}&facets=source&histogram=1d&highlight=true&min_cluster_size=2&limit=5&members=2",
         pct("防汛"),
         pct("source:新华网"),
         pct("published_at:[2024-05-01 TO *]")
@@ -922,6 +967,8 @@ fn list_page_parameters_against_a_model() {
             "2",
             "--limit",
             "5",
+            "--members",
+            "2",
             "--json",
         ])
         .output()
@@ -934,6 +981,10 @@ fn list_page_parameters_against_a_model() {
     let cli: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(cli, http);
     assert!(http["facets"]["source"].as_array().unwrap().len() == 1);
+    assert!(
+        http["clusters"][0]["members"].as_array().unwrap().len() == 2,
+        "{http}"
+    );
     // Trending on the command line: the JSON of /v1/trending, and a line of figures a story.
     let trending_cli = |json: bool| {
         let mut command = Command::new(BIN);

@@ -120,8 +120,9 @@ fn list_pages(docs: &[Doc], keywords: bool) -> Vec<String> {
         for q in &queries {
             for (offset, limit) in [(0, 10), (3, 7), (15, 20), (500, 5)] {
                 pages.push(format!(
-                    "/v1/search?sort={sort}&q={}&offset={offset}&limit={limit}",
-                    pct(q)
+                    "/v1/search?sort={sort}&q={}&offset={offset}&limit={limit}&members={}",
+                    pct(q),
+                    offset % 4
                 ));
             }
         }

@@ -445,7 +445,7 @@ fn list_story_and_check_pages_show_what_the_api_answers() {
     let list = format!("{}/?q={}&sort=similar_desc", server.base, pct(QUERY));
     let dom = browser.drawn_page(&list);
     let page = server.search(&format!(
-        "q={}&sort=similar_desc&limit=20&highlight=true&facets=source&histogram=1d",
+        "q={}&sort=similar_desc&limit=20&highlight=true&facets=source&histogram=1d&members=3",
         pct(QUERY)
     ));
     let api_lines: Vec<(String, String)> = page["clusters"]
@@ -464,6 +464,16 @@ fn list_story_and_check_pages_show_what_the_api_answers() {
         .zip(hooks(&dom, "cluster", "data-cluster-size"))
         .collect();
     assert_eq!(page_lines, api_lines);
+    // Under each story, its other articles as the API lists them (three at most).
+    let api_members: Vec<String> = page["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|cluster| cluster["members"].as_array().unwrap())
+        .map(|member| member["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(api_members.len() >= 2 * STORIES.len(), "{api_members:?}");
+    assert_eq!(hooks(&dom, "list-member", "data-id"), api_members);
     assert!(
         page_lines.iter().filter(|(_, size)| size != "1").count() >= STORIES.len(),
         "every story is a line with its reposts: {page_lines:?}"

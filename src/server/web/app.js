@@ -374,6 +374,16 @@ function safeUrl(url) {
   }
 }
 
+/// Points `link` at a document's url when it may be a link ([`safeUrl`]); else leaves it
+/// plain text.
+function linkDocument(link, url) {
+  const safe = url ? safeUrl(url) : null;
+  if (safe) {
+    link.href = safe;
+    link.rel = "noopener noreferrer";
+  }
+}
+
 const ESCAPES = { "&amp;": "&", "&lt;": "<", "&gt;": ">", "&quot;": '"', "&#39;": "'" };
 
 /// Text the API sent HTML-escaped, as plain text.
@@ -507,6 +517,7 @@ async function listPage(params) {
   query.set("highlight", "true");
   query.set("facets", "source");
   query.set("histogram", "auto");
+  query.set("members", MEMBERS_SHOWN);
   if (trending) {
     query.delete("sort");
   } else {
@@ -533,7 +544,16 @@ async function listPage(params) {
   }
   const windowChoice = view.querySelector(".trend-window");
   windowChoice.hidden = !windowed;
-  form.elements.window.value = shown.get("window") ?? DEFAULT_WINDOW;
+  const chosenWindow = shown.get("window") ?? DEFAULT_WINDOW;
+  const windows = form.elements.window;
+  if (![...windows.options].some((option) => option.value === chosenWindow)) {
+    // A window the address names but the list does not (`window=2d`) stays chosen.
+    const option = document.createElement("option");
+    option.value = chosenWindow;
+    option.textContent = chosenWindow;
+    windows.append(option);
+  }
+  windows.value = chosenWindow;
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     const changes = {};
@@ -605,6 +625,8 @@ async function listPage(params) {
 
 /// Outlets named on a story line; the rest are counted.
 const OUTLETS_SHOWN = 5;
+/// Other matching articles listed under a story line (the API's `members`).
+const MEMBERS_SHOWN = 3;
 
 /// One story of a list page, with the hooks of SPEC §4 (data-testid, data-root,
 /// data-cluster-size) and, on a page that reads the trend window (`windowName`), its figures
@@ -642,6 +664,18 @@ function clusterLine(cluster, windowName) {
   const more = cluster.sources.length - OUTLETS_SHOWN;
   line.querySelector(".outlets").textContent =
     more > 0 ? `${outlets} 等 ${cluster.sources.length} 家媒体` : outlets;
+  const members = line.querySelector(".list-members");
+  for (const member of cluster.members ?? []) {
+    const item = elementFromTemplate("list-member");
+    item.dataset.id = member.id;
+    item.querySelector(".member-source").textContent = member.source ?? "（无来源）";
+    const title = item.querySelector(".member-title");
+    title.textContent = titleOf(member, member.id);
+    linkDocument(title, member.url);
+    setTime(item.querySelector("time"), member.published_at);
+    members.append(item);
+  }
+  members.hidden = !members.children.length;
   return line;
 }
 
@@ -780,11 +814,7 @@ function memberRow(member) {
   setTime(row.querySelector("time"), member.published_at);
   const link = row.querySelector(".member-title a");
   link.textContent = titleOf(member, member.id);
-  const url = member.url ? safeUrl(member.url) : null;
-  if (url) {
-    link.href = url;
-    link.rel = "noopener noreferrer";
-  }
+  linkDocument(link, member.url);
   if (member.snippet) {
     row.querySelector(".snippet").textContent = unescapeHtml(member.snippet);
   }
