@@ -119,7 +119,7 @@ pub struct SearchArgs {
     highlight: bool,
     /// The trend window that --sort trending, --sort hot and --min-recent read: 6h, 30m, 1d
     /// or any whole number of seconds from 1s to 366d
-    #[arg(long, value_name = "DURATION", default_value = "6h")]
+    #[arg(long, value_name = "DURATION", default_value = "6h", value_parser = trend_span)]
     trend_window: TrendSpan,
     /// When the trend window ends, in the forms of --to [default: now]. An index of past
     /// articles has no trend now: give the time to look back from
@@ -234,6 +234,14 @@ pub struct CheckArgs {
     /// Print the report as JSON
     #[arg(long)]
     json: bool,
+}
+
+/// `--trend-window`'s value; its error says what a window is, nothing of a query.
+fn trend_span(text: &str) -> Result<TrendSpan, String> {
+    text.parse().map_err(|error| match error {
+        tantivy_dedup::Error::Query(message) => message,
+        other => other.to_string(),
+    })
 }
 
 /// `--from` or `--to` (named by `flag`) as Unix seconds, read in `zone`.

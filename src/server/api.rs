@@ -1086,26 +1086,51 @@ fn search_parameters() -> impl Iterator<Item = &'static str> {
     SEARCH_PARAMETERS.split(", ")
 }
 
-/// The parameters of `GET /v1/trending` that `GET /v1/search` names otherwise; every other
-/// parameter of `/v1/search` but `sort` is read as there.
+/// The parameters `GET /v1/search` names otherwise, or does not default alike, as
+/// `GET /v1/trending` names them.
 #[derive(Debug, Default, IntoParams)]
 #[into_params(parameter_in = Query)]
-pub(crate) struct TrendingParams {
-    /// The trend window's length (`6h`, `30m`, `1d`; default 6h).
+pub(crate) struct TrendingOwnParams {
+    /// The trend window's length (`6h`, `30m`, `1d`; default 6h; whole seconds from 1s to
+    /// 366d).
     window: Option<String>,
-    /// When it ends, in the forms of `from`; absent: now.
+    /// When it ends (inclusive), in the forms of `to` (a date alone: its end); absent: now.
     end: Option<String>,
-    /// Only stories with at least this many articles within the window (default 1).
+    /// Only stories with at least this many articles (matching or not) within the window
+    /// (default 1).
     #[param(value_type = Option<u32>)]
     min_recent: Option<String>,
 }
 
+/// The `/v1/search` parameters that `/v1/trending` names otherwise or refuses.
+const NOT_ON_TRENDING: [&str; 4] = ["sort", "trend_window", "trend_end", "min_recent"];
+
+/// The parameters of `GET /v1/trending`, for its documentation: its own
+/// ([`TrendingOwnParams`]) and every other parameter of `/v1/search` but `sort`.
+pub(crate) struct TrendingParams;
+
+impl IntoParams for TrendingParams {
+    fn into_params(
+        parameter_in: impl Fn() -> Option<utoipa::openapi::path::ParameterIn>,
+    ) -> Vec<utoipa::openapi::path::Parameter> {
+        let mut params = TrendingOwnParams::into_params(&parameter_in);
+        params.extend(
+            SearchParams::into_params(&parameter_in)
+                .into_iter()
+                .filter(|param| !NOT_ON_TRENDING.contains(&param.name.as_str())),
+        );
+        params
+    }
+}
+
 /// The `/v1/search` query string that `GET /v1/trending?{query}` stands for: `window` and
-/// `end` are the search's `trend_window` and `trend_end`, the order is `trending`, and
-/// `min_recent` is 1 unless given. Refuses `sort` (and the search's own names for the window).
-pub(crate) fn trending_as_search(query: Option<&str>) -> AppResult<String> {
+/// `end` are the search's `trend_window` and `trend_end` (read here, so that an error names
+/// them as the client did, `end` in `zone` when it has no offset), the order is `trending`,
+/// and `min_recent` is 1 unless given. Refuses `sort` (and the search's own names for the
+/// window).
+pub(crate) fn trending_as_search(query: Option<&str>, zone: TimeZone) -> AppResult<String> {
     let mut search = form_urlencoded::Serializer::new(String::new());
-    let mut own = TrendingParams::default();
+    let mut own = TrendingOwnParams::default();
     for (name, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
         let slot = match name.as_ref() {
             "window" => &mut own.window,
@@ -1126,13 +1151,13 @@ pub(crate) fn trending_as_search(query: Option<&str>) -> AppResult<String> {
             }
             unknown => {
                 let others: Vec<&str> = search_parameters()
-                    .filter(|known| !["sort", "trend_window", "trend_end"].contains(known))
+                    .filter(|known| !NOT_ON_TRENDING.contains(known))
                     .collect();
                 return Err(ApiError::bad_request(
                     "invalid_parameter",
                     format!(
                         "unknown parameter `{unknown}`; the parameters of /v1/trending are \
-                         window, end and {}",
+                         window, end, min_recent and {}",
                         others.join(", ")
                     ),
                 ));
@@ -1145,6 +1170,20 @@ pub(crate) fn trending_as_search(query: Option<&str>) -> AppResult<String> {
             ));
         }
     }
+    if let Some(window) = own
+        .window
+        .as_deref()
+        .filter(|window| !window.trim().is_empty())
+    {
+        window.trim().parse::<TrendSpan>().map_err(|error| {
+            let message = match error {
+                Error::Query(message) => message,
+                other => other.to_string(),
+            };
+            ApiError::bad_request("invalid_parameter", format!("`window`: {message}"))
+        })?;
+    }
+    time_param("end", own.end.as_deref(), zone, RangeEnd::End)?;
     search.append_pair("sort", "trending");
     search.append_pair("min_recent", own.min_recent.as_deref().unwrap_or("1"));
     for (name, value) in [("trend_window", own.window), ("trend_end", own.end)] {
@@ -1212,7 +1251,7 @@ pub(crate) async fn trending(
     state: State<Arc<AppState>>,
     RawQuery(query): RawQuery,
 ) -> AppResult<Json<SearchPage>> {
-    let query = trending_as_search(query.as_deref())?;
+    let query = trending_as_search(query.as_deref(), state.time_zone)?;
     search(state, RawQuery(Some(query))).await
 }
 

@@ -113,7 +113,8 @@ pub(super) async fn trending(
     State(state): State<Arc<CoordinatorState>>,
     RawQuery(query): RawQuery,
 ) -> AppResult<Response> {
-    list_page(&state, trending_as_search(query.as_deref())?).await
+    let zone = state.config.index.time_zone;
+    list_page(&state, trending_as_search(query.as_deref(), zone)?).await
 }
 
 /// The list page of the `/v1/search` query string `query`.
