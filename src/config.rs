@@ -719,6 +719,10 @@ pub struct ServerConfig {
     /// connections are closed; what was queued for the writer is committed either way.
     #[serde(with = "humantime_serde_compat")]
     pub shutdown_grace: Duration,
+    /// A coordinator's inserts in flight on the shared forest at once, each on a store
+    /// connection of its own; they decide as placing the documents one at a time would
+    /// (`forest::Pipeline`). More hide more of the store's round trips.
+    pub inserts_in_flight: usize,
     /// Host names (with or without `:port`) that requests may name in `Host`, besides the
     /// bound address and, on loopback, `localhost`. A request naming another is refused
     /// (421), which stops DNS-rebinding pages from reaching a server on loopback. Empty on a
@@ -1045,6 +1049,7 @@ impl Default for ServerConfig {
             min_body_rate_kib: 8,
             body_rate_window: Duration::from_secs(5),
             shutdown_grace: Duration::from_secs(10),
+            inserts_in_flight: 32,
             allowed_hosts: Vec::new(),
             cors_origins: Vec::new(),
             keys: AccessKeys::default(),
@@ -1098,6 +1103,8 @@ impl ServerConfig {
             "server.read_timeout must be more than 0s and at most 1h"
         } else if self.shutdown_grace > Duration::from_secs(3600) {
             "server.shutdown_grace must be at most 1h"
+        } else if !(1..=64).contains(&self.inserts_in_flight) {
+            "server.inserts_in_flight must be between 1 and 64"
         } else if self.keys.read.is_some() && self.keys.write.is_none() {
             "a read key needs a write key: with a read key alone, anyone could write"
         } else if let Some(origin) = self.cors_origins.iter().find(|origin| !is_origin(origin)) {

@@ -860,14 +860,22 @@ impl ForestStore for Forest {
         _fingerprint: Fingerprint,
         _sketch: Option<&Sketch>,
         _token: u64,
-    ) -> Result<u64, StoreError> {
+    ) -> Result<Option<u64>, StoreError> {
+        Ok(None)
+    }
+
+    fn take_tickets(&mut self, _count: u64) -> Result<u64, StoreError> {
         Ok(0)
     }
 
+    fn record_ticket(&mut self, _fingerprint: Fingerprint, _token: u64, _ticket: u64) {}
+
+    /// Nothing is ever pending here (one writer), so nothing is `later`.
     fn edges(
         &mut self,
         fingerprint: Fingerprint,
         sketch: Option<&Sketch>,
+        _later: &dyn Fn(&EdgeState) -> bool,
     ) -> Result<Vec<Edge>, StoreError> {
         let mut edges = Vec::new();
         for compared in self.verified_edges(fingerprint, sketch) {

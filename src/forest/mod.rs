@@ -47,6 +47,8 @@
 //!   [`place`], the one insert protocol over it; [`SharedForest`], a store that several
 //!   processes share;
 //! - `memory.rs`: [`Forest`], the forest in memory, one writer (the default store);
+//! - `pipeline.rs`: [`Pipeline`], several inserts of one ordered sequence in flight on a
+//!   shared store, deciding as one writer placing them in turn would;
 //! - `checkpoint.rs`: the file a [`Forest`] is saved to and loaded from, so that reopening an
 //!   index replays only what came after it;
 //! - `redis.rs` (feature `redis`): `RedisStore`, the forest on a Redis Cluster shared by many
@@ -54,15 +56,18 @@
 
 pub mod checkpoint;
 mod memory;
+mod pipeline;
 mod placement;
 #[cfg(feature = "redis")]
 pub mod redis;
 mod store;
 
 pub use memory::Forest;
+pub use pipeline::Pipeline;
 pub use placement::{ForestStats, NodeInfo, Placement, PlacementKind, Signature, Timestamp};
 pub(crate) use store::clamp_time;
 pub use store::{
-    Claim, Edge, EdgeState, ForestStore, MAX_NODE_CANDIDATES, Opening, RootRank, Settlement,
-    SharedForest, StoreError, new_token, node_candidates, place,
+    CLOCK_SLACK_SECONDS, Claim, Edge, EdgeState, ForestStore, InsertOrder, MAX_NODE_CANDIDATES,
+    Opening, RootRank, SequenceClock, Settlement, SharedForest, StoreError, new_token,
+    node_candidates, place,
 };

@@ -37,8 +37,8 @@ use redis::{
 
 use super::placement::{ForestStats, Timestamp};
 use super::store::{
-    Claim, Edge, EdgeState, ForestStore, Opening, RootRank, Settlement, SharedForest, StoreError,
-    clamp_time, seen_at,
+    CLOCK_SLACK_SECONDS, Claim, Edge, EdgeState, ForestStore, Opening, RootRank, SequenceClock,
+    Settlement, SharedForest, StoreError, clamp_time, seen_at,
 };
 use crate::Fingerprint;
 use crate::config::DedupConfig;
@@ -48,6 +48,7 @@ use crate::verify::{Candidates, Compared, POSTING_CAPACITY, Sketch, Verdict, Ver
 /// Event time beyond the window that the sweep waits before deleting a node, so that an insert
 /// that read the node live with a slightly older clock is done with it first.
 const SWEEP_GRACE_SECONDS: i64 = 3_600;
+const _: () = assert!(CLOCK_SLACK_SECONDS * 2 <= SWEEP_GRACE_SECONDS);
 
 /// Beyond this many hours to sweep at once, the sweep lists the partitions that exist instead
 /// of visiting every hour.
@@ -336,7 +337,13 @@ pub struct RedisStore {
     layout: BlockLayout,
     window: Timestamp,
     verifier: Option<Verifier>,
+    /// The newest event time expiry is judged by: the shared clock as last read, or the time
+    /// an insert of a sequence was told to judge by ([`ForestStore::judge_expiry_at`]).
     newest: Option<Timestamp>,
+    /// The shared clock as last read.
+    clock: Option<Timestamp>,
+    /// The clock the inserts of a sequence go by, when they do.
+    sequence_clock: Option<SequenceClock>,
     /// The last hour of event time this store knows to be swept.
     swept_hour: Option<i64>,
     pending_timeout: Duration,
@@ -426,6 +433,8 @@ impl RedisStore {
             window: config.window_seconds() as Timestamp,
             verifier: config.verifier(),
             newest: None,
+            clock: None,
+            sequence_clock: None,
             swept_hour: None,
             pending_timeout: Duration::from_secs(5),
             own_ticket: None,
@@ -776,7 +785,9 @@ impl RedisStore {
     /// Deletes the nodes of hours that have left the window (plus the grace hour) and were
     /// not seen since: out of their buckets and postings, off their roots' child counts.
     fn sweep(&mut self) -> Result<(), StoreError> {
-        let Some(newest) = self.newest else {
+        // By the shared clock, never by a sequence's time ahead of it: an earlier insert of
+        // the sequence still in flight may take as live what that time has expired.
+        let Some(newest) = self.newest.min(self.clock) else {
             return Ok(());
         };
         let delete_before = newest - self.window - SWEEP_GRACE_SECONDS;
@@ -909,8 +920,27 @@ impl RedisStore {
             mark.arg(self.key("swept")).arg(start).arg("NX");
             let _: Value = self.run(mark)?;
         }
-        self.newest = Some(newest);
+        self.clock = Some(newest);
+        self.newest = Some(self.judged(newest));
         self.sweep()
+    }
+
+    /// The newest event time to judge expiry by when the shared clock reads `clock`: the time
+    /// this store was told to judge by, unless the clock is ahead of it by more than half the
+    /// sweep's grace (the sweep could then be deleting what that time takes as live).
+    fn judged(&self, clock: Timestamp) -> Timestamp {
+        match self.sequence_clock {
+            Some(SequenceClock { newest, .. }) if clock - newest <= CLOCK_SLACK_SECONDS => newest,
+            _ => clock,
+        }
+    }
+
+    /// The time an insert of event time `time` raises the shared clock to.
+    fn raised_to(&self, time: Timestamp) -> Timestamp {
+        match self.sequence_clock {
+            Some(SequenceClock { raise_at_most, .. }) => time.min(raise_at_most),
+            None => time,
+        }
     }
 
     /// Adds the claim of `fingerprint` (script and expiry partition) to `batch`; the script's
@@ -1278,13 +1308,23 @@ impl ForestStore for RedisStore {
 
     fn advance_to(&mut self, time: Timestamp) -> Result<Timestamp, StoreError> {
         let time = Timestamp::from(clamp_time(time));
-        let (newest, previous) = self.raise("clock", time)?;
-        self.clock_read(newest, previous)?;
-        Ok(newest)
+        let (clock, previous) = self.raise("clock", time)?;
+        self.clock_read(clock, previous)?;
+        Ok(self.judged(clock))
     }
 
     fn newest_time(&self) -> Option<Timestamp> {
         self.newest
+    }
+
+    fn judge_expiry_at(&mut self, clock: Option<SequenceClock>) {
+        self.sequence_clock = clock.map(|clock| SequenceClock {
+            newest: Timestamp::from(clamp_time(clock.newest)),
+            raise_at_most: Timestamp::from(clamp_time(clock.raise_at_most)),
+        });
+        if let Some(clock) = self.clock {
+            self.newest = Some(self.judged(clock));
+        }
     }
 
     /// Raises the clock, reads the node's sketch and claims the node in one batch, then checks
@@ -1307,16 +1347,17 @@ impl ForestStore for RedisStore {
         let late = self.newest.is_none_or(|newest| time < newest - self.window);
         let assumed = match self.newest {
             Some(newest) if !late => newest.max(time),
-            _ => self.advance_to(time)?,
+            _ => self.advance_to(self.raised_to(time))?.max(time),
         };
         let seen = seen_at(time, assumed, self.window);
         let verify = sketch.filter(|_| self.verifier.is_some());
         let mut batch = Batch::default();
         // Only a document newer than any this store has seen can move the clock; the others
         // read it (a plain GET: a script costs Redis several times more).
-        let raise = self.newest.is_some_and(|newest| time > newest);
+        let raise_to = self.raised_to(time);
+        let raise = self.clock.is_some_and(|clock| raise_to > clock);
         if raise {
-            batch.script(&RAISE, &self.key("clock"), &[time.to_string()]);
+            batch.script(&RAISE, &self.key("clock"), &[raise_to.to_string()]);
         } else if !late {
             batch.cmd("GET", &self.key("clock"));
         }
@@ -1348,14 +1389,16 @@ impl ForestStore for RedisStore {
                     .transpose()?
             };
             match read {
-                Some((newest, previous)) => {
-                    self.clock_read(newest, previous)?;
+                Some((clock, previous)) => {
+                    self.clock_read(clock, previous)?;
+                    let newest = self.judged(clock);
                     again = seen_at(time, newest, self.window) != seen
-                        || newest - assumed > SWEEP_GRACE_SECONDS / 2;
+                        || newest - assumed > CLOCK_SLACK_SECONDS;
                 }
                 // No clock (the cluster was emptied): look again, raising it first.
                 None => {
                     self.newest = None;
+                    self.clock = None;
                     again = true;
                 }
             }
@@ -1432,8 +1475,8 @@ impl ForestStore for RedisStore {
         &mut self,
         fingerprint: Fingerprint,
         sketch: Option<&Sketch>,
-        token: u64,
-    ) -> Result<u64, StoreError> {
+        _token: u64,
+    ) -> Result<Option<u64>, StoreError> {
         let member = fingerprint.0 as i64;
         let mut batch = Batch::default();
         if self.verifier.is_some() {
@@ -1459,14 +1502,17 @@ impl ForestStore for RedisStore {
             batch.ignore_last();
         }
         let _: Value = self.run_batch(&batch)?;
-        if let Some(ticket) = self.own_ticket.take() {
-            return Ok(ticket);
-        }
-        // The ticket is taken only once every bucket holds the node: see the module docs of
-        // `store` for why that order makes the later ticket see the earlier node.
+        Ok(self.own_ticket.take())
+    }
+
+    fn take_tickets(&mut self, count: u64) -> Result<u64, StoreError> {
         let mut batch = Batch::default();
-        batch.cmd("INCR", &self.key("ticket"));
-        let (ticket,): (u64,) = self.run_batch(&batch)?;
+        batch.cmd("INCRBY", &self.key("ticket")).arg(count);
+        let (last,): (u64,) = self.run_batch(&batch)?;
+        Ok(last)
+    }
+
+    fn record_ticket(&mut self, fingerprint: Fingerprint, token: u64, ticket: u64) {
         // Recorded with the scan's first batch, which comes next: until then a neighbour sees
         // the node pending without a ticket and waits for it, as it would before the ticket
         // was taken. Not recorded (0): a neighbour abandoned this insert; `settle` will fail
@@ -1476,13 +1522,13 @@ impl ForestStore for RedisStore {
             &self.node_key(fingerprint),
             &[(token as i64).to_string(), ticket.to_string()],
         );
-        Ok(ticket)
     }
 
     fn edges(
         &mut self,
         fingerprint: Fingerprint,
         sketch: Option<&Sketch>,
+        later: &dyn Fn(&EdgeState) -> bool,
     ) -> Result<Vec<Edge>, StoreError> {
         let k = self.layout.max_distance();
         let empty = Sketch::default();
@@ -1546,6 +1592,21 @@ impl ForestStore for RedisStore {
             if last_seen < cutoff {
                 continue;
             }
+            let state = match field(0) {
+                Some(owner) => EdgeState::Pending {
+                    // No ticket yet: still publishing.
+                    ticket: field(1)
+                        .map(|ticket| parse_number(node, "q", &ticket))
+                        .transpose()?,
+                    owner: parse_number::<i64>(node, "o", &owner)? as u64,
+                },
+                None => EdgeState::Settled {
+                    root: parse_fingerprint(&field(3).unwrap_or_default())?.unwrap_or(node),
+                },
+            };
+            if later(&state) {
+                continue;
+            }
             let verdict = match &self.verifier {
                 None => Verdict::Copy,
                 Some(verifier) => {
@@ -1560,18 +1621,6 @@ impl ForestStore for RedisStore {
                     sketches.push((node, stored));
                     verdict
                 }
-            };
-            let state = match field(0) {
-                Some(owner) => EdgeState::Pending {
-                    // No ticket yet: still publishing.
-                    ticket: field(1)
-                        .map(|ticket| parse_number(node, "q", &ticket))
-                        .transpose()?,
-                    owner: parse_number::<i64>(node, "o", &owner)? as u64,
-                },
-                None => EdgeState::Settled {
-                    root: parse_fingerprint(&field(3).unwrap_or_default())?.unwrap_or(node),
-                },
             };
             verdicts.push(Compared { node, verdict });
             states.push((node, state));

@@ -254,21 +254,47 @@ pub trait ForestStore {
         sketch: &Sketch,
     ) -> Result<Option<bool>, StoreError>;
 
-    /// Publishes the claimed node under its bucket keys, then takes and records its ticket.
+    /// Publishes the claimed node under its bucket keys. Gives the ticket that an earlier
+    /// attempt of the same insert (same token) already recorded on the node, which the insert
+    /// keeps; `None` when it must take one ([`take_tickets`](Self::take_tickets)).
     fn publish(
         &mut self,
         fingerprint: Fingerprint,
         sketch: Option<&Sketch>,
         token: u64,
-    ) -> Result<u64, StoreError>;
+    ) -> Result<Option<u64>, StoreError>;
+
+    /// Takes `count` consecutive tickets from the one counter and gives the last. Called
+    /// only once the [`publish`](Self::publish) of each insert the tickets are for has
+    /// answered (a writer with several inserts in flight takes theirs together, in their
+    /// order: [`Pipeline`](super::Pipeline)).
+    fn take_tickets(&mut self, count: u64) -> Result<u64, StoreError>;
+
+    /// Records an insert's ticket on its pending node (a shared store may send it with the
+    /// insert's next step).
+    fn record_ticket(&mut self, fingerprint: Fingerprint, token: u64, ticket: u64);
 
     /// Every live node other than `fingerprint` with an edge to it: within `k`, or in a
-    /// verifying store, a candidate whose sketch verifies.
+    /// verifying store, a candidate whose sketch verifies. A pending node for which `later`
+    /// is true (an insert that comes after this one) is left out, as if it were not there
+    /// yet: it is neither an edge nor a rival in the evidence of others.
     fn edges(
         &mut self,
         fingerprint: Fingerprint,
         sketch: Option<&Sketch>,
+        later: &dyn Fn(&EdgeState) -> bool,
     ) -> Result<Vec<Edge>, StoreError>;
+
+    /// For the inserts that follow, until called with `None`: judge expiry by
+    /// `clock.newest` rather than the shared clock, while the clock is at most
+    /// [`CLOCK_SLACK_SECONDS`] ahead of it, and raise the shared clock to no more than
+    /// `clock.raise_at_most` ([`Pipeline`](super::Pipeline): an insert of a sequence judges
+    /// by the newest time of the documents up to its own, as one writer placing them in turn
+    /// would, and does not move the clock so far that an earlier insert still in flight could
+    /// not). A store whose clock only its one writer moves has nothing to do.
+    fn judge_expiry_at(&mut self, clock: Option<SequenceClock>) {
+        let _ = clock;
+    }
 
     /// The tie-break figures of each root (`None` for a root that is gone).
     fn root_ranks(&mut self, roots: &[Fingerprint]) -> Result<Vec<Option<RootRank>>, StoreError>;
@@ -355,6 +381,22 @@ pub trait ForestStore {
     fn stats(&self) -> ForestStats;
 }
 
+/// The clock an insert of a sequence goes by ([`ForestStore::judge_expiry_at`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SequenceClock {
+    /// The newest event time of the sequence's documents up to this insert's: what it judges
+    /// expiry by.
+    pub newest: Timestamp,
+    /// The furthest it may raise the shared clock: [`CLOCK_SLACK_SECONDS`] past the time of
+    /// the earliest insert of the sequence still in flight.
+    pub raise_at_most: Timestamp,
+}
+
+/// How far ahead of the time an insert judges expiry by the shared clock may be
+/// ([`ForestStore::judge_expiry_at`]): half the sweep's grace, so that the sweep never
+/// deletes what that time takes as live.
+pub const CLOCK_SLACK_SECONDS: Timestamp = 1_800;
+
 /// A token for one insert: unique across processes with overwhelming probability, and kept
 /// across the insert's retries.
 pub fn new_token() -> u64 {
@@ -387,7 +429,67 @@ pub fn place<S: ForestStore + ?Sized>(
     time: Timestamp,
     token: u64,
 ) -> Result<Placement, StoreError> {
-    let placed = place_once(store, signature, time, token);
+    place_in_order(store, signature, time, token, &Alone)
+}
+
+/// Where an insert stands among the other inserts of one ordered sequence that its writer
+/// has in flight at once ([`Pipeline`](super::Pipeline)), so that they decide as if placed
+/// one after the other: their tickets are taken in the sequence's order, and an insert
+/// leaves out the pending nodes of the inserts after it.
+pub trait InsertOrder {
+    /// This insert's ticket, once every earlier insert of the sequence has taken its own or
+    /// needs none. `take(n)` takes `n` tickets from the store and gives the last; inserts
+    /// waiting in turn may take theirs together, in their order. `hold`: the insert keeps its
+    /// turn until [`pass_turn`](Self::pass_turn) (it may give up its value and need another
+    /// ticket in turn); else taking the ticket passes it.
+    fn ticket(
+        &self,
+        hold: bool,
+        take: &mut dyn FnMut(u64) -> Result<u64, StoreError>,
+    ) -> Result<u64, StoreError>;
+    /// This insert needs no ticket (any more): the next may take theirs.
+    fn pass_turn(&self);
+    /// Whether the insert owning `owner` is a later one of the same sequence: its ticket,
+    /// once taken, will be larger than this insert's.
+    fn is_later(&self, owner: u64) -> bool;
+    /// Whether the insert owning `owner` is an earlier one of the same sequence.
+    fn is_earlier(&self, owner: u64) -> bool;
+}
+
+/// An insert on its own: no sequence to keep in step with.
+struct Alone;
+
+impl InsertOrder for Alone {
+    fn ticket(
+        &self,
+        _hold: bool,
+        take: &mut dyn FnMut(u64) -> Result<u64, StoreError>,
+    ) -> Result<u64, StoreError> {
+        take(1)
+    }
+    fn pass_turn(&self) {}
+    fn is_later(&self, _owner: u64) -> bool {
+        false
+    }
+    fn is_earlier(&self, _owner: u64) -> bool {
+        false
+    }
+}
+
+/// [`place`] for an insert of an ordered sequence (see [`InsertOrder`]).
+pub(crate) fn place_in_order<S: ForestStore + ?Sized>(
+    store: &mut S,
+    signature: &Signature,
+    time: Timestamp,
+    token: u64,
+    order: &dyn InsertOrder,
+) -> Result<Placement, StoreError> {
+    let mut turn = Turn {
+        order,
+        passed: false,
+    };
+    let placed = place_once(store, signature, time, token, &mut turn);
+    turn.pass();
     if placed.is_err() {
         // Best effort: an insert that failed while its node was pending gives the node up, so
         // that neither a neighbour nor a retry under a new token waits for it (a retry under
@@ -430,11 +532,28 @@ pub fn node_candidates(fingerprint: Fingerprint) -> impl Iterator<Item = Fingerp
 /// and verifying against none of each other's is taken for a broken store.
 pub const MAX_NODE_CANDIDATES: usize = 1 << 16;
 
+/// An insert's turn to take a ticket, passed once (when the ticket is taken, or the insert
+/// turns out to need none, or fails).
+struct Turn<'a> {
+    order: &'a dyn InsertOrder,
+    passed: bool,
+}
+
+impl Turn<'_> {
+    fn pass(&mut self) {
+        if !self.passed {
+            self.passed = true;
+            self.order.pass_turn();
+        }
+    }
+}
+
 fn place_once<S: ForestStore + ?Sized>(
     store: &mut S,
     signature: &Signature,
     time: Timestamp,
     token: u64,
+    turn: &mut Turn<'_>,
 ) -> Result<Placement, StoreError> {
     let sketch = signature.sketch.as_ref();
     let mut waiting = Waiting::new(store.pending_timeout());
@@ -455,6 +574,7 @@ fn place_once<S: ForestStore + ?Sized>(
         };
         match claim {
             Claim::Existing { attached_to, root } => {
+                turn.pass();
                 let top = match attached_to {
                     None => Some(fingerprint),
                     Some(parent) => refresh_chain(store, parent, root, seen)?,
@@ -471,6 +591,13 @@ fn place_once<S: ForestStore + ?Sized>(
                 });
             }
             Claim::Busy { owner } => {
+                // Another writer's insert of the same value: this one may end up needing a
+                // ticket (the other's text may not verify), but holding the turn while waiting
+                // for a writer that may itself wait for this sequence could stall both until
+                // the timeout. An earlier insert of the same sequence never waits for this one.
+                if !turn.order.is_earlier(owner) {
+                    turn.pass();
+                }
                 if waiting.expired(fingerprint, owner) {
                     store.abandon(fingerprint, owner)?;
                 }
@@ -482,15 +609,54 @@ fn place_once<S: ForestStore + ?Sized>(
             Claim::Created { former_root } => former_root,
             _ => None,
         };
-        let ticket = store.publish(fingerprint, sketch, token)?;
+        // The ticket is taken only once every bucket holds the node (`publish` has answered):
+        // see the module docs for why that order makes the later ticket see the earlier node.
+        let ticket = match store.publish(fingerprint, sketch, token)? {
+            Some(ticket) => ticket,
+            None => {
+                // A former root's value may be given up after the scan, for the next value,
+                // whose ticket must still come before the later inserts' of the sequence: the
+                // turn is held until the insert knows its value.
+                let hold = former_root.is_some();
+                let mut take = |count| store.take_tickets(count);
+                let ticket = if turn.passed {
+                    // A retry after a neighbour abandoned this insert: its ticket comes after
+                    // later inserts' of the sequence. Rare, and still a ticket order, only not
+                    // the sequence's.
+                    take(1)?
+                } else {
+                    let ticket = turn.order.ticket(hold, &mut take);
+                    turn.passed = !hold || ticket.is_err();
+                    ticket?
+                };
+                store.record_ticket(fingerprint, token, ticket);
+                ticket
+            }
+        };
+        if former_root.is_none() {
+            turn.pass();
+        }
+        let order = turn.order;
+        // A pending node of a later insert (a larger ticket, or one still to come to a later
+        // insert of this sequence) is not there yet for this one: it will see this node and
+        // wait for it.
+        let later = |state: &EdgeState| match *state {
+            EdgeState::Pending {
+                ticket: Some(theirs),
+                ..
+            } => theirs > ticket,
+            EdgeState::Pending {
+                ticket: None,
+                owner,
+            } => order.is_later(owner),
+            EdgeState::Settled { .. } => false,
+        };
         let edges = loop {
-            let edges = store.edges(fingerprint, sketch)?;
+            let edges = store.edges(fingerprint, sketch, &later)?;
+            // What is left pending came earlier (a smaller ticket), or may have (no ticket yet).
             let earlier_pending = edges.iter().find_map(|edge| match edge.state {
-                EdgeState::Pending {
-                    ticket: theirs,
-                    owner,
-                } if theirs.is_none_or(|theirs| theirs < ticket) => Some((edge.node, owner)),
-                _ => None,
+                EdgeState::Pending { owner, .. } => Some((edge.node, owner)),
+                EdgeState::Settled { .. } => None,
             });
             match earlier_pending {
                 None => break edges,
@@ -524,8 +690,12 @@ fn place_once<S: ForestStore + ?Sized>(
                 fingerprint = next_value(&mut nodes, signature.fingerprint)?;
                 continue;
             }
-            None => Settlement::Root { ticket },
+            None => {
+                turn.pass();
+                Settlement::Root { ticket }
+            }
             Some((root, attached_to)) => {
+                turn.pass();
                 // The chain the leaf will hang from is refreshed *before* the leaf exists, so
                 // that a leaf is never newer than its parent, even if this insert stops right
                 // after its settle. A node found gone on the way means the scan saw a tree

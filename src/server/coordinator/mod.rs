@@ -30,9 +30,10 @@ use axum::http::Method;
 use axum::routing::{get, post};
 
 use crate::config::{Config, ServerConfig};
-use crate::dedup::{Deduplicator, Signer};
+use crate::dedup::Signer;
 use crate::engine::ShardSpec;
 use crate::forest::redis::{RedisAddress, RedisStore};
+use crate::forest::{ForestStore, Pipeline};
 use crate::server::metrics::Metrics;
 use crate::server::{api, connections, finish_router, web};
 use crate::{Error, Result};
@@ -52,8 +53,9 @@ pub(crate) struct CoordinatorState {
     server: ServerConfig,
     shards: Shards,
     directory: IdDirectory,
-    /// The shared forest, through this process's connection: placing is one batch at a time.
-    placer: Arc<Mutex<Deduplicator>>,
+    /// The shared forest, through `server.inserts_in_flight` connections of this process:
+    /// placing is one batch at a time, several of its documents in flight.
+    placer: Arc<Mutex<Pipeline>>,
     signer: Signer,
     /// Held for a whole write, so that batches are placed and recorded in the order received.
     writing: tokio::sync::Mutex<()>,
@@ -112,9 +114,15 @@ impl Coordinator {
         directory.check_shard_count(shards.count()).await?;
         let dedup = config.dedup.clone();
         let address = store.clone();
+        let connections = server.inserts_in_flight;
         let placer = tokio::task::spawn_blocking(move || {
-            let store = RedisStore::connect(&address, &dedup)?;
-            Deduplicator::with_store(dedup, Box::new(store))
+            let stores = (0..connections)
+                .map(|_| {
+                    let store = RedisStore::connect(&address, &dedup)?;
+                    Ok(Box::new(store) as Box<dyn ForestStore + Send>)
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Ok::<_, Error>(Pipeline::new(stores)?)
         })
         .await
         .map_err(|error| Error::Server(format!("connecting to the store: {error}")))??;

@@ -16,6 +16,7 @@ use serde_json::Value;
 use super::CoordinatorState;
 use super::directory::Entry;
 use super::shards::{relay, shard_unavailable};
+use crate::Fingerprint;
 use crate::article::{ArticleReader, ArticleRecord};
 use crate::dedup::now;
 use crate::engine::{Placed, ShardSpec};
@@ -203,25 +204,57 @@ struct Plan {
     entries: HashMap<String, Entry>,
 }
 
-/// Places the batch's documents in order, as one writer would: a re-send of what an id holds
-/// is only sent to its shard (which answers `unchanged`); a replacement takes the old
-/// version's count off its node first, and a copy left on another shard is deleted there in
-/// the same request, after that shard's documents, so that an id is never live twice once
-/// answered and each shard's cluster sizes count the move.
+/// Places the batch's documents in order, as one writer would (several in flight at once,
+/// [`Pipeline`](crate::forest::Pipeline)): a re-send of what an id holds is only sent to its
+/// shard (which answers `unchanged`); a replacement takes the old version's count off its
+/// node, and a copy left on another shard is deleted there in the same request, after that
+/// shard's documents, so that an id is never live twice once answered and each shard's
+/// cluster sizes count the move.
 fn place(
     state: &CoordinatorState,
-    signed: Vec<Signed>,
+    mut signed: Vec<Signed>,
     known: Vec<Option<Entry>>,
 ) -> AppResult<Plan> {
     let count = state.shards.count();
-    let mut lines = ShardLines::new();
-    let mut entries: HashMap<String, Entry> = HashMap::new();
-    // Per id, the shards that held or were sent a version of it.
-    let mut copies: HashMap<String, BTreeSet<usize>> = HashMap::new();
     let mut placer = state
         .placer
         .lock()
         .map_err(|_| ApiError::internal("the forest's connection was poisoned by a panic"))?;
+    // First which documents are placed, and at what time: a document without `published_at`
+    // takes the newest time placed before it, as one writer's clock would give it.
+    let mut digests: HashMap<String, u64> = known
+        .iter()
+        .zip(&signed)
+        .filter_map(|(entry, document)| {
+            Some((document.record.article.id.clone(), entry.as_ref()?.digest))
+        })
+        .collect();
+    let mut newest = placer.newest_time();
+    let mut inserts = Vec::new();
+    for document in &mut signed {
+        let id = document.record.article.id.as_str();
+        if digests.insert(id.to_owned(), document.digest) == Some(document.digest) {
+            continue; // unchanged
+        }
+        let time = document
+            .record
+            .article
+            .published_at
+            .unwrap_or_else(|| newest.unwrap_or_else(now));
+        newest = Some(newest.map_or(time, |newest| newest.max(time)));
+        // Taken: the second pass needs the placement, not the signature.
+        let signature = std::mem::replace(&mut document.signature, Fingerprint(0).into());
+        inserts.push((signature.for_document(id), time));
+    }
+    let mut placements = placer
+        .place_all(&inserts)
+        .map_err(|error| store_failed(&error.into()))?
+        .into_iter()
+        .zip(inserts.iter().map(|(_, time)| *time));
+    let mut lines = ShardLines::new();
+    let mut entries: HashMap<String, Entry> = HashMap::new();
+    // Per id, the shards that held or were sent a version of it.
+    let mut copies: HashMap<String, BTreeSet<usize>> = HashMap::new();
     for (document, known) in signed.into_iter().zip(known) {
         let id = document.record.article.id.clone();
         let previous = entries.get(&id).cloned().or(known);
@@ -235,20 +268,15 @@ fn place(
             Some(entry) if entry.digest == document.digest => entry.placed(),
             _ => {
                 if let Some(entry) = &previous {
+                    // After the placements: a node's document count decides nothing.
                     placer
                         .remove_document(entry.node)
-                        .map_err(|error| store_failed(&error))?;
+                        .map_err(|error| store_failed(&error.into()))?;
                     held.insert(entry.shard(count));
                 }
-                let time = document
-                    .record
-                    .article
-                    .published_at
-                    .unwrap_or_else(|| placer.newest_time().unwrap_or_else(now));
-                let signature = document.signature.for_document(&document.record.article.id);
-                let placement = placer
-                    .place(signature, time)
-                    .map_err(|error| store_failed(&error))?;
+                let (placement, time) = placements
+                    .next()
+                    .ok_or_else(|| ApiError::internal("a document of the batch was not placed"))?;
                 Placed::new(&placement, time)
             }
         };
@@ -406,7 +434,7 @@ pub(super) async fn delete_document(
                 .map_err(|_| ApiError::internal("the forest's connection was poisoned"))?;
             placer
                 .remove_document(entry.node)
-                .map_err(|error| store_failed(&error))
+                .map_err(|error| store_failed(&error.into()))
         })
         .await?;
         state.directory.set(vec![(id, None)]).await?;
