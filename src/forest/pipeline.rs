@@ -25,12 +25,11 @@
 //!   earlier insert waits for it, so that the earlier one creates the node and the later one
 //!   joins it, as in turn.
 //!
-//! What can still differ from one writer in turn, rarely: a root's child count, a tie-break
-//! figure, may already include a leaf of a later insert of the sequence (as with several
-//! writers, docs/scaling.md); a key posting over its cap may have dropped an older node for a
-//! later one; an insert that retries after a neighbour abandoned it (its writer stalled past
-//! the pending timeout) takes its next ticket out of turn; and another writer's inserts
-//! interleave as they come.
+//! What can still differ from one writer in turn, rarely (docs/scaling.md, "Several inserts
+//! in flight", has each case): a tie-break child count that includes a later insert's leaf, a
+//! capped key posting, a later settled node as a rival in the evidence rule, a chain refresh
+//! that a later insert dated later does not wait for, and a ticket taken out of turn by an
+//! insert that passed its turn; and another writer's inserts interleave as they come.
 
 use std::collections::HashMap;
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
@@ -118,6 +117,9 @@ impl Pipeline {
         inserts: &[(Signature, Timestamp)],
     ) -> Result<Vec<Placement>, StoreError> {
         let count = inserts.len();
+        if count == 0 {
+            return Ok(Vec::new());
+        }
         let mut newest = self.newest_time();
         let judged: Vec<Timestamp> = inserts
             .iter()
@@ -127,6 +129,8 @@ impl Pipeline {
                 time
             })
             .collect();
+        // `judged` is the prefix maximum: its last is the batch's newest time.
+        let last = judged[count - 1];
         let tokens: Vec<u64> = (0..count).map(|_| new_token()).collect();
         let sequence = Sequence {
             inserts,
@@ -151,6 +155,7 @@ impl Pipeline {
             let workers: Vec<_> = self
                 .stores
                 .iter_mut()
+                .take(count)
                 .map(|store| {
                     let sequence = &sequence;
                     scope.spawn(move || sequence.work(store.as_mut()))
@@ -170,7 +175,7 @@ impl Pipeline {
         for store in &mut self.stores {
             store.judge_expiry_at(None);
         }
-        placed
+        let placed: Vec<Placement> = placed
             .into_iter()
             .map(|result| {
                 result.unwrap_or_else(|| {
@@ -179,7 +184,11 @@ impl Pipeline {
                     ))
                 })
             })
-            .collect()
+            .collect::<Result<_, _>>()?;
+        // The inserts raised the shared clock only as far as the earliest one in flight
+        // allowed: bring it to the batch's newest time, as one writer would have left it.
+        self.stores[0].advance_to(last)?;
+        Ok(placed)
     }
 }
 
@@ -290,6 +299,18 @@ struct Position<'s, 'a> {
     at: usize,
 }
 
+/// When its insert panics, the position is passed, finished and failed, so that the other
+/// workers, which may be waiting for its turn or its value, go on and stop, and `place_all`
+/// can re-raise the panic.
+impl Drop for Position<'_, '_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.pass_turn();
+            self.sequence.finish(self.at, true);
+        }
+    }
+}
+
 impl State {
     /// Moves the turn past every position that has passed it.
     fn advance(&mut self) {
@@ -376,7 +397,7 @@ impl InsertOrder for Position<'_, '_> {
         self.sequence
             .positions
             .get(&owner)
-            .is_some_and(|&at| at > self.at)
+            .is_some_and(|&at| at > self.at && !self.sequence.lock().passed[at])
     }
 
     fn is_earlier(&self, owner: u64) -> bool {

@@ -829,7 +829,7 @@ impl RedisStore {
         let partition = self.partition_key(hour);
         let sweeper = super::new_token();
         // The marker must look live to claims, whatever their clock.
-        let marker_seen = self.newest.unwrap_or(0).max(0);
+        let marker_seen = self.newest.max(self.clock).unwrap_or(0).max(0);
         let mut swept = Vec::new();
         let mut members = redis::cmd("SMEMBERS");
         members.arg(&partition);

@@ -436,7 +436,7 @@ pub fn place<S: ForestStore + ?Sized>(
 /// has in flight at once ([`Pipeline`](super::Pipeline)), so that they decide as if placed
 /// one after the other: their tickets are taken in the sequence's order, and an insert
 /// leaves out the pending nodes of the inserts after it.
-pub trait InsertOrder {
+pub(crate) trait InsertOrder {
     /// This insert's ticket, once every earlier insert of the sequence has taken its own or
     /// needs none. `take(n)` takes `n` tickets from the store and gives the last; inserts
     /// waiting in turn may take theirs together, in their order. `hold`: the insert keeps its
@@ -449,8 +449,9 @@ pub trait InsertOrder {
     ) -> Result<u64, StoreError>;
     /// This insert needs no ticket (any more): the next may take theirs.
     fn pass_turn(&self);
-    /// Whether the insert owning `owner` is a later one of the same sequence: its ticket,
-    /// once taken, will be larger than this insert's.
+    /// Whether the insert owning `owner` is a later one of the same sequence that will take
+    /// its ticket in turn (it has not passed its turn): after this insert's, if this one took
+    /// its own in turn.
     fn is_later(&self, owner: u64) -> bool;
     /// Whether the insert owning `owner` is an earlier one of the same sequence.
     fn is_earlier(&self, owner: u64) -> bool;
@@ -563,6 +564,8 @@ fn place_once<S: ForestStore + ?Sized>(
     // Whether a lone tree among the edges is ranked like several: only after its chain failed
     // to refresh, when the ranks tell a gone root from a gone node on the way to it.
     let mut rank_lone_tree = false;
+    // Whether the ticket was taken in the sequence's turn (a resumed one keeps what it was).
+    let mut ticket_in_turn = false;
     loop {
         let (claim, seen) = match store.open(fingerprint, sketch, time, token)? {
             Opening::Claimed { claim, seen } => (claim, seen),
@@ -594,7 +597,8 @@ fn place_once<S: ForestStore + ?Sized>(
                 // Another writer's insert of the same value: this one may end up needing a
                 // ticket (the other's text may not verify), but holding the turn while waiting
                 // for a writer that may itself wait for this sequence could stall both until
-                // the timeout. An earlier insert of the same sequence never waits for this one.
+                // the timeout. An earlier insert of the same sequence does not wait for this
+                // one's turn (it may wait for other writers, which the pending timeout bounds).
                 if !turn.order.is_earlier(owner) {
                     turn.pass();
                 }
@@ -619,10 +623,12 @@ fn place_once<S: ForestStore + ?Sized>(
                 // turn is held until the insert knows its value.
                 let hold = former_root.is_some();
                 let mut take = |count| store.take_tickets(count);
+                ticket_in_turn = !turn.passed;
                 let ticket = if turn.passed {
-                    // A retry after a neighbour abandoned this insert: its ticket comes after
-                    // later inserts' of the sequence. Rare, and still a ticket order, only not
-                    // the sequence's.
+                    // The turn was passed (while waiting for another insert's node of the same
+                    // value, or before a neighbour abandoned this insert): the ticket may come
+                    // after later inserts' of the sequence. Rare, and still a ticket order,
+                    // only not the sequence's.
                     take(1)?
                 } else {
                     let ticket = turn.order.ticket(hold, &mut take);
@@ -637,9 +643,10 @@ fn place_once<S: ForestStore + ?Sized>(
             turn.pass();
         }
         let order = turn.order;
-        // A pending node of a later insert (a larger ticket, or one still to come to a later
-        // insert of this sequence) is not there yet for this one: it will see this node and
-        // wait for it.
+        // A pending node of a later insert (a larger ticket, or no ticket yet but an insert of
+        // this sequence that will take its own in turn, after this one's) is not there yet for
+        // this one: it will see this node and wait for it. Only a ticket taken in turn is
+        // known to come before those.
         let later = |state: &EdgeState| match *state {
             EdgeState::Pending {
                 ticket: Some(theirs),
@@ -648,7 +655,7 @@ fn place_once<S: ForestStore + ?Sized>(
             EdgeState::Pending {
                 ticket: None,
                 owner,
-            } => order.is_later(owner),
+            } => ticket_in_turn && order.is_later(owner),
             EdgeState::Settled { .. } => false,
         };
         let edges = loop {

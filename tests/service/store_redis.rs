@@ -434,6 +434,11 @@ fn a_pipelined_writer_decides_as_the_in_memory_forest() {
     let expected = sequential_roots(&config, &documents);
     let got = pipeline_all(&cluster.store_arg(), &config, &documents, 8);
     assert_same_roots(&got, &expected, "expiry");
+    // Inserts raise the shared clock only as far as the earliest one in flight allows; after
+    // the last batch it holds the stream's newest time, as one writer would have left it.
+    let newest = documents.last().map_or(T0, |document| document.time);
+    let mut store = connect(&cluster.store_arg(), &config);
+    assert_eq!(store.advance_to(T0).unwrap(), newest);
 }
 
 #[test]
