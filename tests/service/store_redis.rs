@@ -412,25 +412,13 @@ fn a_pipelined_writer_decides_as_the_in_memory_forest() {
         let expected = sequential_roots(&config, &documents);
         let got = pipeline_all(&cluster.store_arg(), &config, &documents, 8);
         assert_same_roots(&got, &expected, &format!("{mode:?}"));
-        let mut store = connect(&cluster.store_arg(), &config);
-        let acknowledged: Vec<_> = documents
-            .iter()
-            .map(|d| d.signature.fingerprint)
-            .zip(got)
-            .collect();
-        check_invariants(&mut store, &config, &acknowledged, Timestamp::MIN);
+        assert_concurrent_run_sound(&cluster.store_arg(), &config, &documents, &got, 0);
     }
     // A one-day window over twelve days, a document every 864 s: inserts judge expiry each by
-    // its own position's time, and wait where the times jump further than the clock's slack.
+    // its own position's time, and raise the shared clock only as far as the earliest one in
+    // flight allows.
     cluster.flush_all();
-    let config = DedupConfig {
-        window: Duration::from_secs(86_400),
-        ..Default::default()
-    };
-    let mut documents = stream(&config, 200, 6, 31);
-    for (position, document) in documents.iter_mut().enumerate() {
-        document.time = T0 + position as Timestamp * 12 * 86_400 / 1_200;
-    }
+    let (config, documents) = twelve_days_in_a_one_day_window();
     let expected = sequential_roots(&config, &documents);
     let got = pipeline_all(&cluster.store_arg(), &config, &documents, 8);
     assert_same_roots(&got, &expected, "expiry");
@@ -441,19 +429,25 @@ fn a_pipelined_writer_decides_as_the_in_memory_forest() {
     assert_eq!(store.advance_to(T0).unwrap(), newest);
 }
 
-#[test]
-fn expiry_matches_the_in_memory_forest_and_the_sweep_deletes_old_nodes() {
-    let cluster = RedisCluster::start(3);
+/// A one-day window, and 1,200 documents over 12 days, copies of a story scattered over all
+/// of them: many a copy arrives after its story has left the window and starts a cluster
+/// again.
+fn twelve_days_in_a_one_day_window() -> (DedupConfig, Vec<Document>) {
     let config = DedupConfig {
         window: Duration::from_secs(86_400),
         ..Default::default()
     };
-    // 1,200 documents over 12 days, copies of a story scattered over all of them: many a copy
-    // arrives after its story has left the one-day window and starts a cluster again.
     let mut documents = stream(&config, 200, 6, 31);
     for (position, document) in documents.iter_mut().enumerate() {
         document.time = T0 + position as Timestamp * 12 * 86_400 / 1_200;
     }
+    (config, documents)
+}
+
+#[test]
+fn expiry_matches_the_in_memory_forest_and_the_sweep_deletes_old_nodes() {
+    let cluster = RedisCluster::start(3);
+    let (config, documents) = twelve_days_in_a_one_day_window();
     let expected = sequential_roots(&config, &documents);
     let mut store = connect(&cluster.store_arg(), &config);
     let got = place_all(&mut store, &documents);
@@ -639,35 +633,43 @@ fn eight_writers_keep_the_invariants_and_split_no_story() {
     let documents = Arc::new(documents);
     let (answers, _) = run_writers(&cluster.store_arg(), &config, &documents, plans);
     assert_eq!(answers.len(), documents.len());
+    let mut concurrent = vec![Fingerprint(0); documents.len()];
+    for &(number, root) in &answers {
+        concurrent[number] = root;
+    }
+    assert_concurrent_run_sound(
+        &cluster.store_arg(),
+        &config,
+        &documents,
+        &concurrent,
+        1_000,
+    );
+}
 
-    let mut store = connect(&cluster.store_arg(), &config);
-    let acknowledged: Vec<_> = answers
+/// What concurrent writers must leave, given the root each document was answered
+/// (`concurrent`): the forest's invariants, every document counted once, and every story that
+/// the sequential run (in order, in memory) keeps in one cluster in one cluster too; the
+/// sequential run keeps at least `whole_at_least` whole.
+fn assert_concurrent_run_sound(
+    store_arg: &str,
+    config: &DedupConfig,
+    documents: &[Document],
+    concurrent: &[Fingerprint],
+    whole_at_least: usize,
+) {
+    let mut store = connect(store_arg, config);
+    let acknowledged: Vec<_> = documents
         .iter()
-        .map(|&(number, root)| (documents[number].signature.fingerprint, root))
+        .zip(concurrent)
+        .map(|(document, &root)| (document.signature.fingerprint, root))
         .collect();
-    let nodes = check_invariants(&mut store, &config, &acknowledged, Timestamp::MIN);
+    let nodes = check_invariants(&mut store, config, &acknowledged, Timestamp::MIN);
     let stored_documents: i64 = nodes.iter().map(|node| node.documents).sum();
     assert_eq!(
         stored_documents,
         documents.len() as i64,
         "every document counted once"
     );
-
-    let mut concurrent = vec![Fingerprint(0); documents.len()];
-    for &(number, root) in &answers {
-        concurrent[number] = root;
-    }
-    assert_no_story_split(&config, &documents, &concurrent, 1_000);
-}
-
-/// Every story that the sequential run (in order, in memory) keeps in one cluster is in one
-/// cluster in `concurrent` too; the sequential run keeps at least `whole_at_least` whole.
-fn assert_no_story_split(
-    config: &DedupConfig,
-    documents: &[Document],
-    concurrent: &[Fingerprint],
-    whole_at_least: usize,
-) {
     let sequential = sequential_roots(config, documents);
     let mut stories: HashMap<usize, (HashSet<Fingerprint>, HashSet<Fingerprint>)> = HashMap::new();
     for (number, document) in documents.iter().enumerate() {
@@ -727,20 +729,7 @@ fn two_pipelined_writers_keep_the_invariants_and_split_no_story() {
             concurrent[number] = root;
         }
     }
-    let mut store = connect(&store_arg, &config);
-    let acknowledged: Vec<_> = documents
-        .iter()
-        .zip(&concurrent)
-        .map(|(document, &root)| (document.signature.fingerprint, root))
-        .collect();
-    let nodes = check_invariants(&mut store, &config, &acknowledged, Timestamp::MIN);
-    let stored_documents: i64 = nodes.iter().map(|node| node.documents).sum();
-    assert_eq!(
-        stored_documents,
-        documents.len() as i64,
-        "every document counted once"
-    );
-    assert_no_story_split(&config, &documents, &concurrent, 390);
+    assert_concurrent_run_sound(&store_arg, &config, &documents, &concurrent, 390);
 }
 
 #[test]
