@@ -723,6 +723,13 @@ pub struct ServerConfig {
     /// connection of its own; they decide as placing the documents one at a time would
     /// (`forest::Pipeline`). More hide more of the store's round trips.
     pub inserts_in_flight: usize,
+    /// The most entries a shard's log keeps (`serve --shard I/N --replica NAME`): it is
+    /// trimmed below the oldest position every replica of the shard has committed, and to
+    /// this many entries whatever they have, so that a replica that stays away cannot make it
+    /// grow without bound; such a replica is refused until it is rebuilt from a copy of a
+    /// sibling. An entry is one write request to the shard (a batch of documents, or a
+    /// delete).
+    pub log_max_entries: u64,
     /// Host names (with or without `:port`) that requests may name in `Host`, besides the
     /// bound address and, on loopback, `localhost`. A request naming another is refused
     /// (421), which stops DNS-rebinding pages from reaching a server on loopback. Empty on a
@@ -1050,6 +1057,7 @@ impl Default for ServerConfig {
             body_rate_window: Duration::from_secs(5),
             shutdown_grace: Duration::from_secs(10),
             inserts_in_flight: 32,
+            log_max_entries: 100_000,
             allowed_hosts: Vec::new(),
             cors_origins: Vec::new(),
             keys: AccessKeys::default(),
@@ -1105,6 +1113,8 @@ impl ServerConfig {
             "server.shutdown_grace must be at most 1h"
         } else if !(1..=64).contains(&self.inserts_in_flight) {
             "server.inserts_in_flight must be between 1 and 64"
+        } else if self.log_max_entries < 10 {
+            "server.log_max_entries must be at least 10"
         } else if self.keys.read.is_some() && self.keys.write.is_none() {
             "a read key needs a write key: with a read key alone, anyone could write"
         } else if let Some(origin) = self.cors_origins.iter().find(|origin| !is_origin(origin)) {

@@ -35,11 +35,27 @@ impl LocalServer {
         Self::serve(move |listener, stopped| async move { server.serve(listener, stopped).await })
     }
 
-    /// Shard `shard` of an index split by story, in `dir`, on a free port of 127.0.0.1.
-    pub fn start_shard(dir: &Path, config: Config, shard: ShardSpec) -> Result<Self> {
+    /// Replica `name` of shard `shard` of an index split by story over the store `store`, its
+    /// index in `dir`, on a free port of 127.0.0.1.
+    #[cfg(feature = "redis")]
+    pub fn start_replica(
+        dir: &Path,
+        config: Config,
+        shard: ShardSpec,
+        store: crate::forest::redis::RedisAddress,
+        name: &str,
+    ) -> Result<Self> {
+        use crate::server::replica::Replica;
         let index = DedupIndex::open_or_create_shard(dir, Some(config.clone()))?;
-        let server = Server::start_shard(index, config.server, shard)?;
-        Self::serve(move |listener, stopped| async move { server.serve(listener, stopped).await })
+        let name = name.to_owned();
+        Self::serve(move |listener, stopped| async move {
+            let max_entries = config.server.log_max_entries;
+            let committed = index.log_position().map(str::to_owned);
+            let replica =
+                Replica::connect(&store, shard, &name, committed.as_deref(), max_entries).await?;
+            let server = Server::start_replica(index, config.server, shard, replica)?;
+            server.serve(listener, stopped).await
+        })
     }
 
     /// A coordinator of `shards` (their URLs, shard 0 first) over the store `store`, on a
@@ -165,6 +181,18 @@ pub struct HttpSearchReport {
     pub latency: Latency,
 }
 
+/// The JSON answer of a GET of `url`.
+pub(crate) fn get_json(url: &str) -> Result<serde_json::Value> {
+    let failed = |error: String| Error::Server(format!("GET {url}: {error}"));
+    let text = ureq::get(url)
+        .call()
+        .map_err(|error| failed(error.to_string()))?
+        .body_mut()
+        .read_to_string()
+        .map_err(|error| failed(error.to_string()))?;
+    serde_json::from_str(&text).map_err(|error| failed(error.to_string()))
+}
+
 fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
@@ -208,7 +236,7 @@ where
     }
 }
 
-/// Posts `corpus` (JSON Lines; only the first `limit` lines if given) to `url` in NDJSON
+/// Posts the lines `lines` of `corpus` (JSON Lines, counted from 0) to `url` in NDJSON
 /// batches of `batch_size` from `clients` threads, each waiting for its answer before sending
 /// the next, and times it.
 pub fn http_ingest(
@@ -217,8 +245,9 @@ pub fn http_ingest(
     batch_size: usize,
     clients: usize,
     commit_delay: Duration,
-    limit: Option<usize>,
+    lines: std::ops::Range<usize>,
 ) -> Result<HttpIngestReport> {
+    let wanted = lines;
     let mut lines = Lines::new(crate::input::open(corpus)?);
     let mut batches: Vec<Vec<u8>> = Vec::new();
     let mut batch = Vec::new();
@@ -228,11 +257,14 @@ pub fn http_ingest(
         path: corpus.to_owned(),
         source,
     })? {
-        if limit.is_some_and(|limit| read >= limit) {
+        if read >= wanted.end {
             break;
         }
         let (_, Ok(line)) = line else { continue };
         read += 1;
+        if read <= wanted.start {
+            continue;
+        }
         batch.extend_from_slice(&line);
         batch.push(b'\n');
         in_batch += 1;

@@ -5,6 +5,8 @@ pub mod engine;
 pub mod http;
 pub mod memory;
 pub mod ordinals;
+#[cfg(feature = "redis")]
+pub mod replicas;
 pub mod restart;
 #[cfg(feature = "redis")]
 pub mod shards;

@@ -8,13 +8,13 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::Result;
 use crate::bench::http::{
-    HttpIngestReport, LocalServer, TimedRequests, http_ingest, list_pages, timed_gets,
+    HttpIngestReport, LocalServer, TimedRequests, get_json, http_ingest, list_pages, timed_gets,
 };
 use crate::config::Config;
 use crate::engine::ShardSpec;
 use crate::forest::redis::RedisAddress;
-use crate::{Error, Result};
 
 /// How the shards part runs.
 #[derive(Debug, Clone)]
@@ -106,10 +106,12 @@ pub fn shards(
         let mut shards = Vec::with_capacity(count);
         for index in 0..count {
             let dir = scratch.join(format!("shards-{count}-{index}"));
-            shards.push(LocalServer::start_shard(
+            shards.push(LocalServer::start_replica(
                 &dir,
                 config.clone(),
                 ShardSpec { index, count },
+                address.clone(),
+                "a",
             )?);
         }
         let urls = shards.iter().map(LocalServer::url).collect();
@@ -157,7 +159,7 @@ fn measure(
         bench.batch,
         bench.ingest_clients,
         std::time::Duration::from_millis(100),
-        bench.limit,
+        0..bench.limit.unwrap_or(usize::MAX),
     )?;
     let store_round_trips_per_document = if coordinated {
         let stats = get_json(&format!("{url}/v1/stats"))?;
@@ -204,15 +206,4 @@ fn answers(url: &str, pages: &[String]) -> Result<Vec<Value>> {
         .iter()
         .map(|page| get_json(&format!("{url}{page}")))
         .collect()
-}
-
-fn get_json(url: &str) -> Result<Value> {
-    let failed = |error: String| Error::Server(format!("GET {url}: {error}"));
-    let text = ureq::get(url)
-        .call()
-        .map_err(|error| failed(error.to_string()))?
-        .body_mut()
-        .read_to_string()
-        .map_err(|error| failed(error.to_string()))?;
-    serde_json::from_str(&text).map_err(|error| failed(error.to_string()))
 }

@@ -43,6 +43,11 @@ enum Part {
     /// --shard-counts shards (placing on the Redis Cluster of --store), and every list page
     /// compared with the one process's.
     Shards,
+    /// Shards held by replica sets: ingest of --corpus (--limit documents) through a
+    /// coordinator with 2 shards of 1 and of 2 replica processes (on the Redis Cluster of
+    /// --store), the second replica's lag under that load, and a replica killed, written past
+    /// (--replica-down-documents) and restarted: the time until it answers again.
+    Replicas,
 }
 
 #[derive(Args)]
@@ -133,6 +138,10 @@ pub struct BenchArgs {
     /// Shard counts the shards part measures behind a coordinator, comma-separated
     #[arg(long, value_delimiter = ',', default_value = "1,3")]
     shard_counts: Vec<usize>,
+    /// Documents the replicas part writes while a replica is down (the last of the
+    /// --limit documents it loads)
+    #[arg(long, default_value_t = 2_000, value_name = "N")]
+    replica_down_documents: usize,
     /// Skip the HTTP ingest (search what the server already holds)
     #[arg(long)]
     no_http_ingest: bool,
@@ -186,7 +195,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         || wants(Part::Ingest)
         || ((wants(Part::Collapse) || wants(Part::Detail)) && args.index.is_none())
         || (wants(Part::Http) && !args.no_http_ingest)
-        || wants(Part::Shards);
+        || wants(Part::Shards)
+        || wants(Part::Replicas);
     if needs_corpus {
         input::require_file(&args.corpus)?;
     }
@@ -387,7 +397,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 args.http_batch,
                 args.http_clients,
                 args.commit_delay,
-                args.limit,
+                0..args.limit.unwrap_or(usize::MAX),
             )?;
             figures.insert("ingest".into(), serde_json::to_value(ingest)?);
         }
@@ -443,14 +453,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             );
         };
         let store = tantivy_dedup::forest::redis::RedisAddress::parse(store)?;
-        let mut settings = settings.clone();
-        if settings.fields.published_at.from.is_none() && corpus_dates_by("date", &args.corpus) {
-            eprintln!(
-                "bench: the corpus dates its articles by `date`: read as published_at, so that \
-                 every setup dates them alike"
-            );
-            settings.fields.published_at.from = Some("date".to_owned());
-        }
+        let settings = dated_settings(&settings, &args.corpus);
         let plan = bench::shards::ShardsBench {
             counts: args.shard_counts.clone(),
             batch: args.http_batch,
@@ -466,8 +469,65 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             bench::shards::shards(&args.corpus, &settings, &store, scratch.path(), &plan)?;
         report.insert("shards".into(), serde_json::to_value(figures)?);
     }
+    if wants(Part::Replicas) {
+        let Some(store) = &args.store else {
+            bail!(
+                "the replicas part needs a Redis Cluster: --store URLS (scripts/redis-cluster.sh \
+                 start prints them), or leave it out with --only"
+            );
+        };
+        let store = tantivy_dedup::forest::redis::RedisAddress::parse(store)?;
+        let settings = dated_settings(&settings, &args.corpus);
+        let total = match args.limit {
+            Some(limit) => limit,
+            None => documents_in(&args.corpus)?,
+        };
+        let Some(documents) = total.checked_sub(args.replica_down_documents) else {
+            bail!(
+                "the replicas part loads --limit documents, of which the last \
+                 --replica-down-documents are written while a replica is down: {total} is fewer \
+                 than {}",
+                args.replica_down_documents
+            );
+        };
+        let plan = bench::replicas::ReplicasBench {
+            batch: args.http_batch,
+            documents,
+            written_while_down: args.replica_down_documents,
+        };
+        let figures =
+            bench::replicas::replicas(&args.corpus, &settings, &store, scratch.path(), &plan)?;
+        report.insert("replicas".into(), serde_json::to_value(figures)?);
+    }
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(ExitCode::SUCCESS)
+}
+
+/// `settings`, reading `published_at` from `date` when the corpus dates its articles so, so
+/// that every setup of a part that compares answers dates them alike.
+fn dated_settings(
+    settings: &tantivy_dedup::config::Config,
+    corpus: &std::path::Path,
+) -> tantivy_dedup::config::Config {
+    let mut settings = settings.clone();
+    if settings.fields.published_at.from.is_none() && corpus_dates_by("date", corpus) {
+        eprintln!(
+            "bench: the corpus dates its articles by `date`: read as published_at, so that every \
+             setup dates them alike"
+        );
+        settings.fields.published_at.from = Some("date".to_owned());
+    }
+    settings
+}
+
+/// The documents (lines) of a corpus.
+fn documents_in(corpus: &std::path::Path) -> anyhow::Result<usize> {
+    let mut lines = input::Lines::new(input::open(corpus)?);
+    let mut documents = 0;
+    while lines.next_line()?.is_some() {
+        documents += 1;
+    }
+    Ok(documents)
 }
 
 /// Whether the corpus's first article has the key `key` and no `published_at`.

@@ -2,6 +2,7 @@
 //! driver over the library.
 
 mod bench;
+mod copy;
 mod dedup;
 mod delete;
 mod eval;
@@ -95,6 +96,14 @@ enum Command {
     Delete(delete::DeleteArgs),
     /// Document, cluster and segment counts of an index.
     Stats(query::StatsArgs),
+    /// Copy a running replica's last commit into a new index directory, to start a new
+    /// replica of its shard from (`serve --shard I/N --replica NAME`); the sibling goes on
+    /// writing meanwhile, and the new replica then applies the shard's log from the commit
+    /// copied.
+    ///
+    /// Example: tantivy-dedup copy-replica --from http://127.0.0.1:7711 --replica c --index
+    /// shard-0-c
+    CopyReplica(copy::CopyReplicaArgs),
     /// Read every file of an index and report the damaged ones: each file's checksum, every
     /// stored document and fast field value, and the forest's replay.
     ///
@@ -148,11 +157,19 @@ struct StoreArgs {
     /// [default: in memory, rebuilt from the index on open]
     #[arg(long, value_name = "URLS")]
     store: Option<String>,
+    /// What every key in the store starts with, so that several deployments (or test runs)
+    /// can share one Redis Cluster: all processes of one deployment must say the same
+    #[arg(long, value_name = "PREFIX", default_value = "td:", requires = "store")]
+    store_prefix: String,
 }
 
 impl StoreArgs {
     fn address(&self) -> anyhow::Result<Option<RedisAddress>> {
-        Ok(self.store.as_deref().map(RedisAddress::parse).transpose()?)
+        let address = self.store.as_deref().map(RedisAddress::parse).transpose()?;
+        Ok(address.map(|address| RedisAddress {
+            prefix: self.store_prefix.clone(),
+            ..address
+        }))
     }
 
     /// The shared forest an index connects to, if any.
@@ -247,6 +264,7 @@ pub fn run() -> ExitCode {
         Command::NearDuplicates(args) => query::near_duplicates(args),
         Command::Delete(args) => delete::run(args),
         Command::Stats(args) => query::stats(args),
+        Command::CopyReplica(args) => copy::run(args),
         Command::Check(args) => query::check(args),
         Command::Dedup(args) => dedup::run(args),
         Command::Eval(args) => eval::run(args),

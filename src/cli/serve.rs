@@ -12,6 +12,7 @@ use tantivy_dedup::engine::{DedupIndex, ShardSpec, stored_settings};
 use tantivy_dedup::local_time::TimeZone;
 use tantivy_dedup::server::Server;
 use tantivy_dedup::server::coordinator::{self, Coordinator};
+use tantivy_dedup::server::replica::Replica;
 
 use super::{ConfigArgs, StoreArgs};
 
@@ -33,13 +34,23 @@ pub struct ServeArgs {
         conflicts_with = "coordinator"
     )]
     shard: Option<ShardSpec>,
+    /// With --shard: this replica's name. A shard is held by one or more replicas, each with
+    /// its own index and name, each applying the shard's log in the store; the coordinator
+    /// lists a shard's replicas joined by | (docs/scaling.md, "Replicas")
+    #[arg(long, value_name = "NAME", default_value = "main", requires = "shard")]
+    replica: String,
+    /// The most entries a shard's log keeps; a replica further behind must be rebuilt from a
+    /// copy of a sibling [default: [server] log_max_entries of --config, else 100000]
+    #[arg(long, value_name = "N", requires = "shard")]
+    log_max_entries: Option<u64>,
     /// Serve the public API and the web page over shard servers (--shards) instead of an
     /// index: places each document in the shared forest (--store), sends it to its story's
     /// shard, merges the shards' answers exactly. Holds no index (several may run)
     #[arg(long, requires_all = ["shards", "store"], conflicts_with = "index")]
     coordinator: bool,
-    /// The coordinator's shards, comma-separated, shard 0 first: their URLs
-    /// (http://127.0.0.1:7701,http://127.0.0.1:7702)
+    /// The coordinator's shards, comma-separated, shard 0 first: their URLs, and for a shard
+    /// with several replicas their URLs joined by | (quote it in a shell):
+    /// "http://127.0.0.1:7701|http://127.0.0.1:7711,http://127.0.0.1:7702|http://127.0.0.1:7712"
     #[arg(
         long,
         value_name = "URLS",
@@ -127,6 +138,9 @@ impl ServeArgs {
         }
         if let Some(documents) = flags.max_batch_documents {
             server.max_batch_documents = documents;
+        }
+        if let Some(entries) = flags.log_max_entries {
+            server.log_max_entries = entries;
         }
         if let Some(mib) = flags.queue_mib {
             server.queue_mib = mib;
@@ -256,7 +270,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         (None, _) => "replaying its forest".to_string(),
     };
     tracing::info!(index = %dir.display(), "opening the index ({forest})");
-    let index = match (args.shard, store) {
+    let index = match (args.shard, store.clone()) {
         (Some(shard), Some(store)) => {
             runtime.block_on(coordinator::check_shard_count(&store, shard.count))?;
             DedupIndex::open_or_create_shard(dir, config)?
@@ -284,9 +298,20 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         ms = recovery.elapsed.as_millis(),
         "index open"
     );
-    let server = match args.shard {
-        Some(shard) => Server::start_shard(index, server_config, shard)?,
-        None => Server::start(index, server_config)?,
+    let server = match (args.shard, store) {
+        (Some(shard), Some(store)) => {
+            let committed = index.log_position().map(str::to_owned);
+            let replica = runtime.block_on(Replica::connect(
+                &store,
+                shard,
+                &args.replica,
+                committed.as_deref(),
+                server_config.log_max_entries,
+            ))?;
+            tracing::info!(replica = %args.replica, applied = %replica.applied(), "applying the shard's log");
+            Server::start_replica(index, server_config, shard, replica)?
+        }
+        _ => Server::start(index, server_config)?,
     };
     runtime.block_on(async move {
         // On stdout, for people and for scripts that start the server on port 0.

@@ -476,6 +476,7 @@ impl DedupWriterBuilder {
             prunable: None,
             prune_tombstones: self.prune_tombstones,
             pruned_tombstones: 0,
+            log_position: None,
             layout: BlockLayout::new(self.config.max_distance)?,
             signer: Signer::new(&self.config),
             dedup: Deduplicator::new(self.config.clone())?,
@@ -632,6 +633,9 @@ pub struct DedupWriter {
     prunable: Option<PrunePlan>,
     /// Tombstones this writer pruned.
     pruned_tombstones: u64,
+    /// Where in an ordered log of writes the last change added came from
+    /// ([`set_log_position`](Self::set_log_position)); recorded by each commit.
+    log_position: Option<String>,
 }
 
 impl DedupWriter {
@@ -669,8 +673,9 @@ impl DedupWriter {
             .and_then(|mark| self.prune_plan(mark.tombstones.clone(), dedup.newest_time()));
         let replay_into =
             (!dedup.is_shared() && !self.placed_elsewhere).then(|| dedup.forest_mut());
-        let recorded_next =
-            recovery::recorded_next_sequence(self.last_commit()?.payload.as_deref());
+        let payload = self.last_commit()?.payload;
+        let recorded_next = recovery::recorded_next_sequence(payload.as_deref());
+        self.log_position = recovery::recorded_log_position(payload.as_deref());
         let replayed = recovery::replay(
             &self.reader.searcher(),
             replay_into,
@@ -1174,6 +1179,20 @@ impl DedupWriter {
         Ok(inserts.len() as u64)
     }
 
+    /// Records that the changes added so far come from an ordered log of writes up to
+    /// `position` (opaque here; a shard's replica gives its log's entry ids), so that the next
+    /// commit records it in its payload and a writer reopened at that commit says where to
+    /// resume ([`log_position`](Self::log_position)).
+    pub fn set_log_position(&mut self, position: String) {
+        self.log_position = Some(position);
+    }
+
+    /// The log position of the last change added ([`set_log_position`](Self::set_log_position)),
+    /// or after an open or a recovery, the last commit's; `None` when none was ever set.
+    pub fn log_position(&self) -> Option<&str> {
+        self.log_position.as_deref()
+    }
+
     /// Makes everything added and deleted so far durable (Tantivy's commit), without yet
     /// showing it to searchers ([`reload`](Self::reload) does). An `Err` leaves the last
     /// commit as it was.
@@ -1186,7 +1205,10 @@ impl DedupWriter {
         self.finish_checkpoint(false);
         let pruned = self.prune(writer);
         let mut commit = writer.prepare_commit().map_err(self.error())?;
-        commit.set_payload(&recovery::commit_payload(self.next_sequence));
+        commit.set_payload(&recovery::commit_payload(
+            self.next_sequence,
+            self.log_position.as_deref(),
+        ));
         let opstamp = commit.commit().map_err(self.error())?;
         self.uncommitted.clear();
         self.committed_sequence = self.next_sequence;

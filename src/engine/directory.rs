@@ -240,6 +240,100 @@ pub(crate) fn check_files(dir: &Path, index: &tantivy::Index) -> Result<()> {
     }
 }
 
+/// The files of an index's last commit, to copy the index while a writer goes on (a new
+/// replica of a shard starts from such a copy of a sibling's). While this is held, Tantivy
+/// deletes none of them: their segments stay alive in the index's inventory, which its
+/// garbage collection keeps. `meta.json` is written from the commit as it was loaded, so that
+/// a commit made meanwhile changes nothing in the copy.
+///
+/// ```
+/// use tantivy_dedup::config::Config;
+/// use tantivy_dedup::engine::{CommitFiles, DedupIndex};
+/// use tantivy_dedup::Article;
+///
+/// let dir = tempfile::tempdir()?;
+/// let mut index = DedupIndex::create(dir.path(), Config::default())?;
+/// let article = Article {
+///     id: "a".into(),
+///     content: "市气象台今天上午发布暴雨蓝色预警信号，预计未来六小时内全市将出现强降水。".into(),
+///     ..Default::default()
+/// };
+/// index.add_article(article)?;
+/// index.set_log_position("1764400000000-0".into());
+/// index.commit()?;
+/// let files = index.searcher().commit_files()?;
+/// // Written on while the copy is taken: the copy is of the commit it was taken at.
+/// index.set_log_position("1764400000001-0".into());
+/// index.commit()?;
+/// assert_eq!(files.log_position().as_deref(), Some("1764400000000-0"));
+/// assert!(files.files().iter().all(|file| files.dir().join(file).is_file()));
+/// assert_eq!(files.meta_json()?.0, CommitFiles::META_FILE);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct CommitFiles {
+    dir: PathBuf,
+    /// Keeps the segments alive; also what `meta.json` is written from.
+    metas: IndexMeta,
+    /// The files besides `meta.json`, relative to `dir`: the settings file and every
+    /// segment's.
+    files: Vec<PathBuf>,
+}
+
+impl CommitFiles {
+    /// The name of the file that makes a directory of these files an index (written last by
+    /// a copy, so that a copy cut short holds none).
+    pub const META_FILE: &'static str = META_FILE;
+
+    /// The last commit of `index`, in `dir`.
+    pub(crate) fn of(dir: &Path, index: &Index) -> Result<Self> {
+        // Held while the commit's files are listed, as `check_files` does.
+        let _meta_lock = index
+            .directory()
+            .acquire_lock(&tantivy::directory::META_LOCK)
+            .map_err(|error| index_error(dir, tantivy::TantivyError::LockFailure(error, None)))?;
+        let metas = index
+            .load_metas()
+            .map_err(|source| index_error(dir, source))?;
+        let mut files = vec![PathBuf::from(SETTINGS_FILE)];
+        files.extend(
+            segment_files(&metas)
+                .into_iter()
+                .flat_map(|(_, files)| files)
+                .filter(|file| dir.join(file).exists()),
+        );
+        Ok(CommitFiles {
+            dir: dir.to_owned(),
+            metas,
+            files,
+        })
+    }
+
+    /// The index directory they are in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The files to copy besides `meta.json`, relative to [`dir`](Self::dir).
+    pub fn files(&self) -> &[PathBuf] {
+        &self.files
+    }
+
+    /// The name and content of the commit's `meta.json`.
+    pub fn meta_json(&self) -> Result<(&'static str, Vec<u8>)> {
+        let json = serde_json::to_vec_pretty(&self.metas).map_err(|error| Error::Io {
+            path: self.dir.join(META_FILE),
+            source: io::Error::other(error),
+        })?;
+        Ok((META_FILE, json))
+    }
+
+    /// The log position the commit records, for an index that applies a log of writes
+    /// ([`DedupWriter::log_position`](crate::engine::DedupWriter::log_position)).
+    pub fn log_position(&self) -> Option<String> {
+        crate::engine::recovery::recorded_log_position(self.metas.payload.as_deref())
+    }
+}
+
 /// The file in an index directory that records the settings the index was created with.
 pub const SETTINGS_FILE: &str = "tantivy-dedup.toml";
 

@@ -56,7 +56,7 @@ pub use dedup_writer::{
     CheckpointReport, DEFAULT_CHECKPOINT_INSERTS, DedupDocument, DedupWriter, DedupWriterBuilder,
     DocumentPreparer, Placed, PreparedDocument,
 };
-pub use directory::{FOREST_DIR, SETTINGS_FILE, stored_settings};
+pub use directory::{CommitFiles, FOREST_DIR, SETTINGS_FILE, stored_settings};
 pub use facets::{
     DEFAULT_FACET_LIMIT, Dimension, FacetCollector, FacetCount, FacetFruit, FacetSegmentCollector,
     FacetValue, lay_out, most_frequent,

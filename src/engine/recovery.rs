@@ -96,18 +96,37 @@ pub(crate) fn open_checkpoint(
 }
 
 /// What a commit records in Tantivy's commit payload: the next free sequence number, which
-/// the documents alone may not tell once the newest inserts' tombstones were pruned.
-pub(crate) fn commit_payload(next_sequence: u64) -> String {
-    format!("{{\"{PAYLOAD_KEY}\":{next_sequence}}}")
+/// the documents alone may not tell once the newest inserts' tombstones were pruned; and, for
+/// an index that applies an ordered log of writes (a shard's replica), the position in that
+/// log of the last write the commit holds, where applying resumes after a restart.
+pub(crate) fn commit_payload(next_sequence: u64, log_position: Option<&str>) -> String {
+    let mut payload = serde_json::json!({ NEXT_SEQUENCE_KEY: next_sequence });
+    if let Some(position) = log_position {
+        payload[LOG_POSITION_KEY] = serde_json::Value::from(position);
+    }
+    payload.to_string()
 }
 
-/// The key of [`commit_payload`].
-const PAYLOAD_KEY: &str = "tantivy_dedup_next_sequence";
+/// The keys of [`commit_payload`].
+const NEXT_SEQUENCE_KEY: &str = "tantivy_dedup_next_sequence";
+const LOG_POSITION_KEY: &str = "tantivy_dedup_log_position";
+
+fn payload_value(payload: Option<&str>, key: &str) -> Option<serde_json::Value> {
+    let mut payload: serde_json::Value = serde_json::from_str(payload?).ok()?;
+    Some(payload.get_mut(key)?.take())
+}
 
 /// The next sequence number a commit's payload records, if it is one of ours.
 pub(crate) fn recorded_next_sequence(payload: Option<&str>) -> Option<u64> {
-    let payload: serde_json::Value = serde_json::from_str(payload?).ok()?;
-    payload.get(PAYLOAD_KEY)?.as_u64()
+    payload_value(payload, NEXT_SEQUENCE_KEY)?.as_u64()
+}
+
+/// The log position a commit's payload records, if it records one.
+pub(crate) fn recorded_log_position(payload: Option<&str>) -> Option<String> {
+    match payload_value(payload, LOG_POSITION_KEY)? {
+        serde_json::Value::String(position) => Some(position),
+        _ => None,
+    }
 }
 
 /// Loads the checkpoint of `dir` into `forest` (new and empty, its sketches in `dir`), if there

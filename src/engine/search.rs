@@ -30,7 +30,7 @@ use crate::engine::collapse::{
     ClusterNumbering, ClusterOrdinals, CollapseCollector, CollapsedCluster, NO_CLUSTER, Sort,
 };
 use crate::engine::deadline::DeadlineCollector;
-use crate::engine::directory::{self, index_error, open_tantivy, stored_settings};
+use crate::engine::directory::{self, CommitFiles, index_error, open_tantivy, stored_settings};
 use crate::engine::facets::{DEFAULT_FACET_LIMIT, Dimension, FacetCollector};
 use crate::engine::filter::Filter;
 use crate::engine::histogram::{HistogramWidth, Interval, TimeSpan};
@@ -633,6 +633,12 @@ impl DedupSearcher {
             .try_into()
             .map_err(|source| index_error(dir, source))?;
         Ok(Self::new(dir.to_owned(), index, reader, fields, config))
+    }
+
+    /// The files of the index's last commit, kept on disk while the answer is held: to copy
+    /// the index while it is written ([`CommitFiles`]).
+    pub fn commit_files(&self) -> Result<CommitFiles> {
+        CommitFiles::of(&self.shared.path, self.shared.reader.searcher().index())
     }
 
     /// The settings of the index.

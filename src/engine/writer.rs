@@ -579,6 +579,18 @@ impl DedupIndex {
         dedup.delete(writer, id)
     }
 
+    /// Records where in an ordered log of writes the changes added so far come from, for the
+    /// next commit's payload ([`DedupWriter::set_log_position`]).
+    pub fn set_log_position(&mut self, position: String) {
+        self.dedup.set_log_position(position);
+    }
+
+    /// The log position of the last change added, or after an open or a recovery, the last
+    /// commit's ([`DedupWriter::log_position`]).
+    pub fn log_position(&self) -> Option<&str> {
+        self.dedup.log_position()
+    }
+
     /// Makes everything added and deleted so far durable and visible to searchers, then
     /// applies the retention setting. Returns how many documents retention deleted.
     /// [`persist`](Self::persist) then [`publish`](Self::publish), for a caller that need not

@@ -224,6 +224,23 @@ impl From<redis::RedisError> for StoreError {
     }
 }
 
+/// A multiplexed async connection to the cluster of `address` (a coordinator's id directory,
+/// a shard's log), each command answered within `response_timeout` (a blocking read needs
+/// longer than it blocks).
+pub(crate) async fn cluster_connection(
+    address: &RedisAddress,
+    response_timeout: Duration,
+) -> redis::RedisResult<ClusterConnection> {
+    redis::cluster::ClusterClient::builder(address.nodes.clone())
+        .tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true))
+        .connection_timeout(Duration::from_secs(2))
+        .response_timeout(response_timeout)
+        .retries(3)
+        .build()?
+        .get_async_connection()
+        .await
+}
+
 /// Where a [`RedisStore`] connects, and its key prefix. Shown (`Display`, `Debug`) with any
 /// password hidden.
 #[derive(Clone, PartialEq, Eq)]

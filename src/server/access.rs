@@ -110,6 +110,9 @@ pub(crate) fn key_needed(method: &Method, path: &str) -> KeyNeeded {
     let reads = method == Method::GET || method == Method::HEAD;
     if OPEN_PATHS.contains(&path) || (reads && web::is_page(path)) {
         KeyNeeded::Open
+    } else if path.starts_with("/internal/") {
+        // A shard's routes for its coordinator, which holds the write key.
+        KeyNeeded::Write
     } else if reads
         || method == Method::OPTIONS
         || (method == Method::POST && path == "/v1/near-duplicates")

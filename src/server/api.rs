@@ -33,7 +33,7 @@ use crate::server::access;
 use crate::server::body::{BatchLimits, DocumentError, Refused, parse_document_with};
 use crate::server::error::{ApiError, ErrorBody, ErrorDetail, INDEX_DAMAGED};
 use crate::server::metrics::{Exposition, Metrics};
-use crate::server::writer::{Reservation, WriteError, WriterHandle};
+use crate::server::writer::{Pending, Reservation, WriteError, WriterHandle};
 use crate::{Decision, Error, Fingerprint, Reason};
 
 /// What every handler shares.
@@ -51,8 +51,10 @@ pub struct AppState {
     /// slower, and each holding its own collapse buffers.
     pub(crate) readers: tokio::sync::Semaphore,
     /// Which shard this server is, when it is one of an index split by story: it then takes
-    /// only placed documents, from its coordinator (`/internal/v1/documents`).
+    /// only placed documents, from its shard's log (`replica`).
     pub(crate) shard: Option<crate::engine::ShardSpec>,
+    /// The shard's replica this server is, applying the shard's log.
+    pub(crate) replica: Option<Arc<dyn ReplicaView>>,
     /// Whether a read has found the index damaged (a file that no longer reads as Tantivy
     /// wrote it): `/healthz` then answers 503 `index_damaged` until the server restarts on a
     /// restored index, so that a balancer sends reads elsewhere.
@@ -630,24 +632,70 @@ pub(crate) async fn write_batch(
     batch: PreparedBatch,
     reservation: Reservation,
 ) -> AppResult<WrittenBatch> {
-    let PreparedBatch {
-        prepared,
-        failed,
-        warnings,
-    } = batch;
-    state.metrics.count_rejected(failed.len() as u64);
-    let (positions, prepared): (Vec<usize>, Vec<_>) = prepared.into_iter().unzip();
-    let decisions = if prepared.is_empty() {
-        Vec::new()
-    } else {
-        state.writer.add(prepared, reservation).await?
-    };
-    Ok(WrittenBatch {
-        positions,
-        decisions,
-        failed,
-        warnings,
-    })
+    batch.queue(state, reservation, None)?.written().await
+}
+
+impl PreparedBatch {
+    /// Whether no document of the batch is to be written (every one was refused).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.prepared.is_empty()
+    }
+
+    /// Queues the batch's documents for the writer, after everything queued before them (with
+    /// `log_position`, as [`WriterHandle::queue_add`]).
+    pub(crate) fn queue(
+        self,
+        state: &AppState,
+        reservation: Reservation,
+        log_position: Option<String>,
+    ) -> AppResult<QueuedBatch> {
+        let PreparedBatch {
+            prepared,
+            failed,
+            warnings,
+        } = self;
+        state.metrics.count_rejected(failed.len() as u64);
+        let (positions, prepared): (Vec<usize>, Vec<_>) = prepared.into_iter().unzip();
+        let pending = if prepared.is_empty() {
+            None
+        } else {
+            Some(
+                state
+                    .writer
+                    .queue_add(prepared, reservation, log_position)?,
+            )
+        };
+        Ok(QueuedBatch {
+            positions,
+            pending,
+            failed,
+            warnings,
+        })
+    }
+}
+
+/// A batch's documents queued for the writer ([`PreparedBatch::queue`]).
+pub(crate) struct QueuedBatch {
+    positions: Vec<usize>,
+    pending: Option<Pending<Vec<Decision>>>,
+    failed: Vec<(usize, DocumentResult)>,
+    warnings: Vec<String>,
+}
+
+impl QueuedBatch {
+    /// Waits until the batch is committed.
+    pub(crate) async fn written(self) -> AppResult<WrittenBatch> {
+        let decisions = match self.pending {
+            Some(pending) => pending.committed().await?,
+            None => Vec::new(),
+        };
+        Ok(WrittenBatch {
+            positions: self.positions,
+            decisions,
+            failed: self.failed,
+            warnings: self.warnings,
+        })
+    }
 }
 
 /// The answer to a written batch: each document's outcome in order, with its cluster's size
@@ -1630,6 +1678,37 @@ pub(crate) async fn delete_document(
 
 // ---- service --------------------------------------------------------------------------------
 
+/// A shard's replica as its server's handlers see it (`serve --shard I/N --replica NAME`).
+pub(crate) trait ReplicaView: Send + Sync {
+    /// Its name, shard and position now.
+    fn status(&self) -> ReplicaStatus;
+}
+
+/// A replica's state: its own answer to its coordinators' health checks, and in a
+/// coordinator's `/v1/stats`, each replica as the coordinator sees it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ReplicaStatus {
+    /// Its name (`--replica`; absent: it has not answered this coordinator yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Its shard, `I/N`.
+    pub shard: String,
+    /// The last position of its shard's log it has committed (as last seen, on a
+    /// coordinator).
+    pub applied: String,
+    /// Where the coordinator reaches it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Whether it answered the coordinator's last health check or call (a replica that does
+    /// not gets no reads until it does and has caught up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthy: Option<bool>,
+    /// How far behind the newest write the coordinator had answered on its shard, by the
+    /// log's clock, milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub behind_ms: Option<u64>,
+}
+
 /// The answer of `/v1/stats`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct StatsResponse {
@@ -1649,6 +1728,10 @@ pub struct StatsResponse {
     /// Which shard this server is (`I/N`), when it is one (`serve --shard`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shard: Option<String>,
+    /// Which of the shard's replicas this server is, and how far it has applied the shard's
+    /// log, when it is one; on a coordinator, every shard's replicas as it sees them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub replicas: Vec<ReplicaStatus>,
     /// The index's time zone (`[index] time_zone`, e.g. `+08:00`): days and histogram buckets
     /// start at its midnights, and the web page shows times in it.
     pub time_zone: String,
@@ -1708,6 +1791,12 @@ pub(crate) async fn stats(State(state): State<Arc<AppState>>) -> AppResult<Json<
         recovery: state.recovery.clone(),
         uptime_seconds: state.started.elapsed().as_secs(),
         shard: state.shard.map(|shard| shard.to_string()),
+        #[cfg(feature = "redis")]
+        replicas: state
+            .replica
+            .iter()
+            .map(|replica| replica.status())
+            .collect(),
         time_zone: state.time_zone.to_string(),
     }))
 }

@@ -1,105 +1,20 @@
-//! A shard's internal routes, which its coordinator calls (`serve --shard I/N`; the write key
-//! when keys are set): documents already placed in the shared forest, and a list page's part
-//! with what an exact merge needs ([`ShardPage`]), scored by statistics of every shard.
+//! A shard's internal routes for reads, which its coordinator calls (`serve --shard I/N`; the
+//! write key when keys are set): a list page's part with what an exact merge needs
+//! ([`ShardPage`]), scored by statistics of every shard. (Its writes come from its log:
+//! `replica.rs`.)
 
 use std::sync::Arc;
 
 use axum::Json;
-use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
+use axum::http::StatusCode;
 use serde::Deserialize;
-use serde_json::value::RawValue;
 
 use crate::engine::{
-    DedupSearcher, HistogramWidth, Interval, Placed, SearchRequest, ShardPage, TermStatistics,
+    DedupSearcher, HistogramWidth, Interval, SearchRequest, ShardPage, TermStatistics,
 };
-use crate::server::api::{
-    AppResult, AppState, SearchParams, answer_batch, blocking, prepare_batch, receive_documents,
-    write_batch,
-};
+use crate::server::api::{AppResult, AppState, SearchParams};
 use crate::server::error::{ApiError, ErrorBody};
-
-/// One line of `/internal/v1/documents`: a document as its client sent it with where the
-/// coordinator placed it, or the id of a document that moved to another shard's story.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Line<'a> {
-    placed: Option<Placed>,
-    #[serde(borrow)]
-    document: Option<&'a RawValue>,
-    delete: Option<String>,
-}
-
-/// Index documents a coordinator placed (NDJSON of `{"placed", "document"}`), as `POST
-/// /v1/documents` does otherwise, then delete the documents that moved to another shard
-/// (lines `{"delete": id}`); the answer, once both are committed, is that of `POST
-/// /v1/documents` for the documents, so their clusters' sizes count the moves.
-#[utoipa::path(
-    post,
-    path = "/internal/v1/documents",
-    tag = "shards",
-    request_body(description = "NDJSON: per line `{\"placed\": {node, root, via, duplicate, \
-        time}, \"document\": {…}}`", content_type = "application/x-ndjson", content = String),
-    responses(
-        (status = 200, description = "Committed: each document's outcome in order",
-            body = crate::server::IngestResponse),
-        (status = 400, description = "A line is not a placed document", body = ErrorBody),
-        (status = 409, description = "This server is not a shard", body = ErrorBody),
-    ),
-)]
-pub(crate) async fn post_placed(
-    State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
-    body: Body,
-) -> AppResult<Response> {
-    not_a_shard(&state)?;
-    let (body, reservation) = receive_documents(&state, &headers, body).await?;
-    let prepare_state = state.clone();
-    let (batch, moved) = blocking(move || {
-        let mut documents = Vec::new();
-        let mut moved = Vec::new();
-        for (number, line) in body.split(|byte| *byte == b'\n').enumerate() {
-            if line.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            let invalid = |why: String| {
-                ApiError::bad_request(
-                    "invalid_body",
-                    format!(
-                        "line {}: neither a placed document nor a delete: {why}",
-                        number + 1
-                    ),
-                )
-            };
-            match serde_json::from_slice(line).map_err(|error| invalid(error.to_string()))? {
-                Line {
-                    placed: Some(placed),
-                    document: Some(document),
-                    delete: None,
-                } => documents.push((document.get().as_bytes(), Some(placed))),
-                Line {
-                    placed: None,
-                    document: None,
-                    delete: Some(id),
-                } => moved.push(id),
-                _ => {
-                    return Err(invalid(
-                        "expected {\"placed\", \"document\"} or {\"delete\"}".into(),
-                    ));
-                }
-            }
-        }
-        Ok((prepare_batch(&prepare_state, documents.into_iter()), moved))
-    })
-    .await?;
-    let written = write_batch(&state, batch, reservation).await?;
-    for id in moved {
-        state.writer.delete(id).await?;
-    }
-    answer_batch(&state, written).await
-}
 
 /// A list page's part: the query string of `/v1/search`, and the statistics to score by.
 #[derive(Deserialize, utoipa::ToSchema)]

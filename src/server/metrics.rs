@@ -42,6 +42,14 @@ struct ClosedLabels {
     reason: &'static str,
 }
 
+/// A shard's replica's labels: its shard (`I/N`) and its name (its URL on a coordinator that
+/// has not heard its name yet).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReplicaLabels {
+    shard: String,
+    replica: String,
+}
+
 /// The media type of OpenMetrics text, as a scraper names it in `Accept`.
 const OPENMETRICS_MEDIA_TYPE: &str = "application/openmetrics-text";
 
@@ -108,6 +116,9 @@ pub struct Metrics {
     index_documents: Gauge,
     index_clusters: Gauge,
     index_segments: Gauge,
+    replica_applied: Family<ReplicaLabels, Gauge>,
+    replica_behind: Family<ReplicaLabels, Gauge>,
+    replica_healthy: Family<ReplicaLabels, Gauge>,
 }
 
 /// Latency buckets from 0.1 ms to about 6.5 s.
@@ -166,6 +177,24 @@ impl Metrics {
             "checkpoint_failures",
             "Forest checkpoints that could not be saved (the previous one stays; a restart then replays more)",
             checkpoint_failures.clone(),
+        );
+        let replica_applied = Family::<ReplicaLabels, Gauge>::default();
+        registry.register(
+            "replica_applied_milliseconds",
+            "The last position of its shard's log a replica has committed, as the log's clock (Unix milliseconds), by shard and replica: a replica's own, or on a coordinator each replica's as last heard",
+            replica_applied.clone(),
+        );
+        let replica_behind = Family::<ReplicaLabels, Gauge>::default();
+        registry.register(
+            "replica_behind_milliseconds",
+            "On a coordinator: how far each replica is behind the newest write the coordinator answered on its shard, by the log's clock",
+            replica_behind.clone(),
+        );
+        let replica_healthy = Family::<ReplicaLabels, Gauge>::default();
+        registry.register(
+            "replica_healthy",
+            "On a coordinator: 1 when a replica answered its last health check or call, else 0 (it then gets no reads)",
+            replica_healthy.clone(),
         );
         let gauge = |registry: &mut Registry, name: &str, help: &str| {
             let gauge = Gauge::default();
@@ -233,6 +262,35 @@ impl Metrics {
             commit_latency,
             checkpoint_pause,
             checkpoint_failures,
+            replica_applied,
+            replica_behind,
+            replica_healthy,
+        }
+    }
+
+    /// Sets a shard's replica's position (the log's clock at the last entry it committed)
+    /// and, on a coordinator, how far behind and whether it answers.
+    pub fn set_replica(
+        &self,
+        (shard, replica): (&str, &str),
+        applied_millis: u64,
+        behind: Option<(u64, bool)>,
+    ) {
+        let labels = ReplicaLabels {
+            shard: shard.to_owned(),
+            replica: replica.to_owned(),
+        };
+        let gauge = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
+        self.replica_applied
+            .get_or_create(&labels)
+            .set(gauge(applied_millis));
+        if let Some((behind_ms, healthy)) = behind {
+            self.replica_behind
+                .get_or_create(&labels)
+                .set(gauge(behind_ms));
+            self.replica_healthy
+                .get_or_create(&labels)
+                .set(i64::from(healthy));
         }
     }
 

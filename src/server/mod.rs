@@ -32,6 +32,8 @@ mod error;
 mod internal;
 mod metrics;
 mod openapi;
+#[cfg(feature = "redis")]
+pub mod replica;
 mod web;
 mod writer;
 
@@ -47,7 +49,8 @@ use utoipa_axum::routes;
 pub use access::{MAX_HEADER_BYTES, MAX_URI_BYTES};
 pub use api::{
     ClusterInfo, DeleteResponse, DocumentResponse, DocumentResult, ForestSize, Health,
-    HealthStatus, IngestResponse, MEMORY_PER_BODY_BYTE, NearDuplicatesRequest, StatsResponse,
+    HealthStatus, IngestResponse, MEMORY_PER_BODY_BYTE, NearDuplicatesRequest, ReplicaStatus,
+    StatsResponse,
 };
 pub use body::{
     BatchLimits, BodyError, DocumentError, Refused, parse_batch, parse_batch_with, parse_document,
@@ -67,6 +70,9 @@ use crate::{Error, Result};
 pub struct Server {
     state: Arc<api::AppState>,
     writer: writer::WriterThread,
+    /// The shard's replica this server is, if it is one.
+    #[cfg(feature = "redis")]
+    replica: Option<Arc<replica::Replica>>,
 }
 
 impl Server {
@@ -76,12 +82,25 @@ impl Server {
         Self::start_with(index, config, None)
     }
 
-    /// [`start`](Self::start) for shard `shard` of an index split by story (an index opened
-    /// with [`DedupIndex::open_or_create_shard`]): the public writes are refused, and the
-    /// coordinator's internal routes (`/internal/v1/…`, write key) add its placed documents
-    /// and answer its list pages' parts.
-    pub fn start_shard(index: DedupIndex, config: ServerConfig, shard: ShardSpec) -> Result<Self> {
-        Self::start_with(index, config, Some(shard))
+    /// [`start`](Self::start) for `replica` of shard `shard` of an index split by story (an
+    /// index opened with [`DedupIndex::open_or_create_shard`]): the public writes are
+    /// refused; the shard's log, applied in order, brings its documents, and the
+    /// coordinator's internal routes (`/internal/v1/…`, write key) answer its list pages'
+    /// parts and its writes' outcomes.
+    #[cfg(feature = "redis")]
+    pub fn start_replica(
+        index: DedupIndex,
+        config: ServerConfig,
+        shard: ShardSpec,
+        replica: replica::Replica,
+    ) -> Result<Self> {
+        let mut server = Self::start_with(index, config, Some(shard))?;
+        let replica = Arc::new(replica);
+        if let Some(state) = Arc::get_mut(&mut server.state) {
+            state.replica = Some(replica.clone());
+        }
+        server.replica = Some(replica);
+        Ok(server)
     }
 
     fn start_with(
@@ -118,18 +137,44 @@ impl Server {
                 std::thread::available_parallelism().map_or(2, |cores| cores.get()),
             ),
             shard,
+            replica: None,
             damaged: std::sync::atomic::AtomicBool::new(false),
         });
-        Ok(Server { state, writer })
+        Ok(Server {
+            state,
+            writer,
+            #[cfg(feature = "redis")]
+            replica: None,
+        })
     }
 
     /// The API's routes ([`routes()`]), behind the access checks of a server bound to `bound`.
     fn router(&self, bound: std::net::SocketAddr) -> Result<Router> {
         let state = self.state.clone();
         let (routes, _document) = routes().split_for_parts();
+        let routes = routes.with_state(state.clone());
+        // A replica's own routes beside; it answers any request once it has applied what the
+        // request must see.
+        #[cfg(feature = "redis")]
+        let routes = match &self.replica {
+            Some(replica) => {
+                let (own, _document) = replica::routes().split_for_parts();
+                let own = own.with_state(replica::ReplicaState {
+                    app: state.clone(),
+                    replica: replica.clone(),
+                });
+                routes
+                    .merge(own)
+                    .route_layer(axum::middleware::from_fn_with_state(
+                        replica.clone(),
+                        replica::at_position,
+                    ))
+            }
+            None => routes,
+        };
         let metrics = state.metrics.clone();
         let config = state.config.clone();
-        finish_router(routes, state, metrics, &config, bound)
+        finish_router(routes, (), metrics, &config, bound)
     }
 
     /// Serves the API on `listener` until `shutdown` completes, then lets requests in flight
@@ -153,7 +198,17 @@ impl Server {
             writer.drain();
         };
         let metrics = self.state.metrics.clone();
+        #[cfg(feature = "redis")]
+        let follower = self
+            .replica
+            .clone()
+            .map(|replica| tokio::spawn(replica.follow(self.state.clone())));
         connections::serve(listener, router, &self.state.config, metrics, stopping).await;
+        // What it queued is committed below; the rest is applied again at the next start.
+        #[cfg(feature = "redis")]
+        if let Some(follower) = follower {
+            follower.abort();
+        }
         tracing::info!("stopping: committing what is queued");
         let writer = self.writer;
         let closed = tokio::task::spawn_blocking(move || writer.shutdown())
@@ -215,7 +270,6 @@ fn routes() -> OpenApiRouter<Arc<api::AppState>> {
         .routes(routes!(api::healthz))
         .routes(routes!(api::metrics))
         .routes(routes!(api::openapi_json))
-        .routes(routes!(internal::post_placed))
         .routes(routes!(internal::shard_page))
         .routes(routes!(internal::term_statistics))
         .routes(routes!(web::list_page))

@@ -59,6 +59,9 @@ pub fn openapi() -> Result<&'static str> {
 /// The document: the description and the routes, with the access rules.
 fn document() -> utoipa::openapi::OpenApi {
     let mut document = super::routes().into_openapi();
+    // A shard's replica's own routes, served beside the others on a replica.
+    #[cfg(feature = "redis")]
+    document.merge(super::replica::routes().into_openapi());
     describe_access(&mut document);
     document
 }

@@ -40,17 +40,26 @@ use crate::server::metrics::Metrics;
 /// What the writer is asked to do. Each write carries its queue reservation, given back when
 /// the job is dropped (done, refused, or never taken).
 enum Job {
-    /// Add prepared articles in order; the reply carries each one's decision.
+    /// Add prepared articles in order; the reply carries each one's decision. With a log
+    /// position, the changes so far come from a log up to it (see `LogPosition`).
     Add {
         articles: Vec<PreparedArticle>,
         reservation: Reservation,
+        log_position: Option<String>,
         reply: oneshot::Sender<Result<Vec<Decision>, WriteError>>,
     },
     /// Delete by id; the reply says whether there was such a document.
     Delete {
         id: String,
         reservation: Reservation,
+        log_position: Option<String>,
         reply: oneshot::Sender<Result<bool, WriteError>>,
+    },
+    /// Record that the changes queued before it come from an ordered log of writes up to
+    /// `position` (a replica's log); the reply comes with the commit that records it.
+    LogPosition {
+        position: String,
+        reply: oneshot::Sender<Result<(), WriteError>>,
     },
     /// Commit at once from now on (the server is stopping: requests in flight should not
     /// wait out the commit delay).
@@ -223,6 +232,21 @@ pub struct WriterHandle {
     shared: Arc<Shared>,
 }
 
+/// A job queued for the writer, whose answer comes once it is committed.
+pub struct Pending<T> {
+    answer: oneshot::Receiver<Result<T, WriteError>>,
+    shared: Arc<Shared>,
+}
+
+impl<T> Pending<T> {
+    /// Waits for the commit that makes the job durable; its result.
+    pub async fn committed(self) -> Result<T, WriteError> {
+        self.answer
+            .await
+            .unwrap_or_else(|_| Err(self.shared.lost()))
+    }
+}
+
 /// The writer thread, to be stopped when the server stops.
 pub struct WriterThread {
     sender: mpsc::Sender<Job>,
@@ -292,42 +316,70 @@ impl WriterHandle {
         Ok(reservation)
     }
 
-    /// Queues articles and waits until they are committed; their decisions in order.
-    pub async fn add(
+    /// Queues articles, to be added after everything queued before them; their decisions
+    /// come once they are committed ([`Pending::committed`]). With `log_position`, what is
+    /// queued up to them comes from an ordered log of writes up to that position, which the
+    /// commit that holds them records ([`queue_log_position`](Self::queue_log_position)).
+    pub fn queue_add(
         &self,
         articles: Vec<PreparedArticle>,
         mut reservation: Reservation,
-    ) -> Result<Vec<Decision>, WriteError> {
+        log_position: Option<String>,
+    ) -> Result<Pending<Vec<Decision>>, WriteError> {
         reservation.set_documents(articles.len() as u64);
-        self.request(|reply| Job::Add {
+        self.queue(|reply| Job::Add {
             articles,
             reservation,
+            log_position,
             reply,
         })
-        .await
     }
 
     /// Queues a delete and waits until it is committed; whether the document existed.
     pub async fn delete(&self, id: String) -> Result<bool, WriteError> {
-        let reservation = self.reserve(id.len())?;
-        self.request(|reply| Job::Delete {
-            id,
-            reservation,
-            reply,
-        })
-        .await
+        self.queue_delete(id, None)?.committed().await
     }
 
-    /// Sends the job `make` builds around a reply channel, and waits for the reply.
-    async fn request<T>(
+    /// Queues a delete after everything queued before it; whether the document existed
+    /// comes once it is committed. `log_position` as for [`queue_add`](Self::queue_add).
+    pub fn queue_delete(
+        &self,
+        id: String,
+        log_position: Option<String>,
+    ) -> Result<Pending<bool>, WriteError> {
+        let reservation = self.reserve(id.len())?;
+        self.queue(|reply| Job::Delete {
+            id,
+            reservation,
+            log_position,
+            reply,
+        })
+    }
+
+    /// Queues the record that everything queued before it comes from an ordered log of
+    /// writes up to `position`; answered once a commit holds it in its payload
+    /// ([`DedupIndex::log_position`] after a reopen). (A position that comes with the last
+    /// change of its entry, [`queue_add`](Self::queue_add)'s, is committed with it; this one
+    /// is for an entry that changes nothing.)
+    pub fn queue_log_position(&self, position: String) -> Result<Pending<()>, WriteError> {
+        self.takes_work()?;
+        self.queue(|reply| Job::LogPosition { position, reply })
+    }
+
+    /// Sends the job `make` builds around a reply channel; its reply comes through the
+    /// [`Pending`].
+    fn queue<T>(
         &self,
         make: impl FnOnce(oneshot::Sender<Result<T, WriteError>>) -> Job,
-    ) -> Result<T, WriteError> {
+    ) -> Result<Pending<T>, WriteError> {
         let (reply, answer) = oneshot::channel();
         self.send(make(reply))?;
         // A write was taken: the queue takes writes again.
         self.shared.refused_needing.store(0, Ordering::SeqCst);
-        answer.await.unwrap_or_else(|_| Err(self.shared.lost()))
+        Ok(Pending {
+            answer,
+            shared: self.shared.clone(),
+        })
     }
 
     /// Whether the writer takes work, and if not, why.
@@ -396,6 +448,7 @@ enum Waiting {
         Vec<Decision>,
     ),
     Delete(oneshot::Sender<Result<bool, WriteError>>, bool),
+    LogPosition(oneshot::Sender<Result<(), WriteError>>),
 }
 
 impl Waiting {
@@ -407,6 +460,12 @@ impl Waiting {
             }
             (Waiting::Delete(reply, deleted), None) => {
                 let _ = reply.send(Ok(deleted));
+            }
+            (Waiting::LogPosition(reply), None) => {
+                let _ = reply.send(Ok(()));
+            }
+            (Waiting::LogPosition(reply), Some(error)) => {
+                let _ = reply.send(Err(error.clone()));
             }
             (Waiting::Add(reply, _), Some(error)) => {
                 let _ = reply.send(Err(error.clone()));
@@ -495,6 +554,7 @@ impl Writer {
             Job::Add {
                 articles,
                 reservation,
+                log_position,
                 reply,
             } => {
                 let _queued = reservation;
@@ -509,6 +569,9 @@ impl Writer {
                 match added {
                     Ok(decisions) => {
                         self.shared.metrics.count_decisions(&decisions);
+                        if let Some(position) = log_position {
+                            self.index.set_log_position(position);
+                        }
                         self.waiting.push(Waiting::Add(reply, decisions));
                     }
                     // The articles of the batch added before the failure are dropped with the
@@ -522,6 +585,7 @@ impl Writer {
             Job::Delete {
                 id,
                 reservation,
+                log_position,
                 reply,
             } => {
                 let _queued = reservation;
@@ -530,11 +594,24 @@ impl Writer {
                     return;
                 }
                 match self.index.delete(&id) {
-                    Ok(deleted) => self.waiting.push(Waiting::Delete(reply, deleted)),
+                    Ok(deleted) => {
+                        if let Some(position) = log_position {
+                            self.index.set_log_position(position);
+                        }
+                        self.waiting.push(Waiting::Delete(reply, deleted));
+                    }
                     Err(error) => {
                         let _ = reply.send(Err(self.fail_unless_store(error)));
                     }
                 }
+            }
+            Job::LogPosition { position, reply } => {
+                if self.recovery.is_some() {
+                    let _ = reply.send(Err(self.shared.lost()));
+                    return;
+                }
+                self.index.set_log_position(position);
+                self.waiting.push(Waiting::LogPosition(reply));
             }
             Job::Drain | Job::Shutdown => {}
         }

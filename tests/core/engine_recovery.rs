@@ -759,3 +759,43 @@ fn a_run_with_another_window_leaves_the_checkpoint_of_the_index_settings() {
     let index = DedupIndex::open(&path).unwrap();
     assert!(index.recovery().checkpoint_sequence.is_some());
 }
+
+#[test]
+fn a_commit_records_the_log_position_of_what_it_holds() {
+    // A shard's replica resumes its log after the position its last commit records: a
+    // position set after the last commit is lost with the changes it came with, and one
+    // committed survives a reopen, and a checkpoint's, and the index's copy.
+    let steps = workload(4, 60);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("replica");
+    let mut index = DedupIndex::create(&path, checkpointing_every(10)).unwrap();
+    assert_eq!(index.log_position(), None);
+    run(&mut index, &steps[..30]);
+    index.set_log_position("1764400000000-7".to_owned());
+    index.commit().unwrap();
+    run(&mut index, &steps[30..]);
+    index.set_log_position("1764400000009-0".to_owned());
+    assert_eq!(index.log_position(), Some("1764400000009-0"));
+    let copied = index.searcher().commit_files().unwrap();
+    assert_eq!(copied.log_position().as_deref(), Some("1764400000000-7"));
+    drop(index); // no commit: as if the process died here
+    let index = DedupIndex::open(&path).unwrap();
+    assert_eq!(index.log_position(), Some("1764400000000-7"));
+    // What a copy takes: the settings, every segment's files, then meta.json of that commit.
+    let files = copied.files();
+    assert!(
+        files
+            .iter()
+            .any(|file| file.ends_with("tantivy-dedup.toml"))
+    );
+    assert!(files.iter().all(|file| path.join(file).is_file()));
+    let (name, meta) = copied.meta_json().unwrap();
+    assert_eq!(name, "meta.json");
+    let meta: serde_json::Value = serde_json::from_slice(&meta).unwrap();
+    assert!(
+        meta["payload"]
+            .as_str()
+            .unwrap()
+            .contains("1764400000000-7")
+    );
+}

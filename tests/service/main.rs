@@ -17,6 +17,7 @@ mod full_disk;
 mod metrics_scrape;
 mod redis_cluster;
 mod redis_cluster_smoke;
+mod replicas;
 mod required_programs;
 mod resends;
 mod search_platform;

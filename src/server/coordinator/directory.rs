@@ -69,13 +69,10 @@ fn store_error(error: redis::RedisError) -> Error {
 impl IdDirectory {
     /// Connects to the cluster of `address`.
     pub(crate) async fn connect(address: &RedisAddress) -> Result<Self> {
-        let client = redis::cluster::ClusterClient::builder(address.nodes.clone())
-            .connection_timeout(std::time::Duration::from_secs(2))
-            .response_timeout(std::time::Duration::from_secs(5))
-            .retries(3)
-            .build()
-            .map_err(store_error)?;
-        let connection = client.get_async_connection().await.map_err(store_error)?;
+        let connection =
+            crate::forest::redis::cluster_connection(address, std::time::Duration::from_secs(5))
+                .await
+                .map_err(store_error)?;
         Ok(IdDirectory {
             connection,
             prefix: address.prefix.clone(),

@@ -38,6 +38,8 @@ use crate::server::metrics::Metrics;
 use crate::server::{api, connections, finish_router, web};
 use crate::{Error, Result};
 
+use crate::server::api::ReplicaStatus;
+use crate::server::replica::{LogPosition, ShardLog};
 use directory::IdDirectory;
 use shards::Shards;
 
@@ -52,6 +54,9 @@ pub(crate) struct CoordinatorState {
     config: Config,
     server: ServerConfig,
     shards: Shards,
+    /// Each shard's log, shard 0 first: a write is appended there and applied by the shard's
+    /// replicas.
+    logs: Vec<ShardLog>,
     directory: IdDirectory,
     /// The shared forest, through `server.inserts_in_flight` connections of this process:
     /// placing is one batch at a time, several of its documents in flight.
@@ -112,6 +117,7 @@ impl Coordinator {
         check_order(&shards).await?;
         let directory = IdDirectory::connect(store).await?;
         directory.check_shard_count(shards.count()).await?;
+        let logs = ShardLog::connect_all(store, shards.count()).await?;
         let dedup = config.dedup.clone();
         let address = store.clone();
         let connections = server.inserts_in_flight;
@@ -126,20 +132,21 @@ impl Coordinator {
         })
         .await
         .map_err(|error| Error::Server(format!("connecting to the store: {error}")))??;
-        Ok(Coordinator {
-            state: Arc::new(CoordinatorState {
-                signer: Signer::new(&config.dedup),
-                config,
-                server,
-                shards,
-                directory,
-                placer: Arc::new(Mutex::new(placer)),
-                writing: tokio::sync::Mutex::new(()),
-                metrics: Arc::new(Metrics::new()),
-                read_timeout,
-                started: Instant::now(),
-            }),
-        })
+        let state = Arc::new(CoordinatorState {
+            signer: Signer::new(&config.dedup),
+            config,
+            server,
+            shards,
+            logs,
+            directory,
+            placer: Arc::new(Mutex::new(placer)),
+            writing: tokio::sync::Mutex::new(()),
+            metrics: Arc::new(Metrics::new()),
+            read_timeout,
+            started: Instant::now(),
+        });
+        tokio::spawn(watch_health(Arc::downgrade(&state)));
+        Ok(Coordinator { state })
     }
 
     /// The public API's routes over the shards, served as one server serves them.
@@ -186,42 +193,67 @@ impl Coordinator {
     }
 }
 
-/// Checks that each shard that answers is the shard `--shards` lists it as: a list out of
-/// order would send stories to shards that do not own them. A shard that does not answer yet
-/// is only reported (it may start later).
+/// How often the coordinator asks every replica how far it has applied its log.
+const HEALTH_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Checks the replicas' health every [`HEALTH_INTERVAL`] for as long as the coordinator runs.
+async fn watch_health(state: std::sync::Weak<CoordinatorState>) {
+    loop {
+        tokio::time::sleep(HEALTH_INTERVAL).await;
+        let Some(state) = state.upgrade() else {
+            return;
+        };
+        state.shards.check_health().await;
+        for replica in state.shards.statuses() {
+            let name = replica.name.as_deref().or(replica.url.as_deref());
+            let applied = replica.applied.parse::<LogPosition>().unwrap_or_default();
+            let behind = replica.behind_ms.zip(replica.healthy);
+            let labels = (replica.shard.as_str(), name.unwrap_or_default());
+            state.metrics.set_replica(labels, applied.millis(), behind);
+        }
+    }
+}
+
+/// Checks that each replica that answers is of the shard `--shards` lists it under: a list
+/// out of order would send stories to shards that do not own them. A replica that does not
+/// answer yet is only reported (it may start later).
 async fn check_order(shards: &Shards) -> Result<()> {
     let count = shards.count();
     for index in 0..count {
-        let asked = shards
-            .call(
-                index,
-                Method::GET,
-                "/v1/stats",
-                None,
-                Duration::from_secs(2),
-            )
-            .await;
-        let answer = match asked {
-            Ok(answer) => answer,
-            Err(error) => {
-                tracing::warn!(%error, "a shard did not answer at start; it is checked by its answers from now on");
-                continue;
-            }
-        };
-        let says = serde_json::from_slice::<serde_json::Value>(&answer.body)
-            .ok()
-            .and_then(|stats| Some(stats.get("shard")?.as_str()?.to_owned()));
-        let expected = ShardSpec { index, count }.to_string();
-        if says.as_deref() != Some(expected.as_str()) {
-            return Err(Error::Config(format!(
-                "--shards lists {} as shard {expected}, but it says it is {}: list every shard \
-                 in order, shard 0 first, each started with --shard I/{count}",
-                shards.url(index),
-                says.map_or_else(
-                    || "not a shard".to_owned(),
-                    |shard| format!("shard {shard}")
+        for replica in 0..shards.replica_count(index) {
+            let asked = shards
+                .call_replica(
+                    (index, replica),
+                    Method::GET,
+                    "/internal/v1/replica",
+                    None,
+                    Duration::from_secs(2),
+                    None,
                 )
-            )));
+                .await;
+            let answer = match asked {
+                Ok(answer) => answer,
+                Err(error) => {
+                    tracing::warn!(%error, "a replica did not answer at start; it is checked by its answers from now on");
+                    continue;
+                }
+            };
+            let says = serde_json::from_slice::<ReplicaStatus>(&answer.body)
+                .ok()
+                .map(|status| status.shard);
+            let expected = ShardSpec { index, count }.to_string();
+            if says.as_deref() != Some(expected.as_str()) {
+                return Err(Error::Config(format!(
+                    "--shards lists {} as a replica of shard {expected}, but it says it is {}: \
+                     list every shard in order, shard 0 first (its replicas joined by |), each \
+                     started with --shard I/{count}",
+                    shards.describe(index),
+                    says.map_or_else(
+                        || "no shard's replica".to_owned(),
+                        |shard| format!("of shard {shard}")
+                    )
+                )));
+            }
         }
     }
     Ok(())

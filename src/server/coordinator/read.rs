@@ -41,7 +41,7 @@ async fn fan_out(
         let body = body.clone();
         calls.spawn(async move {
             let timeout = state.read_timeout;
-            let answer = state.shards.call(shard, method, &path, body, timeout).await;
+            let answer = state.shards.read(shard, method, &path, body, timeout).await;
             (shard, answer)
         });
     }
@@ -59,7 +59,7 @@ async fn fan_out(
             answer.unwrap_or_else(|| {
                 Err(Unavailable {
                     shard,
-                    url: state.shards.url(shard).to_owned(),
+                    url: state.shards.describe(shard),
                     reason: "was not asked (a task failed)".to_owned(),
                 })
             })
@@ -128,7 +128,7 @@ async fn list_page(state: &Arc<CoordinatorState>, query: String) -> AppResult<Re
         // One shard holds every story: its own answer is the index's.
         let answer = state
             .shards
-            .call(
+            .read(
                 0,
                 Method::GET,
                 &format!("/v1/search?{query}"),
@@ -265,7 +265,7 @@ async fn forward(state: &CoordinatorState, shard: usize, uri: &Uri) -> AppResult
         .map_or_else(|| uri.path().to_owned(), |path| path.as_str().to_owned());
     let answer = state
         .shards
-        .call(shard, Method::GET, &path, None, state.read_timeout)
+        .read(shard, Method::GET, &path, None, state.read_timeout)
         .await
         .map_err(|error| shard_unavailable(&error))?;
     Ok(relay(answer))
@@ -370,6 +370,7 @@ pub(super) async fn stats(State(state): State<Arc<CoordinatorState>>) -> AppResu
         recovery: Default::default(),
         uptime_seconds: state.started.elapsed().as_secs(),
         shard: None,
+        replicas: state.shards.statuses(),
         time_zone: state.config.index.time_zone.to_string(),
     })
     .into_response())

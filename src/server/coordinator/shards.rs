@@ -1,6 +1,10 @@
-//! How a coordinator reaches its shards: HTTP/1.1 over pooled keep-alive connections, each
-//! call bounded by a timeout, an unreachable or slow shard an error that names it.
+//! How a coordinator reaches its shards' replicas: HTTP/1.1 over pooled keep-alive
+//! connections, each call bounded by a timeout; a read from a replica that has applied this
+//! coordinator's writes, passed to a sibling when one fails; a write's answer from the first
+//! replica that applies it; an unreachable or slow shard an error that names it.
 
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::body::Bytes;
@@ -11,8 +15,14 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+
 use crate::config::Secret;
+use crate::engine::ShardSpec;
+use crate::server::api::ReplicaStatus;
 use crate::server::error::ApiError;
+use crate::server::replica::{LOG_AFTER_HEADER, LogPosition};
 use crate::{Error, Result};
 
 /// One shard's answer: its status and body.
@@ -35,37 +45,67 @@ pub(crate) struct Unavailable {
 }
 
 /// The shards of an index split by story, in shard order (`--shards URL,…`: the first is
-/// shard 0).
+/// shard 0), each held by one or more replicas (`URL|URL`).
 pub(crate) struct Shards {
-    urls: Vec<String>,
+    shards: Vec<ShardReplicas>,
     client: Client<HttpConnector, Full<Bytes>>,
     /// The `Authorization` header the shards' internal routes need (the write key).
     authorization: Option<HeaderValue>,
 }
 
+/// One shard's replicas, as this coordinator sees them.
+struct ShardReplicas {
+    replicas: Vec<ReplicaLink>,
+    /// The newest position of the shard's log whose write this coordinator has answered:
+    /// reads go to replicas that have applied it, so that a client reads its own writes.
+    answered: Mutex<LogPosition>,
+    /// Where the next read starts looking, so that reads spread over the replicas.
+    next: AtomicUsize,
+}
+
+/// One replica as this coordinator sees it.
+struct ReplicaLink {
+    url: String,
+    /// Whether it answered the last health check or call.
+    healthy: AtomicBool,
+    /// What it said last: its name and the last position it committed.
+    seen: Mutex<(Option<String>, LogPosition)>,
+}
+
+impl ReplicaLink {
+    fn applied(&self) -> LogPosition {
+        self.seen.lock().map_or(LogPosition::START, |seen| seen.1)
+    }
+
+    fn raise(&self, position: LogPosition) {
+        if let Ok(mut seen) = self.seen.lock() {
+            seen.1 = seen.1.max(position);
+        }
+    }
+}
+
+/// How long a health check waits for a replica.
+const HEALTH_TIMEOUT: Duration = Duration::from_secs(1);
+
 impl Shards {
-    /// The shards at `urls` (`http://host:port`, no path), called with `key`.
-    pub(crate) fn new(urls: &[String], key: Option<&Secret>) -> Result<Self> {
-        let mut checked = Vec::with_capacity(urls.len());
-        for url in urls {
-            let url = url.trim().trim_end_matches('/');
-            let parsed: Uri = url.parse().map_err(|_| {
-                Error::Config(format!(
-                    "--shards: {url:?} is not a URL such as http://127.0.0.1:7701"
-                ))
-            })?;
-            if parsed.scheme_str() != Some("http")
-                || parsed.host().is_none()
-                || parsed
-                    .path_and_query()
-                    .is_some_and(|path| path.as_str() != "/")
-            {
-                return Err(Error::Config(format!(
-                    "--shards: {url:?} is not a shard's address such as http://127.0.0.1:7701 \
-                     (plain HTTP, no path)"
-                )));
+    /// The shards at `shards`, each one replica's URL (`http://host:port`, no path) or
+    /// several joined by `|`, called with `key`.
+    pub(crate) fn new(shards: &[String], key: Option<&Secret>) -> Result<Self> {
+        let mut checked = Vec::with_capacity(shards.len());
+        for shard in shards {
+            let mut replicas = Vec::new();
+            for url in shard.split('|') {
+                replicas.push(ReplicaLink {
+                    url: checked_url(url)?,
+                    healthy: AtomicBool::new(true),
+                    seen: Mutex::new((None, LogPosition::START)),
+                });
             }
-            checked.push(url.to_owned());
+            checked.push(ShardReplicas {
+                replicas,
+                answered: Mutex::new(LogPosition::START),
+                next: AtomicUsize::new(0),
+            });
         }
         if checked.is_empty() {
             return Err(Error::Config(
@@ -84,7 +124,7 @@ impl Shards {
             .pool_idle_timeout(Duration::from_secs(30))
             .build(connector);
         Ok(Shards {
-            urls: checked,
+            shards: checked,
             client,
             authorization,
         })
@@ -92,34 +132,50 @@ impl Shards {
 
     /// How many shards there are.
     pub(crate) fn count(&self) -> usize {
-        self.urls.len()
+        self.shards.len()
     }
 
-    /// Shard `shard`'s URL.
-    pub(crate) fn url(&self, shard: usize) -> &str {
-        &self.urls[shard]
+    /// How many replicas shard `shard` has.
+    pub(crate) fn replica_count(&self, shard: usize) -> usize {
+        self.shards[shard].replicas.len()
     }
 
-    /// Calls `path_and_query` on shard `shard` with `body` (JSON or NDJSON by
-    /// `content_type`), waiting at most `timeout`.
-    pub(crate) async fn call(
+    /// Shard `shard`'s replicas' URLs, for messages.
+    pub(crate) fn describe(&self, shard: usize) -> String {
+        let urls: Vec<&str> = self.shards[shard]
+            .replicas
+            .iter()
+            .map(|replica| replica.url.as_str())
+            .collect();
+        urls.join("|")
+    }
+
+    /// Calls `path_and_query` on replica `replica` of shard `shard` with `body` (JSON or
+    /// NDJSON by `content_type`), waiting at most `timeout`; with `after`, the replica answers
+    /// once it has applied that position of its log.
+    pub(crate) async fn call_replica(
         &self,
-        shard: usize,
+        (shard, replica): (usize, usize),
         method: Method,
         path_and_query: &str,
         body: Option<(Bytes, &'static str)>,
         timeout: Duration,
+        after: Option<LogPosition>,
     ) -> std::result::Result<Answer, Unavailable> {
+        let url = &self.shards[shard].replicas[replica].url;
         let unavailable = |reason: String| Unavailable {
             shard,
-            url: self.urls[shard].clone(),
+            url: url.clone(),
             reason,
         };
         let mut request = Request::builder()
             .method(method)
-            .uri(format!("{}{path_and_query}", self.urls[shard]));
+            .uri(format!("{url}{path_and_query}"));
         if let Some(authorization) = &self.authorization {
             request = request.header(header::AUTHORIZATION, authorization.clone());
+        }
+        if let Some(after) = after.filter(|after| *after > LogPosition::START) {
+            request = request.header(LOG_AFTER_HEADER, after.to_string());
         }
         let (bytes, content_type) = body.unwrap_or_default();
         if !content_type.is_empty() {
@@ -148,6 +204,220 @@ impl Shards {
             ))),
         }
     }
+
+    /// A read of shard `shard`, from one of its replicas: first those that answer and have
+    /// applied every write this coordinator answered on the shard (in turn, to spread the
+    /// reads), then those behind (which wait a moment for it), then those that did not
+    /// answer last time; each that fails is passed over for the next.
+    pub(crate) async fn read(
+        &self,
+        shard: usize,
+        method: Method,
+        path_and_query: &str,
+        body: Option<(Bytes, &'static str)>,
+        timeout: Duration,
+    ) -> std::result::Result<Answer, Unavailable> {
+        let group = &self.shards[shard];
+        let floor = group
+            .answered
+            .lock()
+            .map_or(LogPosition::START, |floor| *floor);
+        let count = group.replicas.len();
+        let first = group.next.fetch_add(1, Ordering::Relaxed) % count;
+        let mut order: Vec<usize> = (0..count).map(|turn| (first + turn) % count).collect();
+        order.sort_by_key(|&replica| {
+            let link = &group.replicas[replica];
+            (
+                !link.healthy.load(Ordering::Relaxed),
+                link.applied() < floor,
+            )
+        });
+        let mut failures = Vec::new();
+        for replica in order {
+            let link = &group.replicas[replica];
+            let asked = (shard, replica);
+            let call = self.call_replica(
+                asked,
+                method.clone(),
+                path_and_query,
+                body.clone(),
+                timeout,
+                Some(floor),
+            );
+            match call.await {
+                Ok(answer) => {
+                    link.healthy.store(true, Ordering::Relaxed);
+                    link.raise(floor);
+                    return Ok(answer);
+                }
+                Err(error) => {
+                    link.healthy.store(false, Ordering::Relaxed);
+                    failures.push(error);
+                }
+            }
+        }
+        Err(all_failed(shard, failures))
+    }
+
+    /// Waits for the answer to entry `position` of shard `shard`'s log from whichever of its
+    /// replicas applies it first.
+    pub(crate) async fn applied(
+        &self,
+        shard: usize,
+        position: LogPosition,
+        timeout: Duration,
+    ) -> std::result::Result<Answer, Unavailable> {
+        let path = format!("/internal/v1/log/{position}");
+        let mut calls: FuturesUnordered<_> = (0..self.replica_count(shard))
+            .map(|replica| {
+                let path = path.clone();
+                async move {
+                    let asked = (shard, replica);
+                    let answer = self.call_replica(asked, Method::GET, &path, None, timeout, None);
+                    (replica, answer.await)
+                }
+            })
+            .collect();
+        let group = &self.shards[shard];
+        let mut failures = Vec::new();
+        while let Some((replica, answer)) = calls.next().await {
+            let link = &group.replicas[replica];
+            match answer {
+                // Applied before it last started: a sibling may still have the answer.
+                Ok(answer) if answer.status == StatusCode::GONE => {
+                    failures.push(Unavailable {
+                        shard,
+                        url: link.url.clone(),
+                        reason: String::from_utf8_lossy(&answer.body).trim().to_owned(),
+                    });
+                }
+                Ok(answer) => {
+                    link.healthy.store(true, Ordering::Relaxed);
+                    link.raise(position);
+                    if let Ok(mut answered) = group.answered.lock() {
+                        *answered = (*answered).max(position);
+                    }
+                    return Ok(answer);
+                }
+                Err(error) => failures.push(error),
+            }
+        }
+        Err(all_failed(shard, failures))
+    }
+
+    /// Asks every replica how far it has applied its log; one that does not answer gets no
+    /// reads until it does.
+    pub(crate) async fn check_health(&self) {
+        let mut checks: FuturesUnordered<_> = self
+            .shards
+            .iter()
+            .enumerate()
+            .flat_map(|(shard, group)| {
+                (0..group.replicas.len()).map(move |replica| (shard, replica))
+            })
+            .map(|asked| async move {
+                let answer = self
+                    .call_replica(
+                        asked,
+                        Method::GET,
+                        "/internal/v1/replica",
+                        None,
+                        HEALTH_TIMEOUT,
+                        None,
+                    )
+                    .await;
+                (asked, answer)
+            })
+            .collect();
+        while let Some(((shard, replica), answer)) = checks.next().await {
+            let link = &self.shards[shard].replicas[replica];
+            let status = answer
+                .ok()
+                .filter(|answer| answer.status == StatusCode::OK)
+                .and_then(|answer| serde_json::from_slice::<ReplicaStatus>(&answer.body).ok());
+            match status.and_then(|status| Some((status.name, status.applied.parse().ok()?))) {
+                Some((name, applied)) => {
+                    if let Ok(mut seen) = link.seen.lock() {
+                        *seen = (name, applied);
+                    }
+                    link.healthy.store(true, Ordering::Relaxed);
+                }
+                None => link.healthy.store(false, Ordering::Relaxed),
+            }
+        }
+    }
+
+    /// Every replica as this coordinator sees it, shard 0 first.
+    pub(crate) fn statuses(&self) -> Vec<ReplicaStatus> {
+        let count = self.count();
+        let mut statuses = Vec::new();
+        for (index, group) in self.shards.iter().enumerate() {
+            let floor = group
+                .answered
+                .lock()
+                .map_or(LogPosition::START, |floor| *floor);
+            for link in &group.replicas {
+                let (name, applied) = link
+                    .seen
+                    .lock()
+                    .map_or((None, LogPosition::START), |seen| seen.clone());
+                statuses.push(ReplicaStatus {
+                    name,
+                    shard: ShardSpec { index, count }.to_string(),
+                    applied: applied.to_string(),
+                    url: Some(link.url.clone()),
+                    healthy: Some(link.healthy.load(Ordering::Relaxed)),
+                    behind_ms: Some(floor.millis().saturating_sub(applied.millis())),
+                });
+            }
+        }
+        statuses
+    }
+}
+
+/// The error of a shard none of whose replicas answered: each one's reason.
+fn all_failed(shard: usize, failures: Vec<Unavailable>) -> Unavailable {
+    if failures.len() == 1 {
+        return failures
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| unreachable!());
+    }
+    let urls: Vec<&str> = failures
+        .iter()
+        .map(|failure| failure.url.as_str())
+        .collect();
+    let reasons: Vec<String> = failures
+        .iter()
+        .map(|failure| format!("{} {}", failure.url, failure.reason))
+        .collect();
+    Unavailable {
+        shard,
+        url: urls.join("|"),
+        reason: format!("has no replica that answered: {}", reasons.join("; ")),
+    }
+}
+
+/// A replica's URL, checked: `http://host:port`, no path.
+fn checked_url(url: &str) -> Result<String> {
+    let url = url.trim().trim_end_matches('/');
+    let parsed: Uri = url.parse().map_err(|_| {
+        Error::Config(format!(
+            "--shards: {url:?} is not a URL such as http://127.0.0.1:7701"
+        ))
+    })?;
+    if parsed.scheme_str() != Some("http")
+        || parsed.host().is_none()
+        || parsed
+            .path_and_query()
+            .is_some_and(|path| path.as_str() != "/")
+    {
+        return Err(Error::Config(format!(
+            "--shards: {url:?} is not a shard's address such as http://127.0.0.1:7701 \
+             (plain HTTP, no path)"
+        )));
+    }
+    Ok(url.to_owned())
 }
 
 /// An error with its sources, for one log line.

@@ -8,14 +8,14 @@ use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::Value;
 
 use super::CoordinatorState;
 use super::directory::Entry;
-use super::shards::{relay, shard_unavailable};
+use super::shards::{Answer, relay, shard_unavailable};
 use crate::Fingerprint;
 use crate::article::{ArticleReader, ArticleRecord};
 use crate::dedup::now;
@@ -28,6 +28,7 @@ use crate::server::api::{
 };
 use crate::server::body::parse_document_with;
 use crate::server::error::{ApiError, ErrorDetail};
+use crate::server::replica::LogEntry;
 use crate::server::{DocumentResult, access};
 
 /// The answer to a POST of documents, as a single server gives it: the shards' outcomes in
@@ -323,25 +324,17 @@ fn store_failed(error: &crate::Error) -> ApiError {
     )
 }
 
-/// Sends each shard its lines, all at once, and returns each document's outcome by position.
+/// Appends each shard's lines to its log, all at once, and returns each document's outcome
+/// by position once a replica of each shard has applied them.
 async fn send(state: &Arc<CoordinatorState>, lines: ShardLines) -> AppResult<Vec<(usize, Value)>> {
     let mut calls = tokio::task::JoinSet::new();
     for (shard, documents) in lines {
         let (positions, lines): (Vec<Option<usize>>, Vec<Vec<u8>>) = documents.into_iter().unzip();
         let positions: Vec<usize> = positions.into_iter().flatten().collect();
-        let body = Bytes::from(lines.join(&b'\n'));
+        let entry = LogEntry::Documents(Bytes::from(lines.join(&b'\n')));
         let state = state.clone();
         calls.spawn(async move {
-            let answer = state
-                .shards
-                .call(
-                    shard,
-                    Method::POST,
-                    "/internal/v1/documents",
-                    Some((body, "application/x-ndjson")),
-                    super::WRITE_TIMEOUT,
-                )
-                .await;
+            let answer = write_to_shard(&state, shard, &entry).await;
             (shard, positions, answer)
         });
     }
@@ -353,7 +346,7 @@ async fn send(state: &Arc<CoordinatorState>, lines: ShardLines) -> AppResult<Vec
         let answer = match answer {
             Ok(answer) => answer,
             Err(error) => {
-                failure.get_or_insert(shard_unavailable(&error));
+                failure.get_or_insert(error);
                 continue;
             }
         };
@@ -381,6 +374,23 @@ async fn send(state: &Arc<CoordinatorState>, lines: ShardLines) -> AppResult<Vec
     }
 }
 
+/// Appends `entry` to shard `shard`'s log; its answer once a replica has applied it.
+async fn write_to_shard(
+    state: &CoordinatorState,
+    shard: usize,
+    entry: &LogEntry,
+) -> AppResult<Answer> {
+    let position = state.logs[shard]
+        .append(entry)
+        .await
+        .map_err(|error| store_failed(&error))?;
+    state
+        .shards
+        .applied(shard, position, super::WRITE_TIMEOUT)
+        .await
+        .map_err(|error| shard_unavailable(&error))
+}
+
 /// A shard's refusal, answered as it came.
 fn relayed(status: StatusCode, body: &Value) -> ApiError {
     let message = body
@@ -394,13 +404,6 @@ fn relayed(status: StatusCode, body: &Value) -> ApiError {
     )
 }
 
-/// An id as one segment of a path.
-pub(super) fn encode_path(id: &str) -> String {
-    form_urlencoded::byte_serialize(id.as_bytes())
-        .collect::<String>()
-        .replace('+', "%20")
-}
-
 pub(super) async fn delete_document(
     State(state): State<Arc<CoordinatorState>>,
     path: Result<Path<DocumentId>, PathRejection>,
@@ -412,20 +415,11 @@ pub(super) async fn delete_document(
         return Err(no_document(&id));
     };
     let shard = entry.shard(state.shards.count());
-    let path = format!("/v1/documents/{}", encode_path(&id));
     // A copy an unanswered move left behind goes too (it is not there: 404, which is fine).
     for &stale in &entry.stale {
-        state
-            .shards
-            .call(stale, Method::DELETE, &path, None, super::WRITE_TIMEOUT)
-            .await
-            .map_err(|error| shard_unavailable(&error))?;
+        write_to_shard(&state, stale, &LogEntry::Delete(id.clone())).await?;
     }
-    let answer = state
-        .shards
-        .call(shard, Method::DELETE, &path, None, super::WRITE_TIMEOUT)
-        .await
-        .map_err(|error| shard_unavailable(&error))?;
+    let answer = write_to_shard(&state, shard, &LogEntry::Delete(id.clone())).await?;
     if answer.status.is_success() || answer.status == StatusCode::NOT_FOUND {
         let placer = state.placer.clone();
         blocking(move || {
