@@ -89,10 +89,12 @@ pub fn replicas(
     bench: &ReplicasBench,
 ) -> Result<ReplicasReport> {
     let commit_delay = Duration::from_millis(100);
+    let stream = scratch.join("replicas-stream.jsonl");
+    write_stream(corpus, bench.documents + bench.written_while_down, &stream)?;
     let load = |setup: &Setup, lines: std::ops::Range<usize>| {
         http_ingest(
             &setup.coordinator.url(),
-            corpus,
+            &stream,
             bench.batch,
             1,
             commit_delay,
@@ -146,6 +148,50 @@ pub fn replicas(
         lag,
         restart,
     })
+}
+
+/// Writes the first `documents` articles of `corpus` to `stream`, the corpus over again when
+/// it has fewer, each pass after the first with ids of its own (`<id>~2`, `<id>~3`…): the
+/// same stories reposted, which join the earlier ones.
+fn write_stream(corpus: &Path, documents: usize, stream: &Path) -> Result<()> {
+    use std::io::Write;
+    let io_error = |path: &Path| {
+        let path = path.to_owned();
+        move |source| Error::Io { path, source }
+    };
+    let mut out = std::io::BufWriter::new(std::fs::File::create(stream).map_err(io_error(stream))?);
+    let mut written = 0;
+    for pass in 1.. {
+        let before = written;
+        let mut lines = crate::input::Lines::new(crate::input::open(corpus)?);
+        while written < documents {
+            let Some((_, line)) = lines.next_line().map_err(io_error(corpus))? else {
+                break;
+            };
+            let Ok(line) = line else { continue };
+            let mut article: serde_json::Value = match serde_json::from_slice(&line) {
+                Ok(article) => article,
+                Err(_) => continue,
+            };
+            if pass > 1
+                && let Some(id) = article.get_mut("id")
+            {
+                let base = match &*id {
+                    serde_json::Value::String(id) => id.clone(),
+                    other => other.to_string(),
+                };
+                *id = serde_json::Value::from(format!("{base}~{pass}"));
+            }
+            serde_json::to_writer(&mut out, &article)
+                .map_err(|error| io_error(stream)(std::io::Error::other(error)))?;
+            out.write_all(b"\n").map_err(io_error(stream))?;
+            written += 1;
+        }
+        if written >= documents || written == before {
+            break;
+        }
+    }
+    out.flush().map_err(io_error(stream))
 }
 
 /// A coordinator in this process over `SHARDS` shards of replica processes.

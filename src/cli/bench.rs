@@ -43,7 +43,7 @@ enum Part {
     /// --shard-counts shards (placing on the Redis Cluster of --store), and every list page
     /// compared with the one process's.
     Shards,
-    /// Shards held by replica sets: ingest of --corpus (--limit documents) through a
+    /// Shards held by replica sets: ingest of --replica-documents of --corpus through a
     /// coordinator with 2 shards of 1 and of 2 replica processes (on the Redis Cluster of
     /// --store), the second replica's lag under that load, and a replica killed, written past
     /// (--replica-down-documents) and restarted: the time until it answers again.
@@ -138,8 +138,11 @@ pub struct BenchArgs {
     /// Shard counts the shards part measures behind a coordinator, comma-separated
     #[arg(long, value_delimiter = ',', default_value = "1,3")]
     shard_counts: Vec<usize>,
-    /// Documents the replicas part writes while a replica is down (the last of the
-    /// --limit documents it loads)
+    /// Documents the replicas part loads through the coordinator, the corpus over again
+    /// (with ids of their own) when it has fewer
+    #[arg(long, default_value_t = 100_000, value_name = "N")]
+    replica_documents: usize,
+    /// Of those, the last ones, written while a replica is down
     #[arg(long, default_value_t = 2_000, value_name = "N")]
     replica_down_documents: usize,
     /// Skip the HTTP ingest (search what the server already holds)
@@ -478,13 +481,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         };
         let store = tantivy_dedup::forest::redis::RedisAddress::parse(store)?;
         let settings = dated_settings(&settings, &args.corpus);
-        let total = match args.limit {
-            Some(limit) => limit,
-            None => documents_in(&args.corpus)?,
-        };
+        let total = args.replica_documents;
         let Some(documents) = total.checked_sub(args.replica_down_documents) else {
             bail!(
-                "the replicas part loads --limit documents, of which the last \
+                "the replicas part loads --replica-documents documents, of which the last \
                  --replica-down-documents are written while a replica is down: {total} is fewer \
                  than {}",
                 args.replica_down_documents
@@ -518,16 +518,6 @@ fn dated_settings(
         settings.fields.published_at.from = Some("date".to_owned());
     }
     settings
-}
-
-/// The documents (lines) of a corpus.
-fn documents_in(corpus: &std::path::Path) -> anyhow::Result<usize> {
-    let mut lines = input::Lines::new(input::open(corpus)?);
-    let mut documents = 0;
-    while lines.next_line()?.is_some() {
-        documents += 1;
-    }
-    Ok(documents)
 }
 
 /// Whether the corpus's first article has the key `key` and no `published_at`.

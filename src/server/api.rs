@@ -1704,7 +1704,7 @@ pub struct ReplicaStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub healthy: Option<bool>,
     /// How far behind the newest write the coordinator had answered on its shard, by the
-    /// log's clock, milliseconds.
+    /// log's clock, milliseconds (absent while it has applied nothing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub behind_ms: Option<u64>,
 }

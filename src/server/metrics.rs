@@ -50,6 +50,20 @@ struct ReplicaLabels {
     replica: String,
 }
 
+/// What the metrics show of a shard's replica ([`Metrics::set_replica`]).
+pub struct ReplicaFigures<'a> {
+    /// Its shard, `I/N`.
+    pub shard: &'a str,
+    /// Its name, or its URL when not known yet.
+    pub name: &'a str,
+    /// The log's clock at the last entry it committed, Unix milliseconds.
+    pub applied_millis: u64,
+    /// On a coordinator: how far behind the newest write answered on its shard.
+    pub behind_ms: Option<u64>,
+    /// On a coordinator: whether it answered its last health check or call.
+    pub healthy: Option<bool>,
+}
+
 /// The media type of OpenMetrics text, as a scraper names it in `Accept`.
 const OPENMETRICS_MEDIA_TYPE: &str = "application/openmetrics-text";
 
@@ -269,25 +283,22 @@ impl Metrics {
     }
 
     /// Sets a shard's replica's position (the log's clock at the last entry it committed)
-    /// and, on a coordinator, how far behind and whether it answers.
-    pub fn set_replica(
-        &self,
-        (shard, replica): (&str, &str),
-        applied_millis: u64,
-        behind: Option<(u64, bool)>,
-    ) {
+    /// and, on a coordinator, how far behind it is and whether it answers.
+    pub fn set_replica(&self, replica: ReplicaFigures<'_>) {
         let labels = ReplicaLabels {
-            shard: shard.to_owned(),
-            replica: replica.to_owned(),
+            shard: replica.shard.to_owned(),
+            replica: replica.name.to_owned(),
         };
         let gauge = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
         self.replica_applied
             .get_or_create(&labels)
-            .set(gauge(applied_millis));
-        if let Some((behind_ms, healthy)) = behind {
+            .set(gauge(replica.applied_millis));
+        if let Some(behind_ms) = replica.behind_ms {
             self.replica_behind
                 .get_or_create(&labels)
                 .set(gauge(behind_ms));
+        }
+        if let Some(healthy) = replica.healthy {
             self.replica_healthy
                 .get_or_create(&labels)
                 .set(i64::from(healthy));

@@ -57,7 +57,7 @@ pub use body::{
 };
 pub use connections::{connection_cap, listen};
 pub use error::{ApiError, ErrorBody, ErrorDetail};
-pub use metrics::{Exposition, Metrics};
+pub use metrics::{Exposition, Metrics, ReplicaFigures};
 pub use openapi::openapi;
 pub use writer::WriteError;
 

@@ -78,7 +78,13 @@ fn batches(docs: &[Doc]) -> Vec<Value> {
 }
 
 /// Sends `body` to both and checks that both answer the same.
-fn same(oracle: &Serve, sharded: &Serve, method: &str, path: &str, body: Option<&str>) -> Value {
+pub(crate) fn same(
+    oracle: &Serve,
+    sharded: &Serve,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> Value {
     let (expected_status, expected) = oracle.request(method, path, body);
     let (status, answer) = sharded.request(method, path, body);
     let parse = |text: &str| -> Value {
@@ -95,7 +101,7 @@ fn same(oracle: &Serve, sharded: &Serve, method: &str, path: &str, body: Option<
 
 /// The list pages compared: every sort with and without keywords at several depths, and with
 /// each kind of condition and count.
-fn list_pages(docs: &[Doc], keywords: bool) -> Vec<String> {
+pub(crate) fn list_pages(docs: &[Doc], keywords: bool) -> Vec<String> {
     let from = docs.iter().map(|doc| doc.published_at).min().unwrap_or(0);
     let to = docs.iter().map(|doc| doc.published_at).max().unwrap_or(0);
     let middle = from + (to - from) / 2;
@@ -171,7 +177,7 @@ fn list_pages(docs: &[Doc], keywords: bool) -> Vec<String> {
 
 /// Compares every read this test makes of both: list pages, the stories of the largest
 /// clusters, documents and their detail pages, near-duplicate checks, the statistics' counts.
-fn compare_reads(oracle: &Serve, sharded: &Serve, docs: &[Doc], keywords: bool) {
+pub(crate) fn compare_reads(oracle: &Serve, sharded: &Serve, docs: &[Doc], keywords: bool) {
     for page in list_pages(docs, keywords) {
         same(oracle, sharded, "GET", &page, None);
     }

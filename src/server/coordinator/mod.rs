@@ -34,7 +34,7 @@ use crate::dedup::Signer;
 use crate::engine::ShardSpec;
 use crate::forest::redis::{RedisAddress, RedisStore};
 use crate::forest::{ForestStore, Pipeline};
-use crate::server::metrics::Metrics;
+use crate::server::metrics::{Metrics, ReplicaFigures};
 use crate::server::{api, connections, finish_router, web};
 use crate::{Error, Result};
 
@@ -205,11 +205,18 @@ async fn watch_health(state: std::sync::Weak<CoordinatorState>) {
         };
         state.shards.check_health().await;
         for replica in state.shards.statuses() {
-            let name = replica.name.as_deref().or(replica.url.as_deref());
             let applied = replica.applied.parse::<LogPosition>().unwrap_or_default();
-            let behind = replica.behind_ms.zip(replica.healthy);
-            let labels = (replica.shard.as_str(), name.unwrap_or_default());
-            state.metrics.set_replica(labels, applied.millis(), behind);
+            state.metrics.set_replica(ReplicaFigures {
+                shard: &replica.shard,
+                name: replica
+                    .name
+                    .as_deref()
+                    .or(replica.url.as_deref())
+                    .unwrap_or_default(),
+                applied_millis: applied.millis(),
+                behind_ms: replica.behind_ms,
+                healthy: replica.healthy,
+            });
         }
     }
 }

@@ -84,6 +84,10 @@ impl ReplicaLink {
     }
 }
 
+/// How far behind its most advanced sibling, by the log's clock, a replica may be and still
+/// be asked first for reads.
+const CAUGHT_UP_WITHIN_MS: u64 = 1_000;
+
 /// How long a health check waits for a replica.
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -206,9 +210,10 @@ impl Shards {
     }
 
     /// A read of shard `shard`, from one of its replicas: first those that answer and have
-    /// applied every write this coordinator answered on the shard (in turn, to spread the
-    /// reads), then those behind (which wait a moment for it), then those that did not
-    /// answer last time; each that fails is passed over for the next.
+    /// applied every write this coordinator answered on the shard and are within a second of
+    /// their most advanced sibling (in turn, to spread the reads), then those behind (which
+    /// wait a moment for the coordinator's writes), then those that did not answer last
+    /// time; each that fails is passed over for the next.
     pub(crate) async fn read(
         &self,
         shard: usize,
@@ -222,6 +227,19 @@ impl Shards {
             .answered
             .lock()
             .map_or(LogPosition::START, |floor| *floor);
+        // A replica further behind its most advanced sibling than `CAUGHT_UP_WITHIN` (one
+        // that restarted and is catching up) is asked only when the others fail, even by a
+        // coordinator that has written nothing to the shard.
+        let newest = group
+            .replicas
+            .iter()
+            .filter(|link| link.healthy.load(Ordering::Relaxed))
+            .map(ReplicaLink::applied)
+            .max()
+            .unwrap_or(LogPosition::START);
+        let lagging = |applied: LogPosition| {
+            applied < floor || applied.millis() + CAUGHT_UP_WITHIN_MS < newest.millis()
+        };
         let count = group.replicas.len();
         let first = group.next.fetch_add(1, Ordering::Relaxed) % count;
         let mut order: Vec<usize> = (0..count).map(|turn| (first + turn) % count).collect();
@@ -229,7 +247,7 @@ impl Shards {
             let link = &group.replicas[replica];
             (
                 !link.healthy.load(Ordering::Relaxed),
-                link.applied() < floor,
+                lagging(link.applied()),
             )
         });
         let mut failures = Vec::new();
@@ -367,7 +385,9 @@ impl Shards {
                     applied: applied.to_string(),
                     url: Some(link.url.clone()),
                     healthy: Some(link.healthy.load(Ordering::Relaxed)),
-                    behind_ms: Some(floor.millis().saturating_sub(applied.millis())),
+                    // Nothing applied yet (or not heard yet): no figure.
+                    behind_ms: (applied > LogPosition::START)
+                        .then(|| floor.millis().saturating_sub(applied.millis())),
                 });
             }
         }
@@ -376,12 +396,11 @@ impl Shards {
 }
 
 /// The error of a shard none of whose replicas answered: each one's reason.
-fn all_failed(shard: usize, failures: Vec<Unavailable>) -> Unavailable {
-    if failures.len() == 1 {
-        return failures
-            .into_iter()
-            .next()
-            .unwrap_or_else(|| unreachable!());
+fn all_failed(shard: usize, mut failures: Vec<Unavailable>) -> Unavailable {
+    if failures.len() == 1
+        && let Some(only) = failures.pop()
+    {
+        return only;
     }
     let urls: Vec<&str> = failures
         .iter()

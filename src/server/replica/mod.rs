@@ -45,6 +45,7 @@ use crate::server::api::{
     answer_batch, blocking, no_document, prepare_batch,
 };
 use crate::server::error::{ApiError, ErrorBody};
+use crate::server::metrics::ReplicaFigures;
 use crate::server::writer::{Pending, WriteError};
 use crate::{Error, Result};
 
@@ -59,7 +60,7 @@ const BEHIND_WAIT: Duration = Duration::from_secs(1);
 const ENTRY_WAIT: Duration = Duration::from_secs(60);
 
 /// The newest entries whose answers a replica keeps for the coordinators that wait for them.
-const KEPT_ANSWERS: usize = 4096;
+const KEPT_ANSWERS: usize = 256;
 
 /// Entries read from the log at once (applied together, one commit for all when they come
 /// faster than the commit delay).
@@ -236,8 +237,13 @@ impl Replica {
         let shard = self.shard.to_string();
         loop {
             let position = *applied.borrow_and_update();
-            let labels = (shard.as_str(), self.name.as_str());
-            state.metrics.set_replica(labels, position.millis(), None);
+            state.metrics.set_replica(ReplicaFigures {
+                shard: &shard,
+                name: &self.name,
+                applied_millis: position.millis(),
+                behind_ms: None,
+                healthy: None,
+            });
             if let Err(error) = self
                 .log
                 .record(&self.name, position, self.max_entries)
