@@ -6,7 +6,8 @@
 //!   during it: every list page meanwhile complete, every write acknowledged and none lost,
 //!   the restarted replica, caught up, answering byte for byte as its sibling.
 //! - `a_client_reads_its_writes_from_any_replica`: a write read back at once through the
-//!   coordinator, with a sibling that lags and then with the other replica killed.
+//!   coordinator, with a sibling that lags and then with the other replica killed; and
+//!   through a second coordinator with the positions the write's answer gave.
 //! - `the_log_is_trimmed_within_its_bound`: a replica away for fewer entries than the bound
 //!   catches up; one away for more is refused with the way out.
 //! - `a_replica_copied_while_writes_go_on_ends_identical`: `copy-replica` from a live
@@ -241,27 +242,70 @@ fn a_client_reads_its_writes_from_any_replica() {
     let dir = tempfile::tempdir().unwrap();
     let (_, docs) = corpus(36, 40);
     let quick = start_replica(dir.path(), (0, 1), "a", &store, "127.0.0.1:0", &[]);
-    // A sibling that commits at most every 300 ms lags behind each write.
+    // A sibling that commits at most once a second lags behind each write.
     let slow = start_replica(
         dir.path(),
         (0, 1),
         "b",
         &store,
         "127.0.0.1:0",
-        &["--commit-delay", "300ms"],
+        &["--commit-delay", "1s"],
     );
-    let coordinator = start_coordinator(&[vec![quick.base.clone(), slow.base.clone()]], &store);
-    let mut lagged = 0;
+    let shards = [vec![quick.base.clone(), slow.base.clone()]];
+    let coordinator = start_coordinator(&shards, &store);
+    // A second coordinator, which answers none of these writes.
+    let other = start_coordinator(&shards, &store);
+    let (mut lagged, mut unseen_elsewhere) = (0, 0);
     let (first, rest) = docs.split_at(docs.len() / 2);
     for doc in first {
-        coordinator.post(&json!([doc.json(0)]));
+        let mut written = coordinator
+            .agent
+            .post(format!("{}/v1/documents", coordinator.base))
+            .header("content-type", "application/json")
+            .send(json!([doc.json(0)]).to_string().as_bytes())
+            .unwrap();
+        assert_eq!(written.status(), 200);
+        let positions = written.headers()["x-write-positions"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        written.body_mut().read_to_string().unwrap();
         if applied(&slow) < applied(&quick) {
             lagged += 1;
         }
-        let (status, answer) = coordinator.get(&format!("/v1/documents/{}", pct(&doc.id)));
+        let path = format!("/v1/documents/{}", pct(&doc.id));
+        let (status, answer) = coordinator.get(&path);
         assert_eq!(status, 200, "{} was just written: {answer}", doc.id);
+        // Through the other coordinator, with the positions the write's answer gave.
+        let read = other
+            .agent
+            .get(format!("{}{path}", other.base))
+            .header("x-read-after", &positions)
+            .call()
+            .unwrap();
+        assert_eq!(
+            read.status(),
+            200,
+            "{} was just written ({positions})",
+            doc.id
+        );
+        // Without them the other coordinator may ask the sibling that lags.
+        if other.get(&path).0 == 404 {
+            unseen_elsewhere += 1;
+        }
     }
     assert!(lagged > 0, "the slow replica never lagged");
+    assert!(
+        unseen_elsewhere > 0,
+        "no read without the positions missed a write: the test shows nothing"
+    );
+    let refused = other
+        .agent
+        .get(format!("{}/v1/search", other.base))
+        .header("x-read-after", "7:1-0")
+        .call()
+        .unwrap();
+    assert_eq!(refused.status(), 400);
     // With the quick one gone, the slow one answers the writes and the reads.
     let mut quick = quick;
     quick.kill();

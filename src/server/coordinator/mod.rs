@@ -40,8 +40,15 @@ use crate::{Error, Result};
 
 use crate::server::api::ReplicaStatus;
 use crate::server::replica::{LogPosition, ShardLog};
+use axum::extract::{Request, State};
+use axum::http::HeaderValue;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::server::error::ApiError;
 use directory::IdDirectory;
 use shards::Shards;
+use shards::{CLIENT_POSITIONS, ClientPositions, READ_AFTER_HEADER, WRITE_POSITIONS_HEADER};
 
 /// How long a read waits for a shard by default (`--shard-timeout`).
 pub const DEFAULT_SHARD_TIMEOUT: Duration = Duration::from_secs(5);
@@ -171,6 +178,10 @@ impl Coordinator {
             .route("/story/{root}", get(web::story_page))
             .route("/check", get(web::check_page))
             .route("/assets/{file}", get(web::asset));
+        let routes = routes.route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            client_positions,
+        ));
         let metrics = state.metrics.clone();
         finish_router(routes, state.clone(), metrics, &state.server, bound)
     }
@@ -191,6 +202,33 @@ impl Coordinator {
         connections::serve(listener, router, &self.state.server, metrics, shutdown).await;
         Ok(())
     }
+}
+
+/// Around every request: the positions the client's read must see (its `x-read-after`), for
+/// the shards' reads; on every answer, the positions of the writes this coordinator has
+/// answered (`x-write-positions`), for the client to send back.
+async fn client_positions(
+    State(state): State<Arc<CoordinatorState>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let asked = request
+        .headers()
+        .get(READ_AFTER_HEADER)
+        .map(|value| {
+            let text = value.to_str().unwrap_or("(not text)");
+            ClientPositions::parse(text, state.shards.count())
+        })
+        .transpose();
+    let positions = match asked {
+        Ok(positions) => positions.unwrap_or_default(),
+        Err(why) => return ApiError::bad_request("invalid_position", why).into_response(),
+    };
+    let mut response = CLIENT_POSITIONS.scope(positions, next.run(request)).await;
+    if let Ok(value) = HeaderValue::from_str(&state.shards.write_positions()) {
+        response.headers_mut().insert(WRITE_POSITIONS_HEADER, value);
+    }
+    response
 }
 
 /// How often the coordinator asks every replica how far it has applied its log.

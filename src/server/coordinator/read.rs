@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::CoordinatorState;
-use super::shards::{Answer, Unavailable, relay, shard_unavailable};
+use super::shards::{Answer, CLIENT_POSITIONS, Unavailable, relay, shard_unavailable};
 use crate::Fingerprint;
 use crate::engine::{
     HistogramWidth, IndexStats, NearDuplicates, SearchPage, ShardPage, ShardSpec, TermStatistics,
@@ -34,16 +34,18 @@ async fn fan_out(
     body: Option<(Bytes, &'static str)>,
 ) -> Vec<Result<Answer, Unavailable>> {
     let mut calls = tokio::task::JoinSet::new();
+    // The client's positions go with each call's task.
+    let positions = CLIENT_POSITIONS.try_with(Clone::clone).unwrap_or_default();
     for shard in 0..state.shards.count() {
         let state = state.clone();
         let method = method.clone();
         let path = path.to_owned();
         let body = body.clone();
-        calls.spawn(async move {
+        calls.spawn(CLIENT_POSITIONS.scope(positions.clone(), async move {
             let timeout = state.read_timeout;
             let answer = state.shards.read(shard, method, &path, body, timeout).await;
             (shard, answer)
-        });
+        }));
     }
     let mut answers: Vec<Option<Result<Answer, Unavailable>>> =
         (0..state.shards.count()).map(|_| None).collect();

@@ -84,6 +84,58 @@ impl ReplicaLink {
     }
 }
 
+/// The header of a coordinator's answers with, per shard, the newest position of its log
+/// whose write the coordinator has answered (`0:1764400000000-3,1:1764400000002-0`): a client
+/// that sends it back with its reads (as [`READ_AFTER_HEADER`]), through any coordinator, reads
+/// its own writes.
+pub(crate) const WRITE_POSITIONS_HEADER: &str = "x-write-positions";
+
+/// The header of a client's read with the positions it must see
+/// ([`WRITE_POSITIONS_HEADER`] of an answer to one of its writes).
+pub(crate) const READ_AFTER_HEADER: &str = "x-read-after";
+
+/// The positions a client's read must see, per shard ([`READ_AFTER_HEADER`]).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ClientPositions(Vec<LogPosition>);
+
+impl ClientPositions {
+    /// Reads `shard:position` pairs, comma-separated, for shards below `count`.
+    pub(crate) fn parse(text: &str, count: usize) -> std::result::Result<Self, String> {
+        let mut positions = vec![LogPosition::START; count];
+        for pair in text
+            .split(',')
+            .map(str::trim)
+            .filter(|pair| !pair.is_empty())
+        {
+            let parsed = pair.split_once(':').and_then(|(shard, position)| {
+                Some((shard.parse::<usize>().ok()?, position.parse().ok()?))
+            });
+            match parsed {
+                Some((shard, position)) if shard < count => positions[shard] = position,
+                _ => {
+                    return Err(format!(
+                        "{READ_AFTER_HEADER}: {pair:?} is not a shard's position such as \
+                         0:1764400000000-3 (the {WRITE_POSITIONS_HEADER} of an answer to a \
+                         write, for shards 0 to {})",
+                        count.saturating_sub(1)
+                    ));
+                }
+            }
+        }
+        Ok(ClientPositions(positions))
+    }
+
+    fn get(&self, shard: usize) -> LogPosition {
+        self.0.get(shard).copied().unwrap_or(LogPosition::START)
+    }
+}
+
+tokio::task_local! {
+    /// The positions the read being answered must see: set around each request by the
+    /// coordinator's router, read by [`Shards::read`].
+    pub(crate) static CLIENT_POSITIONS: ClientPositions;
+}
+
 /// How far behind its most advanced sibling, by the log's clock, a replica may be and still
 /// be asked first for reads.
 const CAUGHT_UP_WITHIN_MS: u64 = 1_000;
@@ -210,7 +262,8 @@ impl Shards {
     }
 
     /// A read of shard `shard`, from one of its replicas: first those that answer and have
-    /// applied every write this coordinator answered on the shard and are within a second of
+    /// applied every write this coordinator answered on the shard (and the position the
+    /// client asks for, [`CLIENT_POSITIONS`]) and are within a second of
     /// their most advanced sibling (in turn, to spread the reads), then those behind (which
     /// wait a moment for the coordinator's writes), then those that did not answer last
     /// time; each that fails is passed over for the next.
@@ -223,10 +276,14 @@ impl Shards {
         timeout: Duration,
     ) -> std::result::Result<Answer, Unavailable> {
         let group = &self.shards[shard];
-        let floor = group
+        let answered = group
             .answered
             .lock()
             .map_or(LogPosition::START, |floor| *floor);
+        let asked = CLIENT_POSITIONS
+            .try_with(|positions| positions.get(shard))
+            .unwrap_or(LogPosition::START);
+        let floor = answered.max(asked);
         // A replica further behind its most advanced sibling than `CAUGHT_UP_WITHIN` (one
         // that restarted and is catching up) is asked only when the others fail, even by a
         // coordinator that has written nothing to the shard.
@@ -363,6 +420,24 @@ impl Shards {
                 None => link.healthy.store(false, Ordering::Relaxed),
             }
         }
+    }
+
+    /// Per shard, the newest position of its log whose write this coordinator has answered
+    /// ([`WRITE_POSITIONS_HEADER`]).
+    pub(crate) fn write_positions(&self) -> String {
+        let pairs: Vec<String> = self
+            .shards
+            .iter()
+            .enumerate()
+            .map(|(shard, group)| {
+                let answered = group
+                    .answered
+                    .lock()
+                    .map_or(LogPosition::START, |floor| *floor);
+                format!("{shard}:{answered}")
+            })
+            .collect();
+        pairs.join(",")
     }
 
     /// Every replica as this coordinator sees it, shard 0 first.
