@@ -449,13 +449,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         report.insert("http".into(), Value::Object(figures));
     }
     if wants(Part::Shards) {
-        let Some(store) = &args.store else {
-            bail!(
-                "the shards part needs a Redis Cluster: --store URLS (scripts/redis-cluster.sh \
-                 start prints them), or leave it out with --only"
-            );
-        };
-        let store = tantivy_dedup::forest::redis::RedisAddress::parse(store)?;
+        let store = cluster_for("shards", args.store.as_deref())?;
         let settings = dated_settings(&settings, &args.corpus);
         let plan = bench::shards::ShardsBench {
             counts: args.shard_counts.clone(),
@@ -473,13 +467,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         report.insert("shards".into(), serde_json::to_value(figures)?);
     }
     if wants(Part::Replicas) {
-        let Some(store) = &args.store else {
-            bail!(
-                "the replicas part needs a Redis Cluster: --store URLS (scripts/redis-cluster.sh \
-                 start prints them), or leave it out with --only"
-            );
-        };
-        let store = tantivy_dedup::forest::redis::RedisAddress::parse(store)?;
+        let store = cluster_for("replicas", args.store.as_deref())?;
         let settings = dated_settings(&settings, &args.corpus);
         let total = args.replica_documents;
         let Some(documents) = total.checked_sub(args.replica_down_documents) else {
@@ -501,6 +489,20 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     }
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The Redis Cluster of `--store`, which the part `part` needs.
+fn cluster_for(
+    part: &str,
+    store: Option<&str>,
+) -> anyhow::Result<tantivy_dedup::forest::redis::RedisAddress> {
+    let Some(store) = store else {
+        bail!(
+            "the {part} part needs a Redis Cluster: --store URLS (scripts/redis-cluster.sh \
+             start prints them), or leave it out with --only"
+        );
+    };
+    Ok(tantivy_dedup::forest::redis::RedisAddress::parse(store)?)
 }
 
 /// `settings`, reading `published_at` from `date` when the corpus dates its articles so, so

@@ -208,6 +208,22 @@ pub(crate) fn segment_files(metas: &IndexMeta) -> Vec<(&SegmentMeta, Vec<PathBuf
         .collect()
 }
 
+/// The last commit of `index` (in `dir`), read under Tantivy's meta lock, which the answer
+/// holds: while it is held, no writer's garbage collection deletes a file of that commit.
+fn last_commit(
+    dir: &Path,
+    index: &Index,
+) -> Result<(tantivy::directory::DirectoryLock, IndexMeta)> {
+    let lock = index
+        .directory()
+        .acquire_lock(&tantivy::directory::META_LOCK)
+        .map_err(|error| index_error(dir, tantivy::TantivyError::LockFailure(error, None)))?;
+    let metas = index
+        .load_metas()
+        .map_err(|source| index_error(dir, source))?;
+    Ok((lock, metas))
+}
+
 /// Checks that every file of the last commit's segments is there, with a footer Tantivy can
 /// read (which holds the file's checksum and format version): a missing or cut file is
 /// refused at open, named ([`Error::Damaged`]), instead of failing the searches that need it.
@@ -215,13 +231,7 @@ pub(crate) fn segment_files(metas: &IndexMeta) -> Vec<(&SegmentMeta, Vec<PathBuf
 pub(crate) fn check_files(dir: &Path, index: &tantivy::Index) -> Result<()> {
     // Held while the files of one commit are opened, as Tantivy's reader does: a writer in
     // another process may otherwise merge and delete them in between.
-    let _meta_lock = index
-        .directory()
-        .acquire_lock(&tantivy::directory::META_LOCK)
-        .map_err(|error| index_error(dir, tantivy::TantivyError::LockFailure(error, None)))?;
-    let metas = index
-        .load_metas()
-        .map_err(|source| index_error(dir, source))?;
+    let (_meta_lock, metas) = last_commit(dir, index)?;
     let mut failures = segment_files(&metas)
         .into_iter()
         .flat_map(|(_, files)| files)
@@ -287,13 +297,7 @@ impl CommitFiles {
     /// The last commit of `index`, in `dir`.
     pub(crate) fn of(dir: &Path, index: &Index) -> Result<Self> {
         // Held while the commit's files are listed, as `check_files` does.
-        let _meta_lock = index
-            .directory()
-            .acquire_lock(&tantivy::directory::META_LOCK)
-            .map_err(|error| index_error(dir, tantivy::TantivyError::LockFailure(error, None)))?;
-        let metas = index
-            .load_metas()
-            .map_err(|source| index_error(dir, source))?;
+        let (_meta_lock, metas) = last_commit(dir, index)?;
         let mut files = vec![PathBuf::from(SETTINGS_FILE)];
         files.extend(
             segment_files(&metas)

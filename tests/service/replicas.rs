@@ -164,6 +164,10 @@ fn a_killed_replica_costs_no_page_and_catches_up() {
     let sent = AtomicUsize::new(0);
     let done = AtomicBool::new(false);
     let killed_port = port(&shards[0][1]);
+    let restart = || {
+        let addr = format!("127.0.0.1:{killed_port}");
+        start_replica(dir.path(), (0, 2), "b", &store, &addr, &[])
+    };
     let mut pages = 0;
     std::thread::scope(|scope| {
         let loader = scope.spawn(|| {
@@ -188,28 +192,14 @@ fn a_killed_replica_costs_no_page_and_catches_up() {
                 killed_at = Some(Instant::now());
             }
             if !restarted && killed_at.is_some_and(|at| at.elapsed() > Duration::from_secs(2)) {
-                shards[0][1] = start_replica(
-                    dir.path(),
-                    (0, 2),
-                    "b",
-                    &store,
-                    &format!("127.0.0.1:{killed_port}"),
-                    &[],
-                );
+                shards[0][1] = restart();
                 restarted = true;
             }
         }
         loader.join().unwrap();
         assert!(killed_at.is_some(), "the load ended before the kill");
         if !restarted {
-            shards[0][1] = start_replica(
-                dir.path(),
-                (0, 2),
-                "b",
-                &store,
-                &format!("127.0.0.1:{killed_port}"),
-                &[],
-            );
+            shards[0][1] = restart();
         }
     });
     assert!(
