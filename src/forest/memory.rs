@@ -884,7 +884,7 @@ impl ForestStore for Forest {
                     node: compared.node,
                     distance: fingerprint.distance(compared.node),
                     verdict: compared.verdict,
-                    state: EdgeState::Settled { root },
+                    state: EdgeState::Settled { root, ticket: None },
                 }),
                 None => debug_assert!(false, "broken attachment chain at {}", compared.node),
             }

@@ -24,20 +24,27 @@
 //! - **One value, one insert at a time.** An insert whose fingerprint is that of an unfinished
 //!   earlier insert waits for it, so that the earlier one creates the node and the later one
 //!   joins it, as in turn.
+//! - **Key postings in the sequence's order.** The inserts are numbered in the sequence's
+//!   order before any starts ([`ForestStore::take_post_orders`]), and a key posting keeps its
+//!   newest nodes by that number, not by when their round trips landed. No insert starts more
+//!   than [`LATER_INSERTS_AT_MOST`] positions past the earliest unfinished one, so that a key
+//!   posting, which a shared store keeps that many entries longer than its cap, still holds
+//!   the cap's worth of earlier nodes for an insert when every later one has posted under the
+//!   key (the insert leaves them out).
 //!
 //! What can still differ from one writer in turn, rarely (docs/scaling.md, "Several inserts
 //! in flight", has each case): a tie-break child count that includes a later insert's leaf, a
-//! capped key posting, a later settled node as a rival in the evidence rule, a chain refresh
-//! that a later insert dated later does not wait for, and a ticket taken out of turn by an
-//! insert that passed its turn; and another writer's inserts interleave as they come.
+//! chain refresh that a later insert dated later does not wait for, and a ticket taken out of
+//! turn by an insert that passed its turn; and another writer's inserts interleave as they
+//! come.
 
 use std::collections::HashMap;
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
 use super::placement::{ForestStats, Placement, Signature, Timestamp};
 use super::store::{
-    CLOCK_SLACK_SECONDS, ForestStore, InsertOrder, SequenceClock, StoreError, new_token,
-    place_in_order,
+    CLOCK_SLACK_SECONDS, ForestStore, InsertOrder, LATER_INSERTS_AT_MOST, SequenceClock,
+    StoreError, new_token, place_in_order,
 };
 use crate::Fingerprint;
 
@@ -132,9 +139,11 @@ impl Pipeline {
         // `judged` is the prefix maximum: its last is the batch's newest time.
         let last = judged[count - 1];
         let tokens: Vec<u64> = (0..count).map(|_| new_token()).collect();
+        let first_post = self.stores[0].take_post_orders(count as u64)?;
         let sequence = Sequence {
             inserts,
             judged,
+            first_post,
             positions: tokens.iter().enumerate().map(|(at, &t)| (t, at)).collect(),
             tokens,
             state: Mutex::new(State {
@@ -143,6 +152,7 @@ impl Pipeline {
                 passed: vec![false; count],
                 waiting: vec![false; count],
                 tickets: vec![None; count],
+                in_turn: vec![false; count],
                 finished: vec![false; count],
                 done: 0,
                 failed: false,
@@ -174,6 +184,7 @@ impl Pipeline {
         });
         for store in &mut self.stores {
             store.judge_expiry_at(None);
+            store.post_at(None);
         }
         let placed: Vec<Placement> = placed
             .into_iter()
@@ -197,6 +208,8 @@ struct Sequence<'a> {
     inserts: &'a [(Signature, Timestamp)],
     /// Per position, the newest event time up to it: what its insert judges expiry by.
     judged: Vec<Timestamp>,
+    /// The post order of the first position; the others follow in the sequence's order.
+    first_post: u64,
     tokens: Vec<u64>,
     /// Each insert's position, by its token.
     positions: HashMap<u64, usize>,
@@ -216,6 +229,10 @@ struct State {
     waiting: Vec<bool>,
     /// Per position, a ticket taken for it by the insert in turn.
     tickets: Vec<Option<u64>>,
+    /// Per position, whether its ticket was taken in turn (so after every earlier
+    /// position's taken in turn). A position that passed its turn otherwise may take one out
+    /// of turn, before an earlier position's.
+    in_turn: Vec<bool>,
     finished: Vec<bool>,
     /// How many positions from the start are finished.
     done: usize,
@@ -242,6 +259,7 @@ impl Sequence<'_> {
         while let Some((at, clock)) = self.start_next() {
             let (signature, time) = &self.inserts[at];
             store.judge_expiry_at(Some(clock));
+            store.post_at(Some(self.first_post + at as u64));
             let order = Position { sequence: self, at };
             let result = place_in_order(store, signature, *time, self.tokens[at], &order);
             self.finish(at, result.is_err());
@@ -250,7 +268,8 @@ impl Sequence<'_> {
         results
     }
 
-    /// Claims the next position once it may start (no unfinished earlier insert has its
+    /// Claims the next position once it may start (it is at most [`LATER_INSERTS_AT_MOST`]
+    /// past the earliest unfinished insert, and no unfinished earlier insert has its
     /// fingerprint), with the clock it goes by: its own position's newest time, and a raise
     /// of the shared clock no further than the clock's slack past the earliest unfinished
     /// insert's. `None` once all are started, or one failed.
@@ -263,9 +282,10 @@ impl Sequence<'_> {
             let at = state.next;
             let fingerprint = self.inserts[at].0.fingerprint;
             let mut unfinished = (state.done..at).filter(|&earlier| !state.finished[earlier]);
-            if !unfinished
-                .clone()
-                .any(|earlier| self.inserts[earlier].0.fingerprint == fingerprint)
+            if at - state.done <= LATER_INSERTS_AT_MOST
+                && !unfinished
+                    .clone()
+                    .any(|earlier| self.inserts[earlier].0.fingerprint == fingerprint)
             {
                 let raise_at_most = unfinished.next().map_or(self.judged[at], |earliest| {
                     self.judged[earliest].saturating_add(CLOCK_SLACK_SECONDS)
@@ -367,6 +387,7 @@ impl InsertOrder for Position<'_, '_> {
                         state.tickets[position] = Some(ticket);
                     }
                     state.passed[position] |= position != at || !hold;
+                    state.in_turn[position] = true;
                 }
                 Ok(first)
             }
@@ -394,10 +415,10 @@ impl InsertOrder for Position<'_, '_> {
     }
 
     fn is_later(&self, owner: u64) -> bool {
-        self.sequence
-            .positions
-            .get(&owner)
-            .is_some_and(|&at| at > self.at && !self.sequence.lock().passed[at])
+        self.sequence.positions.get(&owner).is_some_and(|&at| {
+            let state = self.sequence.lock();
+            at > self.at && (!state.passed[at] || state.in_turn[at])
+        })
     }
 
     fn is_earlier(&self, owner: u64) -> bool {

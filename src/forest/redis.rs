@@ -5,13 +5,13 @@
 //!
 //! | key | type | holds |
 //! |---|---|---|
-//! | `n:{fp}` | hash | a node: `o` owner token while pending, `q` ticket (a root's creation order), `a` attached-through and `r` root for a leaf, `t` last seen, `d` documents, `l` the token that counted the last one (so a retry does not count twice); `g` the digest of a root's text; `z` marks a value that was the root of a story that expired, holding that digest, and outlives the node (a hash of `z` alone then): a story id is only ever that text's again |
+//! | `n:{fp}` | hash | a node: `o` owner token while pending, `q` its ticket (the order of the nodes' creation, across writers), `a` attached-through and `r` root for a leaf, `t` last seen, `d` documents, `l` the token that counted the last one (so a retry does not count twice); `g` the digest of a root's text; `z` marks a value that was the root of a story that expired, holding that digest, and outlives the node (a hash of `z` alone then): a story id is only ever that text's again |
 //! | `c:{root}` | set | a root's leaves (a set, so that a retried insert counts its leaf once) |
 //! | `s:{fp}` | string | the node's sketch (default mode), 4 bytes a value |
 //! | `b{t}:{key}` | set | table `t`'s bucket: the fingerprints (as signed 64-bit integers, so Redis keeps small sets as compact int sets) whose key in table `t` is `key` |
-//! | `k:{hash}` | list | default mode's key posting: the newest nodes whose sketch has that key, capped |
+//! | `k:{hash}` | sorted set | default mode's key posting: the nodes whose sketch has that key, scored by post order (a writer's sequence in its order), the newest kept: the in-memory cap, plus the node being placed, plus [`LATER_INSERTS_AT_MOST`] |
 //! | `x:{hour}` | set | the nodes seen in that hour of event time: what the sweep reads when the hour leaves the window |
-//! | `clock`, `ticket`, `swept`, `config` | strings | the newest event time, the ticket counter, the last hour swept, the settings every writer must share |
+//! | `clock`, `ticket`, `posts`, `swept`, `config` | strings | the newest event time, the ticket counter, the post order counter, the last hour swept, the layout and settings every writer must share |
 //!
 //! Expiry is by event time, so it works for replays: readers treat a node last seen before
 //! `newest - window` as gone at once, and the sweep deletes it (and takes it out of its buckets
@@ -25,6 +25,7 @@
 //! exists and is a root, two when it is a leaf, five to seven when it makes a new node
 //! (docs/scaling.md, "Round trips").
 
+use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -37,8 +38,8 @@ use redis::{
 
 use super::placement::{ForestStats, Timestamp};
 use super::store::{
-    CLOCK_SLACK_SECONDS, Claim, Edge, EdgeState, ForestStore, Opening, RootRank, SequenceClock,
-    Settlement, SharedForest, StoreError, clamp_time, seen_at,
+    CLOCK_SLACK_SECONDS, Claim, Edge, EdgeState, ForestStore, LATER_INSERTS_AT_MOST, Opening,
+    RootRank, SequenceClock, Settlement, SharedForest, StoreError, clamp_time, seen_at,
 };
 use crate::Fingerprint;
 use crate::config::DedupConfig;
@@ -56,6 +57,10 @@ const MAX_HOURS_WALKED: i64 = 24 * 14;
 
 /// One hour: the time partition of the expiry sets.
 const PARTITION_SECONDS: i64 = 3_600;
+
+/// The first line of the settings a store records: the layout of its keys. Layout 2 keeps key
+/// postings as sorted sets by post order (layout 1, lists by arrival, had no such line).
+const LAYOUT: &str = "# tantivy-dedup store layout 2";
 
 /// The hash slots of a Redis Cluster.
 const SLOTS: usize = 16_384;
@@ -128,11 +133,13 @@ return 0
 
 /// Settles a pending node owned by the token. ARGV: token, seen, ticket or attached-through,
 /// root ('' for a root), the digest of its text (`g`, which a root leaves as its `z` mark).
+/// A leaf keeps the ticket its pending record holds: a later ticket's node is left out by an
+/// earlier insert's scan, settled or not.
 static SETTLE: Lua = Lua::new(
     r"
 local r = redis.call('HMGET', KEYS[1], 'o', 't')
 if r[1] ~= ARGV[1] then return 0 end
-redis.call('HDEL', KEYS[1], 'o', 'q')
+redis.call('HDEL', KEYS[1], 'o')
 if tonumber(ARGV[2]) > tonumber(r[2]) then redis.call('HSET', KEYS[1], 't', ARGV[2]) end
 if ARGV[4] == '' then
   redis.call('HSET', KEYS[1], 'd', 1, 'l', ARGV[1], 'q', ARGV[3], 'g', ARGV[5])
@@ -366,6 +373,11 @@ pub struct RedisStore {
     pending_timeout: Duration,
     /// The ticket already recorded on the node the last claim found pending under its token.
     own_ticket: Option<u64>,
+    /// The post order the insert of a sequence was given ([`ForestStore::post_at`]).
+    sequence_post: Option<u64>,
+    /// A post order this store took for its next new node (with a claim, to save a round
+    /// trip), not used yet.
+    own_post: Option<u64>,
     /// Writes whose replies nothing waits for, sent with the next batch instead of on their
     /// own: a new node's ticket (recorded with its scan) and an existing leaf's child count.
     deferred: Batch,
@@ -455,6 +467,8 @@ impl RedisStore {
             swept_hour: None,
             pending_timeout: Duration::from_secs(5),
             own_ticket: None,
+            sequence_post: None,
+            own_post: None,
             deferred: Batch::default(),
             owners: Vec::new(),
             nodes: Vec::new(),
@@ -473,10 +487,12 @@ impl RedisStore {
         self
     }
 
-    /// The settings that decide edges are written once; a writer with others is refused.
+    /// The settings that decide edges are written once, with the store's layout; a writer
+    /// with others is refused.
     fn check_settings(&mut self, config: &DedupConfig) -> Result<(), StoreError> {
-        let ours = toml::to_string(config)
+        let settings = toml::to_string(config)
             .map_err(|error| StoreError::Config(format!("cannot write settings: {error}")))?;
+        let ours = format!("{LAYOUT}\n{settings}");
         let mut command = redis::cmd("SET");
         command
             .arg(self.key("config"))
@@ -485,6 +501,11 @@ impl RedisStore {
             .arg("GET");
         let theirs: Option<String> = self.run(command)?;
         match theirs {
+            Some(theirs) if !theirs.starts_with(LAYOUT) => Err(StoreError::Config(format!(
+                "the cluster's forest was written by an earlier version of tantivy-dedup, in \
+                 another layout; this one needs `{LAYOUT}`. Start on an empty store, or under \
+                 another --store-prefix"
+            ))),
             Some(theirs) if theirs != ours => Err(StoreError::Config(format!(
                 "the cluster's forest was made with other [dedup] settings; every writer must use the same.\n\
                  cluster's:\n{theirs}\nthis process's:\n{ours}"
@@ -884,10 +905,7 @@ impl RedisStore {
                     redis::from_redis_value(pair[1].clone()).map_err(parsing)?;
                 if let Some(sketch) = sketch.as_deref().and_then(decode_sketch) {
                     for &hash in sketch.keys() {
-                        cleanup
-                            .cmd("LREM", &self.posting_key(hash))
-                            .arg(0)
-                            .arg(member);
+                        cleanup.cmd("ZREM", &self.posting_key(hash)).arg(member);
                     }
                 }
                 cleanup.cmd("DEL", &self.sketch_key(node));
@@ -1032,6 +1050,78 @@ impl RedisStore {
 
     /// Adds the settle of `fingerprint` (script and expiry partition) to `batch`; the script's
     /// reply (1 when settled) is read back.
+    /// Reads each of `nodes` (record and, when verifying, sketch) into `read`, with its
+    /// verdict against `sketch`.
+    fn read_candidates(
+        &mut self,
+        nodes: &[Fingerprint],
+        sketch: &Sketch,
+        later: &dyn Fn(&EdgeState) -> bool,
+        read: &mut HashMap<Fingerprint, Candidate>,
+    ) -> Result<(), StoreError> {
+        let mut batch = Batch::default();
+        for &node in nodes {
+            batch
+                .cmd("HMGET", &self.node_key(node))
+                .arg(&["o", "q", "t", "r"]);
+            if self.verifier.is_some() {
+                batch.cmd("GET", &self.sketch_key(node));
+            }
+        }
+        let replies: Vec<Value> = self.run_batch(&batch)?;
+        let per_node = if self.verifier.is_some() { 2 } else { 1 };
+        let cutoff = self.cutoff();
+        for (&node, reply) in nodes.iter().zip(replies.chunks(per_node)) {
+            let record: Vec<Option<String>> =
+                redis::from_redis_value(reply[0].clone()).map_err(parsing)?;
+            let field = |index: usize| record.get(index).cloned().flatten();
+            let ticket = field(1)
+                .map(|ticket| parse_number(node, "q", &ticket))
+                .transpose()?;
+            let live = field(2)
+                .and_then(|seen| seen.parse::<Timestamp>().ok())
+                .is_some_and(|seen| seen >= cutoff);
+            let candidate = if !live {
+                Candidate::Gone // expired, swept or abandoned
+            } else {
+                let state = match field(0) {
+                    Some(owner) => EdgeState::Pending {
+                        ticket,
+                        owner: parse_number::<i64>(node, "o", &owner)? as u64,
+                    },
+                    None => EdgeState::Settled {
+                        root: parse_fingerprint(&field(3).unwrap_or_default())?.unwrap_or(node),
+                        ticket,
+                    },
+                };
+                match &self.verifier {
+                    _ if later(&state) => Candidate::Later,
+                    None => Candidate::Live {
+                        state,
+                        verdict: Verdict::Copy,
+                        sketch: None,
+                    },
+                    Some(verifier) => {
+                        let bytes: Option<Vec<u8>> =
+                            redis::from_redis_value(reply[1].clone()).map_err(parsing)?;
+                        match bytes.as_deref().and_then(decode_sketch) {
+                            Some(stored) => Candidate::Live {
+                                state,
+                                verdict: verifier.verdict(sketch, &stored),
+                                sketch: Some(stored),
+                            },
+                            // Not written yet: still publishing, so its ticket will be later
+                            // than ours, and it is the one that must see us.
+                            None => Candidate::Later,
+                        }
+                    }
+                }
+            };
+            read.insert(node, candidate);
+        }
+        Ok(())
+    }
+
     fn settle_into(
         &self,
         batch: &mut Batch,
@@ -1249,6 +1339,46 @@ impl StoredNode {
     }
 }
 
+/// What a scan read of one candidate.
+enum Candidate {
+    /// Expired, swept or abandoned: no candidate, though it keeps its place in a posting (as
+    /// in memory, where it stays posted until the sweep).
+    Gone,
+    /// A node of an insert after the scanning one: not there yet, in a posting or elsewhere.
+    Later,
+    /// A live node, with the new text's verdict against it.
+    Live {
+        state: EdgeState,
+        verdict: Verdict,
+        /// Its sketch, when the store verifies.
+        sketch: Option<Sketch>,
+    },
+}
+
+/// A key posting as the in-memory forest would hold it when the scanning insert reads it:
+/// its first [`POSTING_CAPACITY`] entries (newest first) that are not later inserts. Gives
+/// them, and those of them not read yet (any of which may turn out later, and then one more
+/// entry is needed).
+fn earlier_posted(
+    list: &[Fingerprint],
+    read: &HashMap<Fingerprint, Candidate>,
+) -> (Vec<Fingerprint>, Vec<Fingerprint>) {
+    let mut kept = Vec::new();
+    let mut unread = Vec::new();
+    for &node in list {
+        if kept.len() == POSTING_CAPACITY {
+            break;
+        }
+        match read.get(&node) {
+            Some(Candidate::Later) => continue,
+            Some(_) => {}
+            None => unread.push(node),
+        }
+        kept.push(node);
+    }
+    (kept, unread)
+}
+
 /// A reply of an unexpected shape.
 fn parsing(error: impl std::fmt::Display) -> StoreError {
     StoreError::Inconsistent(format!("unexpected reply: {error}"))
@@ -1334,6 +1464,20 @@ impl ForestStore for RedisStore {
         self.newest
     }
 
+    fn take_post_orders(&mut self, count: u64) -> Result<u64, StoreError> {
+        if self.verifier.is_none() {
+            return Ok(0); // seed mode has no key postings
+        }
+        let mut batch = Batch::default();
+        batch.cmd("INCRBY", &self.key("posts")).arg(count);
+        let (last,): (u64,) = self.run_batch(&batch)?;
+        Ok(last.saturating_sub(count.saturating_sub(1)))
+    }
+
+    fn post_at(&mut self, order: Option<u64>) {
+        self.sequence_post = order;
+    }
+
     fn judge_expiry_at(&mut self, clock: Option<SequenceClock>) {
         self.sequence_clock = clock.map(|clock| SequenceClock {
             newest: Timestamp::from(clamp_time(clock.newest)),
@@ -1369,6 +1513,11 @@ impl ForestStore for RedisStore {
         let seen = seen_at(time, assumed, self.window);
         let verify = sketch.filter(|_| self.verifier.is_some());
         let mut batch = Batch::default();
+        // A new node will need a post order: taken now, in case, rather than on its own later.
+        let take_post = verify.is_some() && self.sequence_post.is_none() && self.own_post.is_none();
+        if take_post {
+            batch.cmd("INCR", &self.key("posts"));
+        }
         // Only a document newer than any this store has seen can move the clock; the others
         // read it (a plain GET: a script costs Redis several times more).
         let raise_to = self.raised_to(time);
@@ -1383,6 +1532,10 @@ impl ForestStore for RedisStore {
         }
         self.claim_into(&mut batch, node, seen, assumed - self.window, token);
         let mut replies: Vec<Value> = self.run_batch(&batch)?;
+        if take_post && !replies.is_empty() {
+            let post: u64 = redis::from_redis_value(replies.remove(0)).map_err(parsing)?;
+            self.own_post = Some(post);
+        }
         let claimed: Vec<String> =
             redis::from_redis_value(replies.pop().unwrap_or(Value::Nil)).map_err(parsing)?;
         let stored: Option<Vec<u8>> = match verify {
@@ -1497,20 +1650,29 @@ impl ForestStore for RedisStore {
         let member = fingerprint.0 as i64;
         let mut batch = Batch::default();
         if self.verifier.is_some() {
+            let post = match self.sequence_post.or(self.own_post.take()) {
+                Some(post) => post,
+                None => self.take_post_orders(1)?,
+            };
             let sketch = sketch.cloned().unwrap_or_default();
             batch
                 .cmd("SET", &self.sketch_key(fingerprint))
                 .arg(encode_sketch(&sketch));
             batch.ignore_last();
+            // Kept: the in-memory cap, the new node itself, and the later inserts of its
+            // sequence that may post before it reads (`edges` leaves them out).
+            let kept = (POSTING_CAPACITY + 1 + LATER_INSERTS_AT_MOST) as i64;
             for &hash in sketch.keys() {
                 let posting = self.posting_key(hash);
-                // Pushed, then cut to one more than the in-memory cap (the list also holds the
-                // new node itself). Two commands, not a script: they run in order on the
-                // key's node, and another writer's push between them only leaves one entry
-                // more until the next cut.
-                batch.cmd("LPUSH", &posting).arg(member);
+                // Added, then cut to the newest `kept` by post order. Two commands, not a
+                // script: they run in order on the key's node, and another writer's add
+                // between them only leaves one entry more until the next cut.
+                batch.cmd("ZADD", &posting).arg(post).arg(member);
                 batch.ignore_last();
-                batch.cmd("LTRIM", &posting).arg(0).arg(POSTING_CAPACITY);
+                batch
+                    .cmd("ZREMRANGEBYRANK", &posting)
+                    .arg(0)
+                    .arg(-(kept + 1));
                 batch.ignore_last();
             }
         }
@@ -1561,93 +1723,67 @@ impl ForestStore for RedisStore {
             batch.cmd("SMEMBERS", bucket);
         }
         for &hash in keys {
-            batch.cmd("LRANGE", &self.posting_key(hash)).arg(0).arg(-1);
+            batch
+                .cmd("ZREVRANGE", &self.posting_key(hash))
+                .arg(0)
+                .arg(-1);
         }
         let lists: Vec<Vec<i64>> = self.run_batch(&batch)?;
         let (tables, postings) = lists.split_at(buckets.len().min(lists.len()));
-        let mut found = Candidates::default();
-        tables
-            .iter()
-            .flatten()
-            .map(|&member| Fingerprint(member as u64))
-            .filter(|node| fingerprint.distance(*node) <= k)
-            .for_each(|node| found.push_near(node));
-        for posted in postings {
-            found.push_key(posted.iter().map(|&member| Fingerprint(member as u64)));
-        }
-        let candidates: Vec<Fingerprint> = found
-            .nodes()
-            .into_iter()
-            .filter(|&node| node != fingerprint)
-            .collect();
-        if candidates.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut batch = Batch::default();
-        for &node in &candidates {
-            batch
-                .cmd("HMGET", &self.node_key(node))
-                .arg(&["o", "q", "t", "r"]);
-            if self.verifier.is_some() {
-                batch.cmd("GET", &self.sketch_key(node));
+        let others = |list: &[i64]| -> Vec<Fingerprint> {
+            list.iter()
+                .map(|&member| Fingerprint(member as u64))
+                .filter(|&node| node != fingerprint)
+                .collect()
+        };
+        let mut near: Vec<Fingerprint> = others(tables.concat().as_slice());
+        near.retain(|node| fingerprint.distance(*node) <= k);
+        let postings: Vec<Vec<Fingerprint>> = postings.iter().map(|list| others(list)).collect();
+        // Read the candidates; where a posting's first entries turn out to be later inserts,
+        // read as many entries past them, until each posting has its cap of earlier ones.
+        let mut read: HashMap<Fingerprint, Candidate> = HashMap::new();
+        let mut unread: Vec<Fingerprint> = near.clone();
+        loop {
+            unread.extend(
+                postings
+                    .iter()
+                    .flat_map(|list| earlier_posted(list, &read).1),
+            );
+            unread.sort_unstable();
+            unread.dedup();
+            if unread.is_empty() {
+                break;
             }
+            self.read_candidates(&unread, sketch, later, &mut read)?;
+            unread.clear();
         }
-        let replies: Vec<Value> = self.run_batch(&batch)?;
-        let per_node = if self.verifier.is_some() { 2 } else { 1 };
-        let cutoff = self.cutoff();
-        // Each live candidate's verdict, and its state as read.
+        let mut found = Candidates::default();
+        near.iter().for_each(|&node| found.push_near(node));
+        for list in &postings {
+            found.push_key(earlier_posted(list, &read).0);
+        }
+        // Each live candidate's verdict and its state as read, in ascending order of nodes.
         let mut verdicts = Vec::new();
         let mut states = Vec::new();
         let mut sketches = Vec::new();
-        for (&node, reply) in candidates.iter().zip(replies.chunks(per_node)) {
-            let record: Vec<Option<String>> =
-                redis::from_redis_value(reply[0].clone()).map_err(parsing)?;
-            let field = |index: usize| record.get(index).cloned().flatten();
-            let Some(last_seen) = field(2).and_then(|seen| seen.parse::<Timestamp>().ok()) else {
-                continue; // gone (expired and swept, or abandoned)
-            };
-            if last_seen < cutoff {
-                continue;
+        for node in found.nodes() {
+            if let Some(Candidate::Live {
+                state,
+                verdict,
+                sketch,
+            }) = read.remove(&node)
+            {
+                verdicts.push(Compared { node, verdict });
+                states.push((node, state));
+                sketches.extend(sketch.map(|sketch| (node, sketch)));
             }
-            let state = match field(0) {
-                Some(owner) => EdgeState::Pending {
-                    // No ticket yet: still publishing.
-                    ticket: field(1)
-                        .map(|ticket| parse_number(node, "q", &ticket))
-                        .transpose()?,
-                    owner: parse_number::<i64>(node, "o", &owner)? as u64,
-                },
-                None => EdgeState::Settled {
-                    root: parse_fingerprint(&field(3).unwrap_or_default())?.unwrap_or(node),
-                },
-            };
-            if later(&state) {
-                continue;
-            }
-            let verdict = match &self.verifier {
-                None => Verdict::Copy,
-                Some(verifier) => {
-                    let bytes: Option<Vec<u8>> =
-                        redis::from_redis_value(reply[1].clone()).map_err(parsing)?;
-                    // A candidate whose sketch is not written yet is still publishing: its
-                    // ticket will be later than ours, so it is the one that must see us.
-                    let Some(stored) = bytes.as_deref().and_then(decode_sketch) else {
-                        continue;
-                    };
-                    let verdict = verifier.verdict(sketch, &stored);
-                    sketches.push((node, stored));
-                    verdict
-                }
-            };
-            verdicts.push(Compared { node, verdict });
-            states.push((node, state));
         }
         let state_of = |node: Fingerprint| {
             let at = states.binary_search_by_key(&node, |&(node, _)| node).ok()?;
             Some(states[at].1)
         };
         let tree = |node| match state_of(node)? {
-            EdgeState::Settled { root } => Some(root),
+            EdgeState::Settled { root, .. } => Some(root),
             EdgeState::Pending { .. } => None,
         };
         let sketch_of = |node: Fingerprint| {
@@ -1664,7 +1800,6 @@ impl ForestStore for RedisStore {
             (Some(verifier), Some(part), Some(whole)) => verifier.is_part_of(part, whole),
             _ => false,
         };
-        // `verdicts` and `states` follow `candidates`, which are in ascending order.
         Ok(found
             .evidenced(&verdicts, tree, part_of)
             .into_iter()

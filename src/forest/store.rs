@@ -127,6 +127,10 @@ pub enum EdgeState {
     Settled {
         /// Its root.
         root: Fingerprint,
+        /// The ticket its insert took, where the store keeps it (a shared store: tickets order
+        /// the nodes' creation across writers); `None` in memory, where one writer creates
+        /// them in turn.
+        ticket: Option<u64>,
     },
     /// Another insert has not settled it yet.
     Pending {
@@ -275,9 +279,9 @@ pub trait ForestStore {
     fn record_ticket(&mut self, fingerprint: Fingerprint, token: u64, ticket: u64);
 
     /// Every live node other than `fingerprint` with an edge to it: within `k`, or in a
-    /// verifying store, a candidate whose sketch verifies. A pending node for which `later`
-    /// is true (an insert that comes after this one) is left out, as if it were not there
-    /// yet: it is neither an edge nor a rival in the evidence of others.
+    /// verifying store, a candidate whose sketch verifies. A node for which `later` is true
+    /// (an insert that comes after this one) is left out, as if it were not there yet: it is
+    /// neither an edge, nor a rival in the evidence of others, nor in a key posting.
     fn edges(
         &mut self,
         fingerprint: Fingerprint,
@@ -294,6 +298,23 @@ pub trait ForestStore {
     /// not). A store whose clock only its one writer moves has nothing to do.
     fn judge_expiry_at(&mut self, clock: Option<SequenceClock>) {
         let _ = clock;
+    }
+
+    /// Takes `count` consecutive numbers of the order in which nodes are posted under their
+    /// keys, and gives the first (a [`Pipeline`](super::Pipeline) numbers its sequence's
+    /// inserts in the sequence's order before any is placed: their round trips land in any
+    /// order, and a key posting keeps its newest nodes by that number). A store that posts
+    /// as it places, one insert at a time, has no such numbers and gives 0.
+    fn take_post_orders(&mut self, count: u64) -> Result<u64, StoreError> {
+        let _ = count;
+        Ok(0)
+    }
+
+    /// For the inserts that follow, until called with `None`: post the node created at
+    /// `order`, one of the numbers [`take_post_orders`](Self::take_post_orders) gave, rather
+    /// than at the next number the store takes itself.
+    fn post_at(&mut self, order: Option<u64>) {
+        let _ = order;
     }
 
     /// The tie-break figures of each root (`None` for a root that is gone).
@@ -397,6 +418,14 @@ pub struct SequenceClock {
 /// deletes what that time takes as live.
 pub const CLOCK_SLACK_SECONDS: Timestamp = 1_800;
 
+/// How many inserts after a given one of the same sequence may have started while it is in
+/// flight: a [`Pipeline`](super::Pipeline) starts none further ahead of its earliest
+/// unfinished insert. A shared store keeps this many entries more than the cap
+/// ([`POSTING_CAPACITY`](crate::verify::POSTING_CAPACITY)) in each key posting, so that an
+/// insert still finds the cap's worth of earlier nodes under a key after every later insert
+/// in flight has posted under it too (it leaves those out, as their turn has not come).
+pub const LATER_INSERTS_AT_MOST: usize = 63;
+
 /// A token for one insert: unique across processes with overwhelming probability, and kept
 /// across the insert's retries.
 pub fn new_token() -> u64 {
@@ -449,9 +478,9 @@ pub(crate) trait InsertOrder {
     ) -> Result<u64, StoreError>;
     /// This insert needs no ticket (any more): the next may take theirs.
     fn pass_turn(&self);
-    /// Whether the insert owning `owner` is a later one of the same sequence that will take
-    /// its ticket in turn (it has not passed its turn): after this insert's, if this one took
-    /// its own in turn.
+    /// Whether the insert owning `owner` is a later one of the same sequence whose ticket
+    /// comes in turn (it has not passed its turn yet, or its ticket was taken in turn): after
+    /// this insert's, if this one took its own in turn.
     fn is_later(&self, owner: u64) -> bool;
     /// Whether the insert owning `owner` is an earlier one of the same sequence.
     fn is_earlier(&self, owner: u64) -> bool;
@@ -643,12 +672,17 @@ fn place_once<S: ForestStore + ?Sized>(
             turn.pass();
         }
         let order = turn.order;
-        // A pending node of a later insert (a larger ticket, or no ticket yet but an insert of
-        // this sequence that will take its own in turn, after this one's) is not there yet for
-        // this one: it will see this node and wait for it. Only a ticket taken in turn is
-        // known to come before those.
+        // A node of a later insert (a larger ticket, or no ticket yet but an insert of this
+        // sequence that will take its own in turn, after this one's) is not there yet for this
+        // one: pending, it will see this node and wait for it; settled already, it had no edge
+        // to this node (it would have waited). Only a ticket taken in turn is known to come
+        // before those of the sequence that have none yet.
         let later = |state: &EdgeState| match *state {
             EdgeState::Pending {
+                ticket: Some(theirs),
+                ..
+            }
+            | EdgeState::Settled {
                 ticket: Some(theirs),
                 ..
             } => theirs > ticket,
@@ -656,7 +690,7 @@ fn place_once<S: ForestStore + ?Sized>(
                 ticket: None,
                 owner,
             } => ticket_in_turn && order.is_later(owner),
-            EdgeState::Settled { .. } => false,
+            EdgeState::Settled { ticket: None, .. } => false,
         };
         let edges = loop {
             let edges = store.edges(fingerprint, sketch, &later)?;
@@ -754,7 +788,7 @@ fn is_boilerplate(edges: &[Edge]) -> bool {
         .iter()
         .filter(|edge| edge.verdict == Verdict::Contained)
         .filter_map(|edge| match edge.state {
-            EdgeState::Settled { root } => Some(root),
+            EdgeState::Settled { root, .. } => Some(root),
             EdgeState::Pending { .. } => None,
         })
         .collect();
@@ -824,7 +858,7 @@ fn best_tree<S: ForestStore + ?Sized>(
     // Each tree's best contact: the nearest, then the root itself, then the smaller fingerprint.
     let mut trees: Vec<(Fingerprint, (u32, bool, Fingerprint))> = Vec::new();
     for edge in edges {
-        let EdgeState::Settled { root } = edge.state else {
+        let EdgeState::Settled { root, .. } = edge.state else {
             continue;
         };
         let contact = (edge.distance, edge.node != root, edge.node);

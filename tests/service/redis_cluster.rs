@@ -173,6 +173,18 @@ impl RedisCluster {
             .collect()
     }
 
+    /// Sets `key` to `value` on the node that owns its slot (the others answer MOVED).
+    pub fn set(&self, key: &str, value: &str) {
+        let owners = self
+            .running()
+            .filter(|(_, node)| {
+                node.query::<()>(redis::cmd("SET").arg(key).arg(value))
+                    .is_ok()
+            })
+            .count();
+        assert_eq!(owners, 1, "SET {key}: {owners} nodes took it");
+    }
+
     /// Deletes every key on every node (`FLUSHALL` acts on one node only in a cluster).
     ///
     /// Panics if a node is stopped: its keys would come back with it.
