@@ -730,10 +730,13 @@ impl Writer {
         let elapsed = started.elapsed();
         self.last_commit = Instant::now();
         let waiting = std::mem::take(&mut self.waiting);
+        if published.is_ok() {
+            // Proven again before anyone hears back: a client answered finds `/healthz` so.
+            self.shared.write_failed.store(false, Ordering::Relaxed);
+        }
         waiting.into_iter().for_each(|waiting| waiting.answer(None));
         match published {
             Ok(expired) => {
-                self.shared.write_failed.store(false, Ordering::Relaxed);
                 self.shared
                     .metrics
                     .observe_commit(elapsed, self.index.forest_stats());
