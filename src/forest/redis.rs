@@ -1341,8 +1341,10 @@ impl StoredNode {
 
 /// What a scan read of one candidate.
 enum Candidate {
-    /// Expired, swept or abandoned: no candidate, though it keeps its place in a posting (as
-    /// in memory, where it stays posted until the sweep).
+    /// Expired, swept or abandoned: no candidate, though it keeps its place in a posting until
+    /// the sweep takes it out (the in-memory forest takes an expired node out at once, but
+    /// never brings back one it pushed out of a full posting: docs/scaling.md, "Caveat: capped
+    /// key postings", has what that changes).
     Gone,
     /// A node of an insert after the scanning one: not there yet, in a posting or elsewhere.
     Later,
