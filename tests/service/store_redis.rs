@@ -431,12 +431,6 @@ fn a_pipelined_writer_decides_as_the_in_memory_forest() {
     assert_eq!(store.advance_to(T0).unwrap(), newest);
 }
 
-/// Texts that share much with other stories (the service tests' corpus: sentences drawn from a
-/// shared pool, headlines of one template, place names) crowd their keys' postings past the
-/// cap: 32 inserts in flight, in batches of 40 as a busy coordinator gets them, still decide
-/// as one writer, though later inserts of a batch post under a key before earlier ones read
-/// it, and the inserts' posts land in any order (before key postings were ordered by the
-/// sequence and kept room for the later inserts, 18 to 20 of these 20,000 roots differed).
 /// The same text with its documents dated as they were published (out of arrival order, over
 /// three weeks, against the default 7-day window): many are late, start stories at the
 /// window's edge and expire. 32 inserts in flight decide exactly as one insert at a time on
@@ -482,40 +476,6 @@ fn a_pipelined_writer_decides_as_one_at_a_time_on_late_documents() {
 /// as one writer, though later inserts of a batch post under a key before earlier ones read
 /// it, and the inserts' posts land in any order (before key postings were ordered by the
 /// sequence and kept room for the later inserts, 18 to 20 of these 20,000 roots differed).
-#[test]
-fn xp_late_documents() {
-    let cluster = RedisCluster::start(3);
-    let config = DedupConfig::default();
-    let signer = Signer::new(&config);
-    let (_, docs) = crate::server_api::corpus(35, 8000);
-    let documents: Vec<Document> = docs
-        .iter()
-        .take(20_000)
-        .map(|doc| Document {
-            story: doc.story,
-            signature: signer.sign(&Article {
-                id: doc.id.clone(),
-                content: doc.content.clone(),
-                ..Default::default()
-            }),
-            time: doc.published_at,
-        })
-        .collect();
-    let expected = sequential_roots(&config, &documents);
-    for depth in [1usize, 32] {
-        cluster.flush_all();
-        let got = pipeline_all(&cluster.store_arg(), &config, &documents, depth, 40);
-        let differing: Vec<usize> = (0..got.len())
-            .filter(|&at| got[at] != expected[at])
-            .collect();
-        eprintln!(
-            "XP depth {depth}: {} differ, first {:?}",
-            differing.len(),
-            &differing[..differing.len().min(10)]
-        );
-    }
-}
-
 #[test]
 fn a_pipelined_writer_decides_as_one_on_crowded_key_postings() {
     let cluster = RedisCluster::start(3);
