@@ -1,7 +1,7 @@
 //! Dedup settings, as declared in the `[dedup]` table of `schema/news.toml`.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -200,6 +200,12 @@ impl Config {
         })?;
         check(&text)
             .and_then(|()| Self::from_toml_str(&text))
+            .map(|mut config| {
+                if let (Some(user_dict), Some(dir)) = (&mut config.index.user_dict, path.parent()) {
+                    *user_dict = dir.join(&*user_dict);
+                }
+                config
+            })
             .map_err(|error| Error::ConfigFile {
                 path: path.to_owned(),
                 message: match error {
@@ -575,6 +581,14 @@ pub struct IndexConfig {
     /// command line prints times in it. Kept with the index, so that its readers need not
     /// repeat it.
     pub time_zone: TimeZone,
+    /// A user dictionary for jieba: words to keep whole (product, person and place names it
+    /// would cut apart), one a line as `word [frequency] [tag]`
+    /// ([`use_user_dictionary`](crate::text::use_user_dictionary)). They count for the index's
+    /// words, the queries' and the fingerprint's. A relative path is read from the settings
+    /// file's directory. Kept with the index, which loads it on every open; documents indexed
+    /// before a word was added keep the words they were split into.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_dict: Option<PathBuf>,
 }
 
 impl Default for IndexConfig {
@@ -586,6 +600,7 @@ impl Default for IndexConfig {
             checkpoint_inserts: crate::engine::DEFAULT_CHECKPOINT_INSERTS,
             prune_tombstones: true,
             time_zone: TimeZone::default(),
+            user_dict: None,
         }
     }
 }

@@ -215,6 +215,10 @@ impl ConfigArgs {
         if let Some(mode) = &self.mode {
             config.dedup.mode = mode.parse::<Mode>()?;
         }
+        // Before anything is split: the commands that fingerprint without an index need it.
+        if let Some(user_dict) = &config.index.user_dict {
+            tantivy_dedup::text::use_user_dictionary(user_dict)?;
+        }
         Ok(Some(config))
     }
 }

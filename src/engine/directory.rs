@@ -349,9 +349,12 @@ pub(crate) fn open_directory(dir: &Path) -> Result<MmapDirectory> {
     MmapDirectory::open(dir).map_err(|error| index_error(dir, error.into()))
 }
 
-/// Opens the Tantivy index in `dir`, checks that its schema is the one `config` builds and
-/// registers the tokenizer. Reads meta.json, no segment file.
+/// Opens the Tantivy index in `dir`, checks that its schema is the one `config` builds, loads
+/// its user dictionary and registers the tokenizer. Reads meta.json, no segment file.
 pub(crate) fn open_tantivy(dir: &Path, config: &Config) -> Result<(Index, NewsFields)> {
+    if let Some(user_dict) = &config.index.user_dict {
+        crate::text::use_user_dictionary(user_dict)?;
+    }
     let layout = BlockLayout::new(config.dedup.max_distance)?;
     let (schema, mut fields) = build_schema(&config.fields, &layout);
     let index = Index::open(open_directory(dir)?).map_err(|source| index_error(dir, source))?;

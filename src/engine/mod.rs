@@ -2,7 +2,7 @@
 //! their cluster's root, with collapsed search, detail pages and near-duplicate checks.
 //!
 //! - [`schema`]: the Tantivy schema built from `[fields.*]` plus the dedup fields;
-//! - [`NewsTokenizer`]: the tokenizer registered on every open (normalise + tantivy-jieba);
+//! - [`NewsTokenizer`]: the tokenizer registered on every open (normalise + jieba);
 //! - [`schema::DedupFields`] and [`DedupWriter`]: dedup on any Tantivy schema: the fields, and
 //!   the forest beside an `IndexWriter` (the one insert path, with recovery on open);
 //! - [`DedupIndex`]: the news index: its one ordered writer over a [`DedupWriter`];

@@ -14,7 +14,7 @@ use crate::index::BlockLayout;
 use crate::verify::Sketch;
 use crate::{Error, Result};
 
-/// The name under which the news tokenizer (normalise, then tantivy-jieba) is registered.
+/// The name under which the news tokenizer (normalise, then jieba in search mode) is registered.
 pub const TOKENIZER: &str = "news_jieba";
 
 /// The options of a Chinese text field of your own schema: indexed by the crate's tokenizer

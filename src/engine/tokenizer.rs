@@ -1,6 +1,6 @@
-//! The tokenizer registered on every news index: the fingerprint's normalisation, then
-//! tantivy-jieba in search mode; and the hand-over that lets the writer's documents be indexed
-//! from the tokens the insert path already computed.
+//! The tokenizer registered on every news index: the fingerprint's normalisation, then jieba in
+//! search mode; and the hand-over that lets the writer's documents be indexed from the tokens
+//! the insert path already computed.
 //!
 //! **Why a hand-over.** The insert path splits each text into words once, for the fingerprint and the
 //! index together. Tantivy's way to take ready tokens is a pre-tokenized value, but Tantivy
@@ -57,8 +57,9 @@ fn take_offer(text: &str) -> Option<Arc<AnalyzedText>> {
     .then_some(offer.analysis)
 }
 
-/// Normalises text as the fingerprint does (NFKC, markup removed, ASCII lower-cased, white
-/// space folded), then splits it into words with tantivy-jieba in search mode.
+/// Normalises text as the fingerprint does (NFKC, markup removed, ASCII lower-cased,
+/// traditional characters simplified, white space folded), then splits it into words with jieba
+/// in search mode ([`search_tokens`](crate::text::search_tokens)).
 ///
 /// Token offsets are byte offsets into the raw text given, so that whatever shows raw text by
 /// tokens (a snippet, Tantivy's `SnippetGenerator`) marks the right characters: a word that

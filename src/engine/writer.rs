@@ -239,8 +239,16 @@ fn create_files(dir: &Path, config: &Config) -> Result<()> {
     })?;
     let layout = BlockLayout::new(config.dedup.max_distance)?;
     let (schema, _) = build_schema(&config.fields, &layout);
+    // The settings file lies in the index: a relative path in it would be read from there.
+    let mut settings = config.clone();
+    if let Some(user_dict) = &mut settings.index.user_dict {
+        *user_dict = std::path::absolute(&*user_dict).map_err(|source| Error::Io {
+            path: user_dict.clone(),
+            source,
+        })?;
+    }
     let created =
-        directory::write_atomically(&dir.join(SETTINGS_FILE), config.to_toml().as_bytes())
+        directory::write_atomically(&dir.join(SETTINGS_FILE), settings.to_toml().as_bytes())
             .and_then(|()| {
                 let directory = open_directory(dir)?;
                 Index::create(directory, schema, Default::default())

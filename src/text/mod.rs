@@ -6,6 +6,7 @@
 
 mod features;
 mod normalize;
+mod script;
 mod words;
 
 pub(crate) use features::SENTENCE_ENDS;
@@ -15,7 +16,8 @@ pub use features::{
 };
 pub(crate) use normalize::is_zero_width;
 pub use normalize::{OffsetMap, normalize, normalize_with_offsets, readable};
-pub use words::{TokenSpan, USE_HMM, jieba, search_tokens, split_words};
+pub use script::simplified;
+pub use words::{TokenSpan, USE_HMM, jieba, search_tokens, split_words, use_user_dictionary};
 
 use std::ops::Range;
 

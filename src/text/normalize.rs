@@ -2,7 +2,8 @@
 //!
 //! HTML markup (tags, comments, script and style bodies) is removed and entities decoded; Unicode
 //! NFKC folds full-width letters, digits and punctuation to their ordinary forms; ASCII letters are
-//! lower-cased; zero-width characters are dropped; runs of white space fold to one space, or to
+//! lower-cased; traditional characters fold to simplified ones ([`simplified`]); zero-width
+//! characters are dropped; runs of white space fold to one space, or to
 //! one line break when they contain one, and disappear next to CJK text, where spaces are layout,
 //! not word boundaries.
 //!
@@ -17,6 +18,10 @@ use std::ops::Range;
 
 use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfkc_quick};
 
+use super::script::Simplifier;
+#[cfg(doc)]
+use super::simplified;
+
 /// Normalises `text` for fingerprinting (see the module documentation).
 ///
 /// ```
@@ -24,6 +29,7 @@ use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfkc_quick};
 ///
 /// assert_eq!(normalize("<p>新闻&nbsp;联播</p>"), normalize("新闻联播"));
 /// assert_eq!(normalize("ＡＢＣ，１２３！"), "abc,123!");
+/// assert_eq!(normalize("高鐵開通"), normalize("高铁开通"));
 /// assert_eq!(normalize("  Hello \t World \n\n 第二段 "), "hello world\n第二段");
 /// ```
 pub fn normalize(text: &str) -> String {
@@ -271,7 +277,7 @@ fn width_fold(c: char) -> Option<char> {
     }
 }
 
-/// NFKC, case and space folding in one pass, for text whose every character is NFKC-stable or
+/// NFKC, case, script and space folding in one pass, for text whose every character is NFKC-stable or
 /// a full-width form (what `nfkc` maps directly); `None` for other text.
 fn fold_common<T: Trace>(text: &str) -> Option<(String, T)> {
     let mut folder = Folder::<T>::with_capacity(text.len());
@@ -575,9 +581,10 @@ fn fold_case_and_space<T: Trace>(text: &str) -> (String, T) {
     (folder.out, folder.trace)
 }
 
-/// The case and space folding, one character at a time.
+/// The case, script ([`Simplifier`]) and space folding, one character at a time.
 struct Folder<T> {
     out: String,
+    simplifier: Simplifier,
     /// The white space waiting to be written: None, a space, or a line break.
     pending: Option<char>,
     trace: T,
@@ -587,6 +594,7 @@ impl<T: Trace> Folder<T> {
     fn with_capacity(capacity: usize) -> Self {
         Folder {
             out: String::with_capacity(capacity),
+            simplifier: Simplifier::new(),
             pending: None,
             trace: T::empty(),
         }
@@ -622,7 +630,7 @@ impl<T: Trace> Folder<T> {
                 self.trace.release(out.len());
             }
         }
-        self.out.push(c.to_ascii_lowercase());
+        self.out.push(self.simplifier.fold(c.to_ascii_lowercase()));
         self.trace.piece(self.out.len(), from, to);
     }
 }

@@ -1,28 +1,122 @@
-//! Splitting text into words with jieba, through tantivy-jieba: the fingerprint and the search
-//! index read the same words from the same dictionary.
+//! Splitting text into words with jieba: the fingerprint and the search index read the same
+//! words from one dictionary, the process's one jieba instance ([`jieba`]), to which a user
+//! dictionary may add words ([`use_user_dictionary`]).
 
-use std::sync::LazyLock;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use jieba_rs::Jieba;
-use tantivy::tokenizer::{TokenStream, Tokenizer};
-use tantivy_jieba::JiebaTokenizer;
 
 use crate::text::has_letter_or_digit;
+use crate::{Error, Result};
 
-/// A jieba instance of our own, with the default dictionary: the same jieba-rs release and
-/// dictionary as tantivy-jieba's instance, so both split alike (a property test checks it).
+/// The process's jieba, and the user dictionary it was given, if any.
+static JIEBA: OnceLock<(Jieba, Option<UserDictionary>)> = OnceLock::new();
+
+/// A user dictionary as loaded: where it came from and what it held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct UserDictionary {
+    path: PathBuf,
+    text: String,
+}
+
+/// The jieba instance every path splits text with: the default dictionary, plus the user
+/// dictionary if [`use_user_dictionary`] gave one before the first split. The dictionary loads on
+/// first use.
 ///
-/// It serves the paths that only fingerprint (the `dedup` and `eval` commands, the IDF table
-/// behind TF-IDF weights), where borrowing jieba's words directly is faster than going through
-/// a token stream. Indexing splits through tantivy-jieba; the dictionary loads on first use,
-/// so a process loads only the instances it uses.
+/// Indexing (`NewsTokenizer`), the fingerprint (the `dedup` and `eval` commands, the index
+/// writer) and the IDF table behind TF-IDF weights all split through it, so they cannot
+/// disagree on a word.
 pub fn jieba() -> &'static Jieba {
-    static JIEBA: LazyLock<Jieba> = LazyLock::new(Jieba::new);
-    &JIEBA
+    &JIEBA.get_or_init(|| (Jieba::new(), None)).0
+}
+
+/// Adds the words of a user dictionary (new product, person or place names that jieba would
+/// otherwise cut apart) to the process's jieba, for every text split from now on: the index's
+/// words and queries, and the fingerprint.
+///
+/// The file holds one word a line: the word, then optionally its frequency (a higher one joins
+/// its characters more readily; without one, jieba picks the frequency that makes the word
+/// whole) and a part-of-speech tag, separated by white space; empty lines and lines starting
+/// with `#` are skipped. It must be given before any text is split in the process, since what
+/// was split before would disagree with what is split after; loading the same file again is
+/// allowed and does nothing.
+///
+/// ```no_run
+/// tantivy_dedup::text::use_user_dictionary(std::path::Path::new("user_dict.txt"))?;
+/// # Ok::<(), tantivy_dedup::Error>(())
+/// ```
+pub fn use_user_dictionary(path: &Path) -> Result<()> {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    let refused = |message: String| Error::ConfigFile {
+        path: path.to_owned(),
+        message,
+    };
+    let words = user_words(&text).map_err(refused)?;
+    let wanted = UserDictionary {
+        path: path.to_owned(),
+        text: text.clone(),
+    };
+    let (_, loaded) = JIEBA.get_or_init(|| {
+        let mut jieba = Jieba::new();
+        for &(word, frequency, tag) in &words {
+            jieba.add_word(word, frequency, tag);
+        }
+        (jieba, Some(wanted))
+    });
+    match loaded {
+        Some(loaded) if loaded.text == text => Ok(()),
+        Some(loaded) => Err(refused(format!(
+            "this process already splits text with the user dictionary {} (or this file \
+             changed since it was loaded); one process uses one dictionary",
+            loaded.path.display()
+        ))),
+        None => Err(refused(
+            "text was split before the user dictionary was given; give it before anything \
+             else (the index's settings, or --config, load it on opening)"
+                .to_owned(),
+        )),
+    }
+}
+
+/// A word of a user dictionary: the word, its frequency and its tag, each as given.
+type UserWord<'a> = (&'a str, Option<usize>, Option<&'a str>);
+
+/// The words of a user dictionary's `text`; the first line that is not a word, an optional
+/// frequency and an optional tag is refused, by number.
+fn user_words(text: &str) -> std::result::Result<Vec<UserWord<'_>>, String> {
+    let mut words = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        let mut parts = line.split_whitespace();
+        let Some(word) = parts.next().filter(|word| !word.starts_with('#')) else {
+            continue;
+        };
+        let frequency = match parts.next() {
+            Some(given) => Some(given.parse::<usize>().map_err(|_| {
+                format!(
+                    "line {}: the frequency {given:?} of {word:?} is not a whole number",
+                    number + 1
+                )
+            })?),
+            None => None,
+        };
+        let tag = parts.next();
+        if parts.next().is_some() {
+            return Err(format!(
+                "line {}: expected a word, then a frequency and a tag at most",
+                number + 1
+            ));
+        }
+        words.push((word, frequency, tag));
+    }
+    Ok(words)
 }
 
 /// Whether word splitting lets jieba's HMM join characters the dictionary does not know into
-/// words (names, new terms). It is tantivy-jieba's default, which the search index uses.
+/// words (names, new terms). It is tantivy-jieba's default too.
 pub const USE_HMM: bool = true;
 
 /// Calls `emit` with each word of `text`, in order: jieba's default mode, which cuts
@@ -65,25 +159,24 @@ impl TokenSpan {
     }
 }
 
-/// The tokens the search index stores for `text`: tantivy-jieba's search mode, which adds the
-/// dictionary words inside each long word ("中华人民共和国" also yields "人民", "共和国", ...).
+/// The tokens the search index stores for `text`: jieba's search mode (as tantivy-jieba gives
+/// it: positions and lengths in characters), which adds the dictionary words inside each long
+/// word ("中华人民共和国" also yields "人民", "共和国", ...).
 /// Tokens without a letter or digit (punctuation, white space, emoji) are left out: there is
 /// nothing in them to search for, and they are never fingerprint features.
 /// Texts beyond 4 GiB are cut there (far beyond any article).
 pub fn search_tokens(text: &str) -> Vec<TokenSpan> {
     let text = &text[..floor_char_boundary(text, u32::MAX as usize)];
-    let mut tokenizer = JiebaTokenizer::new();
-    let mut stream = tokenizer.token_stream(text);
     let mut spans = Vec::with_capacity(text.len() / 4);
-    while let Some(token) = stream.next() {
-        if !has_letter_or_digit(&token.text) {
+    for token in jieba().cut_for_search(text, USE_HMM) {
+        if !has_letter_or_digit(token.word) {
             continue;
         }
         spans.push(TokenSpan {
-            from: token.offset_from as u32,
-            to: token.offset_to as u32,
-            position: token.position as u32,
-            length: token.position_length as u32,
+            from: token.byte_start as u32,
+            to: token.byte_end as u32,
+            position: token.start as u32,
+            length: (token.end - token.start) as u32,
             whole_word: true,
         });
     }

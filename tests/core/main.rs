@@ -5,6 +5,7 @@
 //! One test binary with a module per subject, rather than a binary per file: each binary links
 //! Tantivy and jieba again, which costs more than the tests take to run.
 
+mod chinese_search;
 mod engine_collapse;
 mod engine_deadline;
 mod engine_histogram;

@@ -162,6 +162,19 @@ fn typos_width_and_synonyms_are_found() {
 }
 
 #[test]
+fn a_repost_in_traditional_characters_is_found() {
+    // POST as a Hong Kong or Taiwan outlet would carry it, written out by hand.
+    let traditional = "今天上午，濱海大橋主橋順利合龍，這座全長十二公里的跨海大橋預計明年五月建成通車，\
+        屆時從新區到機場的車程將由一個小時縮短到二十分鐘。";
+    assert_found("a repost in traditional characters", POST, traditional);
+    assert_found(
+        "a repost in traditional characters, first",
+        traditional,
+        POST,
+    );
+}
+
+#[test]
 fn a_short_post_with_a_forward_prefix_and_an_emoji_is_found() {
     for copy in [
         format!("转发：{POST}🔥🔥"),

@@ -499,3 +499,62 @@ fn serve_refuses_to_expose_an_unguarded_index() {
     );
     assert!(!Path::new(index).exists(), "no index was created");
 }
+
+#[test]
+fn a_user_dictionary_keeps_new_words_whole() {
+    // README "A user dictionary", as written there.
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+    std::fs::write(
+        path("chip.jsonl"),
+        r#"{"id":"chip-1","title":"新品发布","content":"记者从凌霄微电子获悉，新一代车规级芯片已经量产。"}"#,
+    )
+    .unwrap();
+    std::fs::write(path("words.txt"), "# 用户词典\n凌霄微电子\n").unwrap();
+    std::fs::write(
+        path("settings.toml"),
+        "[index]\nuser_dict = \"words.txt\"\n",
+    )
+    .unwrap();
+    let hits = |index: &str| {
+        let found = run(&["search", "--index", index, "凌霄微电子", "--json"]);
+        assert!(found.status.success(), "{}", stderr(&found));
+        json(&found)["total_hits"].as_u64()
+    };
+    let with = path("news-dict");
+    let made = run(&[
+        "ingest",
+        "--config",
+        &path("settings.toml"),
+        "--index",
+        &with,
+        &path("chip.jsonl"),
+    ]);
+    assert!(made.status.success(), "{}", stderr(&made));
+    // `search` runs in a process of its own: the index's settings load the dictionary.
+    assert_eq!(hits(&with), Some(1));
+    // jieba alone glues 从 to 凌霄: the query's words are not the article's.
+    let without = path("news");
+    let made = run(&["ingest", "--index", &without, &path("chip.jsonl")]);
+    assert!(made.status.success(), "{}", stderr(&made));
+    assert_eq!(hits(&without), Some(0));
+
+    // A bad line is refused by number, and nothing is made.
+    std::fs::write(path("words.txt"), "凌霄微电子\n凌霄 many\n").unwrap();
+    let refused = run(&[
+        "ingest",
+        "--config",
+        &path("settings.toml"),
+        "--index",
+        &path("news-bad"),
+        &path("chip.jsonl"),
+    ]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused)
+            .contains(r#"line 2: the frequency "many" of "凌霄" is not a whole number"#),
+        "{}",
+        stderr(&refused)
+    );
+    assert!(!Path::new(&path("news-bad")).exists());
+}
