@@ -584,9 +584,9 @@ pub struct IndexConfig {
     /// A user dictionary for jieba: words to keep whole (product, person and place names it
     /// would cut apart), one a line as `word [frequency] [tag]`
     /// ([`use_user_dictionary`](crate::text::use_user_dictionary)). They count for the index's
-    /// words, the queries' and the fingerprint's. A relative path is read from the settings
-    /// file's directory. Kept with the index, which loads it on every open; documents indexed
-    /// before a word was added keep the words they were split into.
+    /// words, the queries' and the fingerprint's. A relative path in a settings file is read
+    /// from that file's directory. A new index keeps a copy (its `user_dict.txt`), which every
+    /// later open loads, whatever settings it is given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub user_dict: Option<PathBuf>,
 }

@@ -64,8 +64,8 @@ pub struct SearchArgs {
     #[arg(value_name = "QUERY", default_value = "")]
     query: String,
     /// Order of clusters: relevance (best score first), similar_desc (most similar articles
-    /// first), similar_asc (fewest first), newest (most recent matching article first),
-    /// trending (most articles gained in --trend-window against the window before first), hot
+    /// first), similar_asc (fewest first), newest (most recent matching article first), oldest
+    /// (the cluster whose first matching article is the oldest first), trending (most articles gained in --trend-window against the window before first), hot
     /// (score x (1 + ln size), halved per --trend-window of the newest match's age)
     #[arg(long, default_value = "relevance",
           value_parser = clap::builder::PossibleValuesParser::new(Sort::ALL.map(|(name, _)| name)))]
@@ -129,7 +129,8 @@ pub struct SearchArgs {
     #[arg(long, value_name = "N", default_value_t = 0)]
     min_recent: u64,
     /// List up to N of each cluster's other matching articles under it, best first in the
-    /// page's order (the best scores; the newest with --sort newest), at most 100
+    /// page's order (the best scores; the newest with --sort newest, the oldest with --sort
+    /// oldest), at most 100
     #[arg(long, value_name = "N", default_value_t = 0,
           value_parser = clap::value_parser!(u8).range(0..=MAX_MEMBERS as i64).map(usize::from))]
     members: usize,

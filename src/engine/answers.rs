@@ -63,6 +63,10 @@ pub struct ClusterHit {
     /// The newest matching document's time.
     #[cfg_attr(feature = "server", schema(value_type = i64))]
     pub newest: Timestamp,
+    /// The oldest matching document's time (the story's first article among those that
+    /// match).
+    #[cfg_attr(feature = "server", schema(value_type = i64))]
+    pub oldest: Timestamp,
     /// On a page that reads the trend window (`sort=trending`, `sort=hot`, `min_recent`):
     /// the articles that joined the story within it and before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -71,7 +75,8 @@ pub struct ClusterHit {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hot: Option<f64>,
     /// With `members=N`: up to N of the story's other documents that match, best first in the
-    /// page's order (the best scores, then the earliest; for `newest`, the newest), each with
+    /// page's order (the best scores, then the earliest; for `newest`, the newest; for
+    /// `oldest`, the oldest), each with
     /// its snippet when the page highlights.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub members: Option<Vec<DocumentView>>,

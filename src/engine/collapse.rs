@@ -624,8 +624,11 @@ pub struct CollapsedCluster {
     /// All its live documents, matching or not.
     pub size: u64,
     /// The newest event time among its matching documents (0 unless the collector tracked
-    /// it: see [`CollapseCollector::tracking_newest`]).
+    /// the hits' times: see [`CollapseCollector::tracking_times`]).
     pub newest: Timestamp,
+    /// The oldest event time among its matching documents (0 unless the collector tracked
+    /// the hits' times).
+    pub oldest: Timestamp,
     /// The articles that joined it within the trend window and the window before (0 and 0
     /// unless the collector was given [`StoryTrends`]: see [`CollapseCollector::trends`]).
     pub joined: Joined,
@@ -646,7 +649,7 @@ pub struct Collapsed {
 }
 
 /// Groups matching documents by cluster (per cluster: the best-scoring document, its score,
-/// the number of hits, the cluster's size and, when asked, the newest hit's time), orders the
+/// the number of hits, the cluster's size and, when asked, the newest and oldest hits' times), orders the
 /// clusters by a [`Sort`], and returns one page of them with the totals.
 ///
 /// Clusters are told apart by the dense numbers of a [`ClusterOrdinals`] built for the same
@@ -681,7 +684,7 @@ pub struct CollapseCollector {
     sort: Sort,
     offset: usize,
     limit: usize,
-    track_newest: bool,
+    track_times: bool,
     min_cluster_size: u64,
     trends: Option<Arc<StoryTrends>>,
     min_recent: u64,
@@ -689,15 +692,15 @@ pub struct CollapseCollector {
 
 impl CollapseCollector {
     /// A collector for the searcher `ordinals` were built for, returning the clusters
-    /// `offset..offset + limit` in `sort` order. The newest hit's time is tracked when the
-    /// order needs it.
+    /// `offset..offset + limit` in `sort` order. The hits' times are tracked when the order
+    /// reads the newest or the oldest.
     pub fn new(ordinals: Arc<ClusterOrdinals>, sort: Sort, offset: usize, limit: usize) -> Self {
         CollapseCollector {
             ordinals,
             sort,
             offset,
             limit,
-            track_newest: matches!(sort, Sort::Newest | Sort::Hot),
+            track_times: matches!(sort, Sort::Newest | Sort::Oldest | Sort::Hot),
             min_cluster_size: 0,
             trends: None,
             min_recent: 0,
@@ -734,10 +737,11 @@ impl CollapseCollector {
         self
     }
 
-    /// Tracks the newest hit's time whatever the order (it costs a fast-field read per hit;
-    /// [`CollapsedCluster::newest`] is 0 when not tracked).
-    pub fn tracking_newest(mut self) -> Self {
-        self.track_newest = true;
+    /// Tracks the newest and oldest hits' times whatever the order (it costs a fast-field read
+    /// per hit; [`CollapsedCluster::newest`] and [`CollapsedCluster::oldest`] are 0 when not
+    /// tracked).
+    pub fn tracking_times(mut self) -> Self {
+        self.track_times = true;
         self
     }
 
@@ -846,6 +850,7 @@ struct Slot {
     /// The best document's [`Seniority`]: of two equal scores the smaller wins.
     seniority: Seniority,
     newest: Timestamp,
+    oldest: Timestamp,
 }
 
 /// Per cluster number, what a query's hits say: a slot per number of the generation, and the
@@ -876,6 +881,7 @@ impl ClusterHits {
             slot.seniority = other.seniority;
         }
         slot.newest = slot.newest.max(other.newest);
+        slot.oldest = slot.oldest.min(other.oldest);
         slot.hits += other.hits;
     }
 
@@ -901,7 +907,7 @@ impl Collector for CollapseCollector {
         Ok(CollapseSegmentCollector {
             ordinals: Arc::clone(&self.ordinals),
             stories: self.stories(),
-            track_newest: self.track_newest,
+            track_times: self.track_times,
             times: segment.fast_fields().i64(EVENT_TIME)?,
             sequences: segment.fast_fields().u64(SEQUENCE)?,
             collected: SegmentHits {
@@ -932,7 +938,7 @@ impl Collector for CollapseCollector {
             let address = u64::from(segment.segment_ord) << 32;
             let mut seniorities = segment.seniorities.iter();
             for (index, hit) in segment.hits.iter().enumerate() {
-                let newest = segment.times.get(index).copied().unwrap_or(0);
+                let time = segment.times.get(index).copied().unwrap_or(0);
                 if ordinals.size(hit.number) == 1 {
                     singles += 1;
                     top.push(self.ranked(
@@ -943,7 +949,8 @@ impl Collector for CollapseCollector {
                             representative: DocAddress::new(segment.segment_ord, hit.doc),
                             hits: 1,
                             size: 1,
-                            newest,
+                            newest: time,
+                            oldest: time,
                             joined: Joined::default(),
                             hot: 0.0,
                         },
@@ -956,7 +963,8 @@ impl Collector for CollapseCollector {
                             score: hit.score,
                             best: address | u64::from(hit.doc),
                             seniority: seniorities.next().copied().unwrap_or(LAST),
-                            newest,
+                            newest: time,
+                            oldest: time,
                         },
                     );
                 }
@@ -976,6 +984,7 @@ impl Collector for CollapseCollector {
                     hits: u64::from(slot.hits),
                     size: ordinals.size(number),
                     newest: slot.newest,
+                    oldest: slot.oldest,
                     joined: Joined::default(),
                     hot: 0.0,
                 },
@@ -1088,8 +1097,8 @@ pub struct CollapseSegmentCollector {
     ordinals: Arc<ClusterOrdinals>,
     /// The stories whose hits are kept.
     stories: StoryFilter,
-    /// Whether each hit's event time is kept, for the newest hit of each cluster.
-    track_newest: bool,
+    /// Whether each hit's event time is kept, for the newest and oldest hit of each cluster.
+    track_times: bool,
     /// The event times.
     times: Column<i64>,
     /// The insert numbers (`_seq`).
@@ -1108,7 +1117,7 @@ impl SegmentCollector for CollapseSegmentCollector {
         };
         collected.hits.push(Hit { number, doc, score });
         let several = self.ordinals.size(number) > 1;
-        if !several && !self.track_newest {
+        if !several && !self.track_times {
             return;
         }
         let time = self.times.first(doc);
@@ -1118,7 +1127,7 @@ impl SegmentCollector for CollapseSegmentCollector {
                 self.sequences.first(doc).unwrap_or(u64::MAX),
             ));
         }
-        if self.track_newest {
+        if self.track_times {
             collected.times.push(time.unwrap_or(Timestamp::MIN));
         }
     }
@@ -1142,6 +1151,9 @@ pub enum Sort {
     SimilarAsc,
     /// The cluster with the most recent matching document first.
     Newest,
+    /// The cluster whose earliest matching document is the oldest first (the stories in the
+    /// order they broke).
+    Oldest,
     /// The cluster that gained the most articles in the trend window against the window
     /// before first ([`Joined::growth`]), then the one with the most articles in the window.
     Trending,
@@ -1152,11 +1164,12 @@ pub enum Sort {
 
 impl Sort {
     /// Every sort, by the name the API and the command line use.
-    pub const ALL: [(&'static str, Sort); 6] = [
+    pub const ALL: [(&'static str, Sort); 7] = [
         ("relevance", Sort::Relevance),
         ("similar_desc", Sort::SimilarDesc),
         ("similar_asc", Sort::SimilarAsc),
         ("newest", Sort::Newest),
+        ("oldest", Sort::Oldest),
         ("trending", Sort::Trending),
         ("hot", Sort::Hot),
     ];
@@ -1181,6 +1194,7 @@ impl Sort {
             Sort::SimilarDesc => b.size.cmp(&a.size),
             Sort::SimilarAsc => a.size.cmp(&b.size),
             Sort::Newest => b.newest.cmp(&a.newest),
+            Sort::Oldest => a.oldest.cmp(&b.oldest),
             Sort::Trending => (b.joined.growth().cmp(&a.joined.growth()))
                 .then_with(|| b.joined.recent.cmp(&a.joined.recent)),
             Sort::Hot => b.hot.total_cmp(&a.hot),
@@ -1198,6 +1212,8 @@ pub struct SortKey {
     pub size: u64,
     /// The newest matching document's event time (read only by [`Sort::Newest`]).
     pub newest: Timestamp,
+    /// The oldest matching document's event time (read only by [`Sort::Oldest`]).
+    pub oldest: Timestamp,
     /// The best score.
     pub score: Score,
     /// The articles that joined within the trend window and before (read only by
@@ -1214,6 +1230,7 @@ impl SortKey {
         SortKey {
             size: cluster.size,
             newest: cluster.newest,
+            oldest: cluster.oldest,
             score: cluster.score,
             joined: cluster.joined,
             hot: cluster.hot,
@@ -1231,9 +1248,10 @@ impl std::str::FromStr for Sort {
             .find(|(name, _)| *name == text)
             .map(|&(_, sort)| sort)
             .ok_or_else(|| {
+                let names: Vec<&str> = Sort::ALL.iter().map(|(name, _)| *name).collect();
                 crate::Error::Query(format!(
-                    "sort must be one of relevance, similar_desc, similar_asc, newest, trending, hot; \
-                     got {text:?}"
+                    "sort must be one of {}; got {text:?}",
+                    names.join(", ")
                 ))
             })
     }

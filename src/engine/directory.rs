@@ -284,8 +284,8 @@ pub struct CommitFiles {
     dir: PathBuf,
     /// Keeps the segments alive; also what `meta.json` is written from.
     metas: IndexMeta,
-    /// The files besides `meta.json`, relative to `dir`: the settings file and every
-    /// segment's.
+    /// The files besides `meta.json`, relative to `dir`: the settings file, the user
+    /// dictionary's copy when there is one, and every segment's.
     files: Vec<PathBuf>,
 }
 
@@ -299,6 +299,9 @@ impl CommitFiles {
         // Held while the commit's files are listed, as `check_files` does.
         let (_meta_lock, metas) = last_commit(dir, index)?;
         let mut files = vec![PathBuf::from(SETTINGS_FILE)];
+        if dir.join(USER_DICT_FILE).is_file() {
+            files.push(PathBuf::from(USER_DICT_FILE));
+        }
         files.extend(
             segment_files(&metas)
                 .into_iter()
@@ -341,6 +344,11 @@ impl CommitFiles {
 /// The file in an index directory that records the settings the index was created with.
 pub const SETTINGS_FILE: &str = "tantivy-dedup.toml";
 
+/// The file in an index directory that holds the copy of its user dictionary (`[index]
+/// user_dict`), taken when the index was made: the index's words were split with it, whatever
+/// becomes of the file it was copied from.
+pub const USER_DICT_FILE: &str = "user_dict.txt";
+
 /// The directory in an index directory that holds the forest's checkpoint and the sketch
 /// files it names ([`DedupWriterBuilder::checkpoints_in`](crate::engine::DedupWriterBuilder::checkpoints_in)).
 pub const FOREST_DIR: &str = "forest";
@@ -352,8 +360,9 @@ pub(crate) fn open_directory(dir: &Path) -> Result<MmapDirectory> {
 /// Opens the Tantivy index in `dir`, checks that its schema is the one `config` builds, loads
 /// its user dictionary and registers the tokenizer. Reads meta.json, no segment file.
 pub(crate) fn open_tantivy(dir: &Path, config: &Config) -> Result<(Index, NewsFields)> {
-    if let Some(user_dict) = &config.index.user_dict {
-        crate::text::use_user_dictionary(user_dict)?;
+    match &config.index.user_dict {
+        Some(user_dict) => crate::text::use_user_dictionary(user_dict)?,
+        None => crate::text::require_no_user_dictionary()?,
     }
     let layout = BlockLayout::new(config.dedup.max_distance)?;
     let (schema, mut fields) = build_schema(&config.fields, &layout);

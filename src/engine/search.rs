@@ -499,23 +499,45 @@ struct MemberReads<'a> {
     query: &'a dyn Query,
     /// How it scores: enabled (with the page's statistics) when members are listed.
     scoring: EnableScoring<'a>,
-    /// Whether the newest matching member's time is read (an order that tracked it while
-    /// collecting has it already).
-    newest: bool,
+    /// Whether the newest and oldest matching members' times are read (an order that tracked
+    /// them while collecting has them already).
+    times: bool,
     /// How many matching members other than the representative are listed.
     members: usize,
-    /// Whether they are listed newest first (else best score first).
-    newest_first: bool,
+    /// The order they are listed in.
+    member_order: MemberOrder,
     /// The trend window, when the page reads it: its members' distinct sources are counted.
     recent: Option<std::ops::RangeInclusive<Timestamp>>,
+}
+
+/// The order of a story's members on a list page: the page's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MemberOrder {
+    /// The best score first, then the earliest (as a representative is chosen).
+    Best,
+    /// The newest first.
+    Newest,
+    /// The oldest first.
+    Oldest,
+}
+
+impl MemberOrder {
+    fn of(sort: Sort) -> Self {
+        match sort {
+            Sort::Newest => MemberOrder::Newest,
+            Sort::Oldest => MemberOrder::Oldest,
+            _ => MemberOrder::Best,
+        }
+    }
 }
 
 /// What [`DedupSearcher::page_details`] reads of one story of a page from its members.
 struct PageDetails {
     /// Its sources, most articles first.
     sources: Vec<String>,
-    /// The newest event time of its members that match the page's query, when read.
-    newest: Option<Timestamp>,
+    /// The oldest and newest event times of its members that match the page's query, when
+    /// read.
+    times: Option<(Timestamp, Timestamp)>,
     /// The distinct sources of its members within the trend window, when asked.
     recent_outlets: u64,
     /// Its best matching members but the representative, in order, when asked.
@@ -1030,9 +1052,9 @@ impl DedupSearcher {
             .map(|(name, counts)| (name, counts.into_iter().map(ShardCount::from).collect()))
             .collect();
         let page = &collapsed.clusters;
-        // The newest hit: the collector tracked it for the orders that read it; otherwise
-        // the members are checked against the query, a seek per member instead of a
-        // fast-field read per hit of the whole collapse.
+        // The newest and oldest hits: the collector tracked them for the orders that read
+        // them; otherwise the members are checked against the query, a seek per member
+        // instead of a fast-field read per hit of the whole collapse.
         let scoring = match (&provider, request.members) {
             (_, 0) => EnableScoring::disabled_from_searcher(&searcher),
             (Some(provider), _) => {
@@ -1043,9 +1065,9 @@ impl DedupSearcher {
         let reads = MemberReads {
             query: &*query,
             scoring,
-            newest: !matches!(request.sort, Sort::Newest | Sort::Hot),
+            times: !matches!(request.sort, Sort::Newest | Sort::Oldest | Sort::Hot),
             members: request.members,
-            newest_first: request.sort == Sort::Newest,
+            member_order: MemberOrder::of(request.sort),
             recent: window.map(TrendWindow::recent),
         };
         let details = self.page_details(&searcher, page, &reads)?;
@@ -1068,7 +1090,8 @@ impl DedupSearcher {
                 hits: cluster.hits,
                 cluster_size: cluster.size,
                 sources: details.sources,
-                newest: details.newest.unwrap_or(cluster.newest),
+                newest: details.times.map_or(cluster.newest, |(_, newest)| newest),
+                oldest: details.times.map_or(cluster.oldest, |(oldest, _)| oldest),
                 trend: window.map(|_| StoryTrend {
                     recent: cluster.joined.recent,
                     recent_outlets: details.recent_outlets,
@@ -1153,7 +1176,7 @@ impl DedupSearcher {
     ) -> Result<Vec<PageDetails>> {
         use tantivy::{DocSet, TERMINATED};
         let mut counts: Vec<HashMap<String, u64>> = vec![HashMap::new(); page.len()];
-        let mut newest: Vec<Option<Timestamp>> = vec![None; page.len()];
+        let mut matched_times: Vec<Option<(Timestamp, Timestamp)>> = vec![None; page.len()];
         let mut recent_sources: Vec<std::collections::HashSet<String>> =
             vec![Default::default(); page.len()];
         // Per cluster, its matching members but the representative: (score, time, insert
@@ -1179,7 +1202,7 @@ impl DedupSearcher {
             );
             let unscored = tantivy::query::EnableScoring::disabled_from_searcher(searcher);
             let members = roots.weight(unscored).map_err(self.error())?;
-            let matching = (reads.newest || reads.members > 0)
+            let matching = (reads.times || reads.members > 0)
                 .then(|| reads.query.weight(reads.scoring))
                 .transpose()
                 .map_err(self.error())?;
@@ -1233,8 +1256,10 @@ impl DedupSearcher {
                         continue;
                     }
                     let time = times.first(doc);
-                    if reads.newest {
-                        newest[position] = newest[position].max(time);
+                    if let (true, Some(time)) = (reads.times, time) {
+                        let (oldest, newest) = matched_times[position].get_or_insert((time, time));
+                        *oldest = (*oldest).min(time);
+                        *newest = (*newest).max(time);
                     }
                     let address = DocAddress::new(segment_ord as SegmentOrdinal, doc);
                     if reads.members > 0 && address != page[position].representative {
@@ -1249,26 +1274,25 @@ impl DedupSearcher {
             }
         }
         for members in &mut matching_members {
-            // The page's order for members: the newest first for `newest`, else the best
-            // score, then the earliest (as a representative is chosen).
-            if reads.newest_first {
-                members.sort_by(|a, b| b.1.cmp(&a.1).then(b.2.cmp(&a.2)));
-            } else {
-                members.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+            match reads.member_order {
+                MemberOrder::Newest => members.sort_by(|a, b| b.1.cmp(&a.1).then(b.2.cmp(&a.2))),
+                MemberOrder::Oldest => members.sort_by(|a, b| a.1.cmp(&b.1).then(a.2.cmp(&b.2))),
+                MemberOrder::Best => members
+                    .sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2))),
             }
             members.truncate(reads.members);
         }
         Ok(counts
             .into_iter()
-            .zip(newest)
+            .zip(matched_times)
             .zip(recent_sources)
             .zip(matching_members)
-            .map(|(((counts, newest), recent_sources), members)| {
+            .map(|(((counts, times), recent_sources), members)| {
                 let mut sources: Vec<(String, u64)> = counts.into_iter().collect();
                 sources.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
                 PageDetails {
                     sources: sources.into_iter().map(|(name, _)| name).collect(),
-                    newest,
+                    times,
                     recent_outlets: recent_sources.len() as u64,
                     members: members.into_iter().map(|member| member.3).collect(),
                 }

@@ -420,6 +420,7 @@ fn key_of(cluster: &ClusterHit) -> SortKey {
     SortKey {
         size: cluster.cluster_size,
         newest: cluster.newest,
+        oldest: cluster.oldest,
         score: cluster.score,
         joined: cluster.trend.map_or_else(Joined::default, |trend| Joined {
             recent: trend.recent,

@@ -239,23 +239,38 @@ fn create_files(dir: &Path, config: &Config) -> Result<()> {
     })?;
     let layout = BlockLayout::new(config.dedup.max_distance)?;
     let (schema, _) = build_schema(&config.fields, &layout);
-    // The settings file lies in the index: a relative path in it would be read from there.
+    // The user dictionary is copied into the index, whose settings name the copy (a relative
+    // path in them is read from the index's directory).
     let mut settings = config.clone();
-    if let Some(user_dict) = &mut settings.index.user_dict {
-        *user_dict = std::path::absolute(&*user_dict).map_err(|source| Error::Io {
-            path: user_dict.clone(),
-            source,
-        })?;
-    }
-    let created =
-        directory::write_atomically(&dir.join(SETTINGS_FILE), settings.to_toml().as_bytes())
-            .and_then(|()| {
-                let directory = open_directory(dir)?;
-                Index::create(directory, schema, Default::default())
-                    .map_err(|source| index_error(dir, source))
-            });
+    let dictionary = match &config.index.user_dict {
+        Some(user_dict) => {
+            settings.index.user_dict = Some(PathBuf::from(directory::USER_DICT_FILE));
+            Some(std::fs::read(user_dict).map_err(|source| Error::Io {
+                path: user_dict.clone(),
+                source,
+            })?)
+        }
+        None => None,
+    };
+    let created = dictionary
+        .map_or(Ok(()), |words| {
+            directory::write_atomically(&dir.join(directory::USER_DICT_FILE), &words)
+        })
+        .and_then(|()| {
+            directory::write_atomically(&dir.join(SETTINGS_FILE), settings.to_toml().as_bytes())
+        })
+        .and_then(|()| {
+            let directory = open_directory(dir)?;
+            Index::create(directory, schema, Default::default())
+                .map_err(|source| index_error(dir, source))
+        });
     if let Err(error) = created {
-        for file in [SETTINGS_FILE, directory::META_FILE, directory::MANAGED_FILE] {
+        for file in [
+            SETTINGS_FILE,
+            directory::USER_DICT_FILE,
+            directory::META_FILE,
+            directory::MANAGED_FILE,
+        ] {
             // Best effort: the error that matters is the one returned.
             let _ = std::fs::remove_file(dir.join(file));
         }
@@ -316,8 +331,11 @@ impl DedupIndex {
         }
         let stored = stored_settings(dir)?;
         let config = match config {
-            Some(config) => {
+            Some(mut config) => {
                 check_compatible(&stored, &config)?;
+                // The index's words were split with its own dictionary (or none): so are
+                // this run's, whatever the settings given say.
+                config.index.user_dict = stored.index.user_dict;
                 config
             }
             None => stored,

@@ -487,12 +487,15 @@ impl RedisStore {
         self
     }
 
-    /// The settings that decide edges are written once, with the store's layout; a writer
-    /// with others is refused.
+    /// The settings that decide edges are written once, with the store's layout and the
+    /// user dictionary's hash (it moves fingerprints); a writer with others is refused.
     fn check_settings(&mut self, config: &DedupConfig) -> Result<(), StoreError> {
         let settings = toml::to_string(config)
             .map_err(|error| StoreError::Config(format!("cannot write settings: {error}")))?;
-        let ours = format!("{LAYOUT}\n{settings}");
+        let dictionary = crate::text::user_dictionary_digest()
+            .map(|digest| format!("# user dictionary {digest:016x}\n"))
+            .unwrap_or_default();
+        let ours = format!("{LAYOUT}\n{dictionary}{settings}");
         let mut command = redis::cmd("SET");
         command
             .arg(self.key("config"))
@@ -507,7 +510,8 @@ impl RedisStore {
                  another --store-prefix"
             ))),
             Some(theirs) if theirs != ours => Err(StoreError::Config(format!(
-                "the cluster's forest was made with other [dedup] settings; every writer must use the same.\n\
+                "the cluster's forest was made with other [dedup] settings or another user \
+                 dictionary; every writer must use the same.\n\
                  cluster's:\n{theirs}\nthis process's:\n{ours}"
             ))),
             _ => Ok(()),

@@ -808,7 +808,8 @@ pub(crate) struct SearchParams {
     /// refused (`filter` reads the declared ones).
     q: Option<String>,
     /// How clusters are ordered: by their best score, their size (largest or smallest
-    /// first), their newest matching document, the articles they gained in the trend window
+    /// first), their newest matching document, their oldest (`oldest`: the stories in the
+    /// order they broke), the articles they gained in the trend window
     /// against the window before (`trending`: most first, with each story's `trend`), or
     /// `hot`: score × (1 + ln size) × ½ per trend window of the newest match's age.
     #[param(value_type = Option<Sort>)]
@@ -866,7 +867,8 @@ pub(crate) struct SearchParams {
     #[param(value_type = Option<u32>)]
     min_recent: Option<String>,
     /// Lists up to this many of each story's other matching documents with it (`members`),
-    /// best first in the page's order: the best scores, or the newest for `sort=newest`.
+    /// best first in the page's order: the best scores, the newest for `sort=newest`, the
+    /// oldest for `sort=oldest`.
     #[param(value_type = Option<usize>, maximum = 100)]
     members: Option<String>,
     /// On a coordinator of shards (`serve --coordinator`), with a shard down or slow: `true`

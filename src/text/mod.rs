@@ -17,7 +17,11 @@ pub use features::{
 pub(crate) use normalize::is_zero_width;
 pub use normalize::{OffsetMap, normalize, normalize_with_offsets, readable};
 pub use script::simplified;
-pub use words::{TokenSpan, USE_HMM, jieba, search_tokens, split_words, use_user_dictionary};
+pub(crate) use words::require_no_user_dictionary;
+pub use words::{
+    TokenSpan, USE_HMM, jieba, search_tokens, split_words, use_user_dictionary,
+    user_dictionary_digest,
+};
 
 use std::ops::Range;
 

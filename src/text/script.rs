@@ -106,8 +106,12 @@ impl Simplifier {
     }
 }
 
-/// The simplified form of a traditional character; any other character unchanged (see the
-/// module documentation for which characters fold).
+/// The simplified form of a traditional character; any other character unchanged.
+///
+/// One character to one, with no context, from fast2s's table, less the characters of GB2312
+/// (the simplified standard's own set), which simplified text writes as they are: 捍卫, 呵呵,
+/// 大阪, 乾隆 stay. Six of those fold all the same, since traditional text writes them
+/// everywhere and simplified text almost never: 後 於 麽 徵 夥 菸.
 ///
 /// ```
 /// use tantivy_dedup::text::simplified;

@@ -6,18 +6,24 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use jieba_rs::Jieba;
+use xxhash_rust::xxh3::xxh3_64;
 
-use crate::text::has_letter_or_digit;
+use crate::text::{has_letter_or_digit, normalize};
 use crate::{Error, Result};
 
 /// The process's jieba, and the user dictionary it was given, if any.
 static JIEBA: OnceLock<(Jieba, Option<UserDictionary>)> = OnceLock::new();
 
-/// A user dictionary as loaded: where it came from and what it held.
+/// The largest frequency a user dictionary may give a word: a thousand times the most frequent
+/// word of jieba's own dictionary, far more than any word needs to be kept whole, and far from
+/// the sum of frequencies overflowing.
+const MAX_FREQUENCY: usize = 1_000_000_000;
+
+/// A user dictionary as loaded: where it came from and the hash of its text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct UserDictionary {
     path: PathBuf,
-    text: String,
+    digest: u64,
 }
 
 /// The jieba instance every path splits text with: the default dictionary, plus the user
@@ -31,16 +37,18 @@ pub fn jieba() -> &'static Jieba {
     &JIEBA.get_or_init(|| (Jieba::new(), None)).0
 }
 
-/// Adds the words of a user dictionary (new product, person or place names that jieba would
-/// otherwise cut apart) to the process's jieba, for every text split from now on: the index's
-/// words and queries, and the fingerprint.
+/// Adds the words of a user dictionary (new product, company, person or place names that jieba
+/// would otherwise cut apart or glue to a neighbour) to the process's jieba, for every text
+/// split from now on: the index's words and queries, and the fingerprint.
 ///
-/// The file holds one word a line: the word, then optionally its frequency (a higher one joins
-/// its characters more readily; without one, jieba picks the frequency that makes the word
-/// whole) and a part-of-speech tag, separated by white space; empty lines and lines starting
-/// with `#` are skipped. It must be given before any text is split in the process, since what
-/// was split before would disagree with what is split after; loading the same file again is
-/// allowed and does nothing.
+/// The file holds one word a line: the word, then optionally its frequency (a whole number up to
+/// a billion; a higher one joins its characters more readily; without one, jieba picks the
+/// frequency that makes the word whole) and a part-of-speech tag, separated by white space (so
+/// a word has none in it); empty lines and lines that start with `#` are skipped. Each word is
+/// normalised as text is ([`normalize`]: full-width forms, capitals, traditional characters),
+/// so that it matches the text jieba is given. The dictionary must be given before any text is
+/// split in the process, since what was split before would disagree with what is split after;
+/// loading the same text again is allowed and does nothing.
 ///
 /// ```no_run
 /// tantivy_dedup::text::use_user_dictionary(std::path::Path::new("user_dict.txt"))?;
@@ -56,22 +64,20 @@ pub fn use_user_dictionary(path: &Path) -> Result<()> {
         message,
     };
     let words = user_words(&text).map_err(refused)?;
-    let wanted = UserDictionary {
-        path: path.to_owned(),
-        text: text.clone(),
-    };
+    let digest = xxh3_64(text.as_bytes());
     let (_, loaded) = JIEBA.get_or_init(|| {
         let mut jieba = Jieba::new();
-        for &(word, frequency, tag) in &words {
-            jieba.add_word(word, frequency, tag);
+        for (word, frequency, tag) in &words {
+            jieba.add_word(word, *frequency, *tag);
         }
-        (jieba, Some(wanted))
+        let path = path.to_owned();
+        (jieba, Some(UserDictionary { path, digest }))
     });
     match loaded {
-        Some(loaded) if loaded.text == text => Ok(()),
+        Some(loaded) if loaded.digest == digest => Ok(()),
         Some(loaded) => Err(refused(format!(
-            "this process already splits text with the user dictionary {} (or this file \
-             changed since it was loaded); one process uses one dictionary",
+            "this process already splits text with the user dictionary {}, which holds other \
+             words; one process uses one dictionary",
             loaded.path.display()
         ))),
         None => Err(refused(
@@ -82,32 +88,61 @@ pub fn use_user_dictionary(path: &Path) -> Result<()> {
     }
 }
 
-/// A word of a user dictionary: the word, its frequency and its tag, each as given.
-type UserWord<'a> = (&'a str, Option<usize>, Option<&'a str>);
+/// Refuses to go on when the process splits text with a user dictionary: for an index made
+/// without one, whose words were split by jieba's dictionary alone.
+pub(crate) fn require_no_user_dictionary() -> Result<()> {
+    match JIEBA.get() {
+        Some((_, Some(loaded))) => Err(Error::Config(format!(
+            "this process splits text with the user dictionary {}, and this index was made \
+             without one: its words would not be the queries'. Run without that dictionary",
+            loaded.path.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The hash of the user dictionary this process splits text with, if it was given one: what
+/// writers that share a forest compare, since the dictionary moves fingerprints.
+pub fn user_dictionary_digest() -> Option<u64> {
+    JIEBA.get()?.1.as_ref().map(|loaded| loaded.digest)
+}
+
+/// A word of a user dictionary: the word (normalised), its frequency and its tag.
+type UserWord<'a> = (String, Option<usize>, Option<&'a str>);
 
 /// The words of a user dictionary's `text`; the first line that is not a word, an optional
 /// frequency and an optional tag is refused, by number.
 fn user_words(text: &str) -> std::result::Result<Vec<UserWord<'_>>, String> {
     let mut words = Vec::new();
     for (number, line) in text.lines().enumerate() {
+        let line_number = number + 1;
         let mut parts = line.split_whitespace();
-        let Some(word) = parts.next().filter(|word| !word.starts_with('#')) else {
+        let Some(written) = parts.next().filter(|word| !word.starts_with('#')) else {
             continue;
         };
+        let word = normalize(written);
+        if word.is_empty() || word.contains(char::is_whitespace) {
+            return Err(format!(
+                "line {line_number}: {written:?} is not a word once normalised ({word:?})"
+            ));
+        }
         let frequency = match parts.next() {
-            Some(given) => Some(given.parse::<usize>().map_err(|_| {
-                format!(
-                    "line {}: the frequency {given:?} of {word:?} is not a whole number",
-                    number + 1
-                )
-            })?),
+            Some(given) => match given.parse::<usize>() {
+                Ok(frequency) if frequency <= MAX_FREQUENCY => Some(frequency),
+                _ => {
+                    return Err(format!(
+                        "line {line_number}: the frequency {given:?} of {written:?} is not a \
+                         whole number up to {MAX_FREQUENCY}"
+                    ));
+                }
+            },
             None => None,
         };
         let tag = parts.next();
         if parts.next().is_some() {
             return Err(format!(
-                "line {}: expected a word, then a frequency and a tag at most",
-                number + 1
+                "line {line_number}: expected a word, then a frequency and a tag at most \
+                 (a word has no spaces; a comment is a line of its own that starts with #)"
             ));
         }
         words.push((word, frequency, tag));
@@ -135,8 +170,8 @@ pub fn split_words<'a>(text: &'a str, mut emit: impl FnMut(&'a str)) {
     }
 }
 
-/// Where a token lies in its text, as tantivy-jieba reports it: byte offsets, and a position
-/// and length counted in characters (so phrase queries line up).
+/// Where a token lies in its text: byte offsets, and a position and length counted in
+/// characters (so phrase queries line up), as tantivy-jieba reports them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TokenSpan {
     /// Byte offset of the first byte.

@@ -561,6 +561,7 @@ struct Expected {
     cluster_size: u64,
     sources: Vec<String>,
     newest: i64,
+    oldest: i64,
     trend: Option<StoryTrend>,
     hot: Option<f64>,
     /// The listed members' ids.
@@ -577,6 +578,7 @@ impl Expected {
             cluster_size: hit.cluster_size,
             sources: hit.sources.clone(),
             newest: hit.newest,
+            oldest: hit.oldest,
             trend: hit.trend,
             hot: hit.hot,
             members: hit
@@ -601,6 +603,7 @@ fn order(sort: Sort, a: &Expected, b: &Expected) -> Ordering {
         Sort::SimilarDesc => b.cluster_size.cmp(&a.cluster_size),
         Sort::SimilarAsc => a.cluster_size.cmp(&b.cluster_size),
         Sort::Newest => b.newest.cmp(&a.newest),
+        Sort::Oldest => a.oldest.cmp(&b.oldest),
         Sort::Trending => b.growth().cmp(&a.growth()),
         Sort::Hot => b.hot.unwrap().total_cmp(&a.hot.unwrap()),
     };
@@ -660,10 +663,10 @@ fn brute_force(searcher: &DedupSearcher, request: &SearchRequest) -> (u64, Vec<E
             )
         })
         .collect();
-    // root -> (best score, its seniority, its address, hits, newest): on equal scores the
-    // earliest document (then the first inserted) represents its cluster.
+    // root -> (best score, its seniority, its address, hits, newest, oldest): on equal scores
+    // the earliest document (then the first inserted) represents its cluster.
     type Seniority = (i64, u64);
-    let mut groups: HashMap<u64, (f32, Seniority, DocAddress, u64, i64)> = HashMap::new();
+    let mut groups: HashMap<u64, (f32, Seniority, DocAddress, u64, i64, i64)> = HashMap::new();
     // root -> every hit: (score, seniority, address)
     let mut hits_of: HashMap<u64, Vec<(f32, Seniority, DocAddress)>> = HashMap::new();
     let mut total_hits = 0;
@@ -681,7 +684,7 @@ fn brute_force(searcher: &DedupSearcher, request: &SearchRequest) -> (u64, Vec<E
         total_hits += 1;
         let group = groups
             .entry(root)
-            .or_insert((score, seniority, address, 0, time));
+            .or_insert((score, seniority, address, 0, time, time));
         if score > group.0 || (score == group.0 && seniority < group.1) {
             group.0 = score;
             group.1 = seniority;
@@ -689,6 +692,7 @@ fn brute_force(searcher: &DedupSearcher, request: &SearchRequest) -> (u64, Vec<E
         }
         group.3 += 1;
         group.4 = group.4.max(time);
+        group.5 = group.5.min(time);
         hits_of
             .entry(root)
             .or_default()
@@ -696,7 +700,7 @@ fn brute_force(searcher: &DedupSearcher, request: &SearchRequest) -> (u64, Vec<E
     }
     let clusters = groups
         .into_iter()
-        .map(|(root, (score, _, address, hits, newest))| {
+        .map(|(root, (score, _, address, hits, newest, oldest))| {
             let mut named: Vec<(String, u64)> = sources[&root].clone().into_iter().collect();
             named.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
             let (recent, previous, recent_sources) = &trends[&root];
@@ -705,8 +709,8 @@ fn brute_force(searcher: &DedupSearcher, request: &SearchRequest) -> (u64, Vec<E
             let hot = f64::from(score)
                 * (1.0 + (sizes[&root] as f64).ln())
                 * 0.5f64.powf(age / span as f64);
-            // The other hits, best first: the newest for `newest`, else the best score, then
-            // the earliest.
+            // The other hits, best first: the newest for `newest`, the oldest for `oldest`,
+            // else the best score, then the earliest.
             let mut others: Vec<(f32, Seniority, DocAddress)> = hits_of[&root]
                 .iter()
                 .filter(|hit| hit.2 != address)
@@ -714,6 +718,8 @@ fn brute_force(searcher: &DedupSearcher, request: &SearchRequest) -> (u64, Vec<E
                 .collect();
             if request.sort == Sort::Newest {
                 others.sort_by_key(|hit| std::cmp::Reverse(hit.1));
+            } else if request.sort == Sort::Oldest {
+                others.sort_by_key(|hit| hit.1);
             } else {
                 others.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
             }
@@ -733,6 +739,7 @@ fn brute_force(searcher: &DedupSearcher, request: &SearchRequest) -> (u64, Vec<E
                 cluster_size: sizes[&root],
                 sources: named.into_iter().map(|(name, _)| name).collect(),
                 newest,
+                oldest,
                 trend: counts_trends.then_some(StoryTrend {
                     recent: *recent,
                     recent_outlets: recent_sources.len() as u64,

@@ -510,7 +510,8 @@ fn a_user_dictionary_keeps_new_words_whole() {
         r#"{"id":"chip-1","title":"新品发布","content":"记者从凌霄微电子获悉，新一代车规级芯片已经量产。"}"#,
     )
     .unwrap();
-    std::fs::write(path("words.txt"), "# 用户词典\n凌霄微电子\n").unwrap();
+    // Written in traditional characters: normalised as text is, the word is 凌霄微电子.
+    std::fs::write(path("words.txt"), "# 用户词典\n凌霄微電子\n").unwrap();
     std::fs::write(
         path("settings.toml"),
         "[index]\nuser_dict = \"words.txt\"\n",
@@ -521,34 +522,41 @@ fn a_user_dictionary_keeps_new_words_whole() {
         assert!(found.status.success(), "{}", stderr(&found));
         json(&found)["total_hits"].as_u64()
     };
+    let ingest = |config: Option<&str>, index: &str| {
+        let mut args = vec!["ingest".to_owned()];
+        if let Some(config) = config {
+            args.extend(["--config".to_owned(), path(config)]);
+        }
+        args.extend(["--index".to_owned(), index.to_owned(), path("chip.jsonl")]);
+        Command::new(BIN).args(&args).output().unwrap()
+    };
     let with = path("news-dict");
-    let made = run(&[
-        "ingest",
-        "--config",
-        &path("settings.toml"),
-        "--index",
-        &with,
-        &path("chip.jsonl"),
-    ]);
+    let made = ingest(Some("settings.toml"), &with);
     assert!(made.status.success(), "{}", stderr(&made));
-    // `search` runs in a process of its own: the index's settings load the dictionary.
+    // `search` runs in a process of its own, with the index's own copy of the dictionary.
+    std::fs::remove_file(path("words.txt")).unwrap();
     assert_eq!(hits(&with), Some(1));
     // jieba alone glues 从 to 凌霄: the query's words are not the article's.
     let without = path("news");
-    let made = run(&["ingest", "--index", &without, &path("chip.jsonl")]);
+    let made = ingest(None, &without);
     assert!(made.status.success(), "{}", stderr(&made));
     assert_eq!(hits(&without), Some(0));
 
+    // A process splitting with another dictionary than an index's own is refused.
+    std::fs::write(path("words.txt"), "滨江智联\n").unwrap();
+    for index in [&with, &without] {
+        let refused = ingest(Some("settings.toml"), index);
+        assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+        assert!(
+            stderr(&refused).contains("this process"),
+            "{}",
+            stderr(&refused)
+        );
+    }
+
     // A bad line is refused by number, and nothing is made.
     std::fs::write(path("words.txt"), "凌霄微电子\n凌霄 many\n").unwrap();
-    let refused = run(&[
-        "ingest",
-        "--config",
-        &path("settings.toml"),
-        "--index",
-        &path("news-bad"),
-        &path("chip.jsonl"),
-    ]);
+    let refused = ingest(Some("settings.toml"), &path("news-bad"));
     assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
     assert!(
         stderr(&refused)

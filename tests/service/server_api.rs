@@ -685,6 +685,7 @@ struct ExpectedCluster {
     hits: u64,
     size: u64,
     newest: i64,
+    oldest: i64,
     matching: BTreeSet<String>,
     sources: Vec<String>,
 }
@@ -739,11 +740,13 @@ impl Model {
                     hits: 0,
                     size: self.cluster_size(live.root),
                     newest: i64::MIN,
+                    oldest: i64::MAX,
                     matching: BTreeSet::new(),
                     sources: self.sources(live.root),
                 });
             cluster.hits += 1;
             cluster.newest = cluster.newest.max(live.doc.published_at);
+            cluster.oldest = cluster.oldest.min(live.doc.published_at);
             cluster.matching.insert(live.doc.id.clone());
         }
         clusters
@@ -787,6 +790,7 @@ fn cluster_order(sort: &str, a: &Value, b: &Value) -> std::cmp::Ordering {
         "similar_desc" => number(b, "cluster_size").cmp(&number(a, "cluster_size")),
         "similar_asc" => number(a, "cluster_size").cmp(&number(b, "cluster_size")),
         "newest" => number(b, "newest").cmp(&number(a, "newest")),
+        "oldest" => number(a, "oldest").cmp(&number(b, "oldest")),
         other => panic!("unknown sort {other}"),
     };
     let score = |cluster: &Value| cluster["score"].as_f64().expect("a score");
@@ -795,7 +799,13 @@ fn cluster_order(sort: &str, a: &Value, b: &Value) -> std::cmp::Ordering {
         .then(hash(&a["root"]).cmp(&hash(&b["root"])))
 }
 
-const SORTS: [&str; 4] = ["relevance", "similar_desc", "similar_asc", "newest"];
+const SORTS: [&str; 5] = [
+    "relevance",
+    "similar_desc",
+    "similar_asc",
+    "newest",
+    "oldest",
+];
 
 /// Checks one list page over every cluster against the model; returns the clusters.
 fn check_search(server: &TestServer, model: &Model, filter: &Filter, sort: &str) -> Vec<Value> {
@@ -823,6 +833,11 @@ fn check_search(server: &TestServer, model: &Model, filter: &Filter, sort: &str)
         assert_eq!(
             cluster["newest"],
             json!(want.newest),
+            "{context}: {cluster}"
+        );
+        assert_eq!(
+            cluster["oldest"],
+            json!(want.oldest),
             "{context}: {cluster}"
         );
         assert_eq!(

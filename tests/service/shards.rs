@@ -119,6 +119,7 @@ pub(crate) fn list_pages(docs: &[Doc], keywords: bool) -> Vec<String> {
         "similar_desc",
         "similar_asc",
         "newest",
+        "oldest",
         "trending",
         "hot",
     ] {

@@ -120,6 +120,11 @@ impl Coordinator {
     ) -> Result<Self> {
         config.validate()?;
         server.validate()?;
+        // The coordinator fingerprints: with the settings' user dictionary, before any text
+        // is split (the store records its hash, and refuses writers with another).
+        if let Some(user_dict) = &config.index.user_dict {
+            crate::text::use_user_dictionary(user_dict)?;
+        }
         let shards = Shards::new(shard_urls, server.keys.write.as_ref())?;
         check_order(&shards).await?;
         let directory = IdDirectory::connect(store).await?;
