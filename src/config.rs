@@ -586,7 +586,7 @@ pub struct IndexConfig {
     /// ([`use_user_dictionary`](crate::text::use_user_dictionary)). They count for the index's
     /// words, the queries' and the fingerprint's. A relative path in a settings file is read
     /// from that file's directory. A new index keeps a copy (its `user_dict.txt`), which every
-    /// later open loads, whatever settings it is given.
+    /// later open loads; settings naming a dictionary with other words are refused then.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub user_dict: Option<PathBuf>,
 }

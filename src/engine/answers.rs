@@ -66,6 +66,7 @@ pub struct ClusterHit {
     /// The oldest matching document's time (the story's first article among those that
     /// match).
     #[cfg_attr(feature = "server", schema(value_type = i64))]
+    #[serde(default)]
     pub oldest: Timestamp,
     /// On a page that reads the trend window (`sort=trending`, `sort=hot`, `min_recent`):
     /// the articles that joined the story within it and before it.

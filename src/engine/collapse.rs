@@ -939,6 +939,13 @@ impl Collector for CollapseCollector {
             let mut seniorities = segment.seniorities.iter();
             for (index, hit) in segment.hits.iter().enumerate() {
                 let time = segment.times.get(index).copied().unwrap_or(0);
+                // A hit without a time (none is written so) is the newest of nothing and
+                // the oldest of nothing.
+                let oldest = if time == Timestamp::MIN {
+                    Timestamp::MAX
+                } else {
+                    time
+                };
                 if ordinals.size(hit.number) == 1 {
                     singles += 1;
                     top.push(self.ranked(
@@ -950,7 +957,7 @@ impl Collector for CollapseCollector {
                             hits: 1,
                             size: 1,
                             newest: time,
-                            oldest: time,
+                            oldest,
                             joined: Joined::default(),
                             hot: 0.0,
                         },
@@ -964,7 +971,7 @@ impl Collector for CollapseCollector {
                             best: address | u64::from(hit.doc),
                             seniority: seniorities.next().copied().unwrap_or(LAST),
                             newest: time,
-                            oldest: time,
+                            oldest,
                         },
                     );
                 }
@@ -1169,9 +1176,9 @@ impl Sort {
         ("similar_desc", Sort::SimilarDesc),
         ("similar_asc", Sort::SimilarAsc),
         ("newest", Sort::Newest),
-        ("oldest", Sort::Oldest),
         ("trending", Sort::Trending),
         ("hot", Sort::Hot),
+        ("oldest", Sort::Oldest),
     ];
 
     /// Whether the order reads the trend window's figures ([`Joined`], or its decay).

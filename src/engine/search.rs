@@ -402,8 +402,8 @@ impl SearchRequest {
     }
 
     /// Lists up to `count` of each story's other matching documents with it, best first in
-    /// the page's order ([`ClusterHit::members`]): the best scores (then the earliest) or, for
-    /// [`Sort::Newest`], the newest. What Elasticsearch's `inner_hits` and Solr's
+    /// the page's order ([`ClusterHit::members`]): the best scores (then the earliest), for
+    /// [`Sort::Newest`] the newest, for [`Sort::Oldest`] the oldest. What Elasticsearch's `inner_hits` and Solr's
     /// `group.limit` give: a list page in one call.
     ///
     /// ```
@@ -1167,7 +1167,7 @@ impl DedupSearcher {
     /// and what `reads` asks of its members. The members of all the page's clusters are found
     /// in one pass per segment (a union of term queries on `root`), so each segment's columns
     /// and scorers are opened once for the whole page; the page's query is seeked to each
-    /// member when the newest matching member or the best ones are read.
+    /// member when the newest and oldest matching members or the best ones are read.
     fn page_details(
         &self,
         searcher: &tantivy::Searcher,

@@ -1,7 +1,7 @@
 //! An index split into shards by story, and the exact merge of their answers.
 //!
 //! A document lives on the shard that owns its root ([`ShardSpec::owner`]), so every story is
-//! whole on one shard: its size, its members, its outlets and its newest hit are that shard's
+//! whole on one shard: its size, its members, its outlets and its newest and oldest hits are that shard's
 //! alone. A list page is then exact across shards when each shard answers its best
 //! `offset + limit` stories with their figures ([`ShardPage`]), untruncated facet counts and
 //! raw histogram buckets, and the pages are merged in the page's order ([`merge_pages`]): a

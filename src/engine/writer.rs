@@ -333,8 +333,21 @@ impl DedupIndex {
         let config = match config {
             Some(mut config) => {
                 check_compatible(&stored, &config)?;
-                // The index's words were split with its own dictionary (or none): so are
-                // this run's, whatever the settings given say.
+                // The index's words were split with its own dictionary (or none): so are this
+                // run's. Settings that name another are refused (a process given one has
+                // loaded it already, and splits with nothing else).
+                if let (Some(given), Some(kept)) =
+                    (&config.index.user_dict, &stored.index.user_dict)
+                    && !crate::text::same_user_dictionary(given, kept)?
+                {
+                    return Err(Error::Config(format!(
+                        "the index keeps the user dictionary it was made with ({}), and {} \
+                         holds other words: an index's dictionary does not change. Re-index \
+                         into a new directory to use the edited one",
+                        kept.display(),
+                        given.display()
+                    )));
+                }
                 config.index.user_dict = stored.index.user_dict;
                 config
             }

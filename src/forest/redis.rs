@@ -493,7 +493,7 @@ impl RedisStore {
         let settings = toml::to_string(config)
             .map_err(|error| StoreError::Config(format!("cannot write settings: {error}")))?;
         let dictionary = crate::text::user_dictionary_digest()
-            .map(|digest| format!("# user dictionary {digest:016x}\n"))
+            .map(|digest| format!("# user dictionary {digest}\n"))
             .unwrap_or_default();
         let ours = format!("{LAYOUT}\n{dictionary}{settings}");
         let mut command = redis::cmd("SET");

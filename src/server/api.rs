@@ -1709,6 +1709,10 @@ pub struct ReplicaStatus {
     /// log's clock, milliseconds (absent while it has applied nothing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub behind_ms: Option<u64>,
+    /// The hash of the jieba user dictionary it splits text with (absent: none, or not asked
+    /// of it), which a coordinator compares with its own at start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_dictionary: Option<String>,
 }
 
 /// The answer of `/v1/stats`.

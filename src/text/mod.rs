@@ -17,11 +17,11 @@ pub use features::{
 pub(crate) use normalize::is_zero_width;
 pub use normalize::{OffsetMap, normalize, normalize_with_offsets, readable};
 pub use script::simplified;
-pub(crate) use words::require_no_user_dictionary;
 pub use words::{
     TokenSpan, USE_HMM, jieba, search_tokens, split_words, use_user_dictionary,
     user_dictionary_digest,
 };
+pub(crate) use words::{require_no_user_dictionary, same_user_dictionary};
 
 use std::ops::Range;
 

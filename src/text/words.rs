@@ -55,20 +55,15 @@ pub fn jieba() -> &'static Jieba {
 /// # Ok::<(), tantivy_dedup::Error>(())
 /// ```
 pub fn use_user_dictionary(path: &Path) -> Result<()> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-        path: path.to_owned(),
-        source,
-    })?;
+    let (words, digest) = read_user_dictionary(path)?;
     let refused = |message: String| Error::ConfigFile {
         path: path.to_owned(),
         message,
     };
-    let words = user_words(&text).map_err(refused)?;
-    let digest = xxh3_64(text.as_bytes());
     let (_, loaded) = JIEBA.get_or_init(|| {
         let mut jieba = Jieba::new();
         for (word, frequency, tag) in &words {
-            jieba.add_word(word, *frequency, *tag);
+            jieba.add_word(word, *frequency, tag.as_deref());
         }
         let path = path.to_owned();
         (jieba, Some(UserDictionary { path, digest }))
@@ -88,6 +83,30 @@ pub fn use_user_dictionary(path: &Path) -> Result<()> {
     }
 }
 
+/// The words of the user dictionary at `path`, and their hash: of the words as read, so that
+/// comments, line ends and spellings that normalise alike do not make another dictionary.
+fn read_user_dictionary(path: &Path) -> Result<(Vec<UserWord>, u64)> {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    let words = user_words(&text).map_err(|message| Error::ConfigFile {
+        path: path.to_owned(),
+        message,
+    })?;
+    let listed: String = words
+        .iter()
+        .map(|(word, frequency, tag)| format!("{word}\t{frequency:?}\t{tag:?}\n"))
+        .collect();
+    Ok((words, xxh3_64(listed.as_bytes())))
+}
+
+/// Whether the user dictionaries at `a` and `b` hold the same words (read as
+/// [`use_user_dictionary`] reads them).
+pub(crate) fn same_user_dictionary(a: &Path, b: &Path) -> Result<bool> {
+    Ok(read_user_dictionary(a)?.1 == read_user_dictionary(b)?.1)
+}
+
 /// Refuses to go on when the process splits text with a user dictionary: for an index made
 /// without one, whose words were split by jieba's dictionary alone.
 pub(crate) fn require_no_user_dictionary() -> Result<()> {
@@ -101,18 +120,20 @@ pub(crate) fn require_no_user_dictionary() -> Result<()> {
     }
 }
 
-/// The hash of the user dictionary this process splits text with, if it was given one: what
-/// writers that share a forest compare, since the dictionary moves fingerprints.
-pub fn user_dictionary_digest() -> Option<u64> {
-    JIEBA.get()?.1.as_ref().map(|loaded| loaded.digest)
+/// The hash of the user dictionary this process splits text with (16 hex digits of the xxh3 of
+/// its words, normalised, with their frequencies and tags), if it was given one: what the
+/// processes that fingerprint or index for one forest compare, since the dictionary moves both.
+pub fn user_dictionary_digest() -> Option<String> {
+    let loaded = JIEBA.get()?.1.as_ref()?;
+    Some(format!("{:016x}", loaded.digest))
 }
 
 /// A word of a user dictionary: the word (normalised), its frequency and its tag.
-type UserWord<'a> = (String, Option<usize>, Option<&'a str>);
+type UserWord = (String, Option<usize>, Option<String>);
 
 /// The words of a user dictionary's `text`; the first line that is not a word, an optional
 /// frequency and an optional tag is refused, by number.
-fn user_words(text: &str) -> std::result::Result<Vec<UserWord<'_>>, String> {
+fn user_words(text: &str) -> std::result::Result<Vec<UserWord>, String> {
     let mut words = Vec::new();
     for (number, line) in text.lines().enumerate() {
         let line_number = number + 1;
@@ -138,7 +159,7 @@ fn user_words(text: &str) -> std::result::Result<Vec<UserWord<'_>>, String> {
             },
             None => None,
         };
-        let tag = parts.next();
+        let tag = parts.next().map(str::to_owned);
         if parts.next().is_some() {
             return Err(format!(
                 "line {line_number}: expected a word, then a frequency and a tag at most \

@@ -1346,6 +1346,7 @@ fn a_story_is_headed_by_its_first_outlet() {
     let searcher = index.searcher();
     for (query, sort) in [
         ("", Sort::Newest),
+        ("", Sort::Oldest),
         ("", Sort::SimilarDesc),
         ("暴雨", Sort::Relevance),
     ] {

@@ -542,17 +542,23 @@ fn a_user_dictionary_keeps_new_words_whole() {
     assert!(made.status.success(), "{}", stderr(&made));
     assert_eq!(hits(&without), Some(0));
 
-    // A process splitting with another dictionary than an index's own is refused.
+    // Settings naming another dictionary than an index's own are refused.
     std::fs::write(path("words.txt"), "滨江智联\n").unwrap();
-    for index in [&with, &without] {
+    for (index, says) in [
+        (
+            &with,
+            "the index keeps the user dictionary it was made with",
+        ),
+        (&without, "this index was made without one"),
+    ] {
         let refused = ingest(Some("settings.toml"), index);
         assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
-        assert!(
-            stderr(&refused).contains("this process"),
-            "{}",
-            stderr(&refused)
-        );
+        assert!(stderr(&refused).contains(says), "{}", stderr(&refused));
     }
+    // The same words written otherwise (a comment, traditional characters) are the same.
+    std::fs::write(path("words.txt"), "# 芯片\n凌霄微电子\n").unwrap();
+    let again = ingest(Some("settings.toml"), &with);
+    assert!(again.status.success(), "{}", stderr(&again));
 
     // A bad line is refused by number, and nothing is made.
     std::fs::write(path("words.txt"), "凌霄微电子\n凌霄 many\n").unwrap();

@@ -309,6 +309,21 @@ fn every_answer_equals_one_index_with_one_to_four_shards() {
     }
 }
 
+/// The output of `child`, a process that should refuse to start: killed, and the test failed,
+/// if it is still running after 30 seconds.
+fn wait_exited(mut child: std::process::Child, what: &str) -> std::process::Output {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} went on running");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
 #[test]
 fn a_shard_down_is_named_and_partial_pages_are_flagged() {
     let redis = RedisCluster::start(3);
@@ -323,7 +338,7 @@ fn a_shard_down_is_named_and_partial_pages_are_flagged() {
     let swapped = [&sharded.shards[1], &sharded.shards[0], &sharded.shards[2]]
         .map(|shard| shard.base.as_str())
         .join(",");
-    let mut refused = std::process::Command::new(env!("CARGO_BIN_EXE_tantivy-dedup"))
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_tantivy-dedup"))
         .args([
             "serve",
             "--coordinator",
@@ -337,18 +352,36 @@ fn a_shard_down_is_named_and_partial_pages_are_flagged() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while refused.try_wait().unwrap().is_none() {
-        if std::time::Instant::now() > deadline {
-            let _ = refused.kill();
-            panic!("a coordinator with its shards out of order went on running");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    let output = refused.wait_with_output().unwrap();
+    let output = wait_exited(refused, "a coordinator with its shards out of order");
     let message = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success());
     assert!(message.contains("in order, shard 0 first"), "{message}");
+    // A coordinator that would fingerprint with a user dictionary its shards do not split
+    // with is refused too.
+    std::fs::write(dir.path().join("words.txt"), "凌霄微电子\n").unwrap();
+    let settings = dir.path().join("settings.toml");
+    std::fs::write(&settings, "[index]\nuser_dict = \"words.txt\"\n").unwrap();
+    let in_order = sharded
+        .shards
+        .iter()
+        .map(|shard| shard.base.as_str())
+        .collect::<Vec<_>>()
+        .join(",");
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_tantivy-dedup"))
+        .args(["serve", "--coordinator", "--shards", &in_order])
+        .args(["--store", &store, "--addr", "127.0.0.1:0", "--config"])
+        .arg(&settings)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let output = wait_exited(refused, "a coordinator with another user dictionary");
+    let message = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        message.contains("splits text with no user dictionary"),
+        "{message}"
+    );
     let everything = "/v1/search?sort=similar_desc&limit=1000";
     let full = sharded
         .coordinator

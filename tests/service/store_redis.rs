@@ -439,22 +439,10 @@ fn a_pipelined_writer_decides_as_the_in_memory_forest() {
 fn a_pipelined_writer_decides_as_one_at_a_time_on_late_documents() {
     let cluster = RedisCluster::start(3);
     let config = DedupConfig::default();
-    let signer = Signer::new(&config);
     let (_, docs) = crate::server_api::corpus(35, 2000);
     let first = docs.iter().map(|doc| doc.published_at).min().unwrap_or(T0);
     // Spread over about three weeks (the corpus's own times span under six days).
-    let documents: Vec<Document> = docs
-        .iter()
-        .map(|doc| Document {
-            story: doc.story,
-            signature: signer.sign(&Article {
-                id: doc.id.clone(),
-                content: doc.content.clone(),
-                ..Default::default()
-            }),
-            time: T0 + (doc.published_at - first) * 4,
-        })
-        .collect();
+    let documents = corpus_documents(&config, &docs, |_, doc| T0 + (doc.published_at - first) * 4);
     let newest = documents
         .iter()
         .map(|document| document.time)
@@ -480,11 +468,24 @@ fn a_pipelined_writer_decides_as_one_at_a_time_on_late_documents() {
 fn a_pipelined_writer_decides_as_one_on_crowded_key_postings() {
     let cluster = RedisCluster::start(3);
     let config = DedupConfig::default();
-    let signer = Signer::new(&config);
     let (_, docs) = crate::server_api::corpus(35, 8000);
-    let documents: Vec<Document> = docs
-        .iter()
-        .take(20_000)
+    let documents = corpus_documents(&config, &docs[..docs.len().min(20_000)], |position, _| {
+        T0 + position as Timestamp
+    });
+    let expected = sequential_roots(&config, &documents);
+    let got = pipeline_all(&cluster.store_arg(), &config, &documents, 32, 40);
+    assert_same_roots(&got, &expected, "crowded postings");
+}
+
+/// The service tests' corpus documents, signed under `config`, each at the time `time_of`
+/// gives it from its position and itself.
+fn corpus_documents(
+    config: &DedupConfig,
+    docs: &[crate::server_api::Doc],
+    time_of: impl Fn(usize, &crate::server_api::Doc) -> Timestamp,
+) -> Vec<Document> {
+    let signer = Signer::new(config);
+    docs.iter()
         .enumerate()
         .map(|(position, doc)| Document {
             story: doc.story,
@@ -493,12 +494,9 @@ fn a_pipelined_writer_decides_as_one_on_crowded_key_postings() {
                 content: doc.content.clone(),
                 ..Default::default()
             }),
-            time: T0 + position as Timestamp,
+            time: time_of(position, doc),
         })
-        .collect();
-    let expected = sequential_roots(&config, &documents);
-    let got = pipeline_all(&cluster.store_arg(), &config, &documents, 32, 40);
-    assert_same_roots(&got, &expected, "crowded postings");
+        .collect()
 }
 
 /// A one-day window, and 1,200 documents over 12 days, copies of a story scattered over all

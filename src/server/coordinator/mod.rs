@@ -288,10 +288,28 @@ async fn check_order(shards: &Shards) -> Result<()> {
                     continue;
                 }
             };
-            let says = serde_json::from_slice::<ReplicaStatus>(&answer.body)
-                .ok()
-                .map(|status| status.shard);
+            let status = serde_json::from_slice::<ReplicaStatus>(&answer.body).ok();
             let expected = ShardSpec { index, count }.to_string();
+            let theirs = status
+                .as_ref()
+                .and_then(|status| status.user_dictionary.clone());
+            let ours = crate::text::user_dictionary_digest();
+            if status.is_some() && theirs != ours {
+                let described = |digest: Option<String>| {
+                    digest.map_or_else(
+                        || "no user dictionary".to_owned(),
+                        |digest| format!("the user dictionary {digest}"),
+                    )
+                };
+                return Err(Error::Config(format!(
+                    "{}, a replica of shard {expected}, splits text with {}, and this \
+                     coordinator with {}: give every process the same settings (--config)",
+                    shards.describe(index),
+                    described(theirs),
+                    described(ours)
+                )));
+            }
+            let says = status.map(|status| status.shard);
             if says.as_deref() != Some(expected.as_str()) {
                 return Err(Error::Config(format!(
                     "--shards lists {} as a replica of shard {expected}, but it says it is {}: \

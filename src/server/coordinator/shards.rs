@@ -463,6 +463,7 @@ impl Shards {
                     // Nothing applied yet (or not heard yet): no figure.
                     behind_ms: (applied > LogPosition::START)
                         .then(|| floor.millis().saturating_sub(applied.millis())),
+                    user_dictionary: None,
                 });
             }
         }

@@ -548,6 +548,7 @@ impl ReplicaView for Replica {
             url: None,
             healthy: None,
             behind_ms: None,
+            user_dictionary: crate::text::user_dictionary_digest(),
         }
     }
 }
