@@ -14,12 +14,12 @@ use crate::{Error, Result};
 /// The process's jieba, and the user dictionary it was given, if any.
 static JIEBA: OnceLock<(Jieba, Option<UserDictionary>)> = OnceLock::new();
 
-/// The largest frequency a user dictionary may give a word: a thousand times the most frequent
-/// word of jieba's own dictionary, far more than any word needs to be kept whole, and far from
+/// The largest frequency a user dictionary may give a word: over a thousand times that of the most
+/// frequent word of jieba's own dictionary, far more than any word needs to be kept whole, and far from
 /// the sum of frequencies overflowing.
 const MAX_FREQUENCY: usize = 1_000_000_000;
 
-/// A user dictionary as loaded: where it came from and the hash of its text.
+/// A user dictionary as loaded: where it came from and the hash of its words.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct UserDictionary {
     path: PathBuf,
