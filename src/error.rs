@@ -88,6 +88,15 @@ pub enum Error {
     /// and was stopped: it has no answer, rather than a partial one.
     #[error("the search took longer than its deadline and was stopped")]
     DeadlineExceeded,
+    /// A list page's cursor reads a snapshot of the index that is no longer kept (pinned
+    /// snapshots last [`KEEP_ALIVE`](crate::engine::KEEP_ALIVE) after their last use, and a
+    /// restart keeps only an unchanged index's).
+    #[error(
+        "the cursor's snapshot of the index is gone (a walk's snapshot is kept 5 minutes after \
+         its last page, and a restart keeps it only if nothing was written since): start the \
+         walk again with cursor=*"
+    )]
+    CursorExpired,
     /// Another writer holds the index (Tantivy allows one at a time).
     #[error("{0}: another process is writing to this index (an index has one writer at a time)")]
     Busy(PathBuf),

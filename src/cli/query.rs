@@ -134,6 +134,11 @@ pub struct SearchArgs {
     #[arg(long, value_name = "N", default_value_t = 0,
           value_parser = clap::value_parser!(u8).range(0..=MAX_MEMBERS as i64).map(usize::from))]
     members: usize,
+    /// Walk the list past --offset's 10,000 clusters: `*` for the first page, then the
+    /// cursor each page prints for the next. A walk read by separate commands goes on while
+    /// nothing is written to the index (a server keeps its snapshot 5 minutes instead)
+    #[arg(long, value_name = "CURSOR")]
+    cursor: Option<String>,
     #[command(flatten)]
     zone: ZoneArg,
     /// Print the page as JSON (times as Unix seconds); the same JSON as GET /v1/search
@@ -301,6 +306,9 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
     if let Some(interval) = &args.histogram {
         request = request.histogram(interval.parse().context("--histogram")?);
     }
+    if let Some(cursor) = &args.cursor {
+        request = request.cursor(cursor.parse().context("--cursor")?);
+    }
     let page = searcher.search(&request)?;
     output(args.json, &page, |out| {
         let (documents, clusters) = (page.total_hits, page.total_clusters);
@@ -317,8 +325,18 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
                 zone.format(end)
             )?;
         }
+        let walking_on = request
+            .cursor
+            .as_ref()
+            .is_some_and(|cursor| !cursor.is_start());
         if page.clusters.is_empty() {
             writeln!(out, "no clusters on this page ({found})")?;
+        } else if walking_on {
+            writeln!(
+                out,
+                "{found}; the next {} after the cursor:",
+                counted(page.clusters.len() as u64, "cluster", "clusters")
+            )?;
         } else {
             writeln!(
                 out,
@@ -404,6 +422,11 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
                     bucket.clusters
                 )?;
             }
+        }
+        match (&args.cursor, &page.next_cursor) {
+            (Some(_), Some(next)) => writeln!(out, "next page: --cursor {next}")?,
+            (Some(_), None) => writeln!(out, "the last page of the walk")?,
+            (None, _) => {}
         }
         Ok(())
     })

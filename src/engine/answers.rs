@@ -128,6 +128,10 @@ pub struct SearchPage {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "server", schema(value_type = Option<i64>))]
     pub trend_end: Option<Timestamp>,
+    /// On a page asked with a cursor (`cursor=*` or an earlier page's `next_cursor`): the
+    /// cursor of the next page, absent on the last.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
 }
 
 /// A detail page: a document and the other documents of its cluster, earliest first.

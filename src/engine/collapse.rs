@@ -646,6 +646,9 @@ pub struct Collapsed {
     pub total_hits: u64,
     /// Matching clusters.
     pub total_clusters: u64,
+    /// Matching clusters ranked after [`CollapseCollector::after`]'s key (all of them
+    /// without one): those of the page and those after it.
+    pub following: u64,
 }
 
 /// Groups matching documents by cluster (per cluster: the best-scoring document, its score,
@@ -688,6 +691,7 @@ pub struct CollapseCollector {
     min_cluster_size: u64,
     trends: Option<Arc<StoryTrends>>,
     min_recent: u64,
+    after: Option<SortKey>,
 }
 
 impl CollapseCollector {
@@ -704,6 +708,7 @@ impl CollapseCollector {
             min_cluster_size: 0,
             trends: None,
             min_recent: 0,
+            after: None,
         }
     }
 
@@ -759,6 +764,14 @@ impl CollapseCollector {
     /// does. Read only with [`trends`](Self::trends); 0 keeps every cluster.
     pub fn min_recent(mut self, articles: u64) -> Self {
         self.min_recent = articles;
+        self
+    }
+
+    /// Ranks only the clusters that the order puts after the one whose key is `key` (a
+    /// [`Cursor`](crate::engine::Cursor)'s last story): the page is then the `limit` clusters
+    /// that follow it, however deep, and the totals still count every cluster.
+    pub fn after(mut self, key: SortKey) -> Self {
+        self.after = Some(key);
         self
     }
 
@@ -925,7 +938,7 @@ impl Collector for CollapseCollector {
 
     fn merge_fruits(&self, segments: Vec<ClusterHitsFruit>) -> tantivy::Result<Collapsed> {
         let ordinals = &self.ordinals;
-        let mut top = Top::new(self.sort, self.offset, self.limit);
+        let mut top = Top::new(self.sort, self.offset, self.limit, self.after);
         // A hit of a one-document cluster is that cluster, whole: it goes straight to the
         // ranking. The others gather in one buffer of slots per query, whatever the number
         // of segments (segments only list their hits, so a small segment costs in proportion
@@ -999,21 +1012,27 @@ impl Collector for CollapseCollector {
         }
         let total_clusters = merged.touched.len() as u64 + singles;
         ordinals.recycle(merged);
+        let following = top.following;
         Ok(Collapsed {
             clusters: top.page(),
             total_hits,
             total_clusters,
+            following,
         })
     }
 }
 
-/// The best `offset + limit` clusters of those pushed, in a [`Sort`]'s order: a heap whose
-/// top is the worst kept, so most clusters cost one comparison.
+/// The best `offset + limit` clusters of those pushed (of those ranked after `after`, when
+/// set), in a [`Sort`]'s order: a heap whose top is the worst kept, so most clusters cost one
+/// comparison.
 struct Top {
     heap: std::collections::BinaryHeap<Ranked>,
     sort: Sort,
     offset: usize,
     keep: usize,
+    after: Option<SortKey>,
+    /// The clusters pushed that rank after `after` (all of them without it).
+    following: u64,
 }
 
 /// A cluster ordered so that the heap's top is the one to drop first.
@@ -1040,17 +1059,25 @@ impl Ord for Ranked {
 }
 
 impl Top {
-    fn new(sort: Sort, offset: usize, limit: usize) -> Top {
+    fn new(sort: Sort, offset: usize, limit: usize, after: Option<SortKey>) -> Top {
         let keep = offset.saturating_add(limit);
         Top {
             heap: std::collections::BinaryHeap::with_capacity(keep.min(1 << 16)),
             sort,
             offset,
             keep,
+            after,
+            following: 0,
         }
     }
 
     fn push(&mut self, cluster: CollapsedCluster) {
+        if let Some(after) = &self.after
+            && self.sort.compare_keys(&SortKey::of(&cluster), after) != Ordering::Greater
+        {
+            return;
+        }
+        self.following += 1;
         if self.heap.len() < self.keep {
             self.heap.push(Ranked(cluster, self.sort));
         } else if let Some(mut worst) = self.heap.peek_mut()

@@ -23,6 +23,7 @@
 mod answers;
 mod check;
 mod collapse;
+mod cursor;
 mod deadline;
 mod dedup_writer;
 mod directory;
@@ -35,6 +36,7 @@ mod recovery;
 pub mod schema;
 mod search;
 mod shards;
+mod snapshot;
 mod snippet;
 mod story;
 pub(crate) mod tokenizer;
@@ -51,6 +53,7 @@ pub use collapse::{
     CollapseSegmentCollector, Collapsed, CollapsedCluster, NO_CLUSTER, RootMap, Sort, SortKey,
     StoryFilter,
 };
+pub use cursor::{CURSOR_START, Cursor};
 pub use deadline::{DeadlineCollector, DeadlineSegmentCollector};
 pub use dedup_writer::{
     CheckpointReport, DEFAULT_CHECKPOINT_INSERTS, DedupDocument, DedupWriter, DedupWriterBuilder,
@@ -66,6 +69,8 @@ pub use histogram::{
     AUTO_MAX_BUCKETS, HistogramBucket, HistogramWidth, Interval, MAX_HISTOGRAM_BUCKETS, TimeSpan,
 };
 pub use recovery::{CHECKPOINT_FILE, RecoveryReport};
+#[cfg(feature = "redis")]
+pub(crate) use search::next_cursor;
 pub use search::{
     DEFAULT_PAGE_SIZE, DedupSearcher, MAX_FACET_LIMIT, MAX_MEMBERS, MAX_OFFSET, MAX_PAGE_SIZE,
     SearchRequest, list_items,
@@ -74,6 +79,7 @@ pub use shards::{
     GlobalStatistics, MAX_SHARDS, PageShape, ShardCount, ShardPage, ShardSpec, TermStatistics,
     finish_page, merge_near_duplicates, merge_pages,
 };
+pub use snapshot::{KEEP_ALIVE, MAX_PINNED, snapshot_id};
 pub use snippet::{Highlighter, SNIPPET_CHARS};
 pub use story::{
     Evidence, FirstPublished, Outlet, Reprint, SpreadBucket, Story, StoryMember, StoryRequest,

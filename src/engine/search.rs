@@ -29,6 +29,7 @@ use crate::engine::answers::{
 use crate::engine::collapse::{
     ClusterNumbering, ClusterOrdinals, CollapseCollector, CollapsedCluster, NO_CLUSTER, Sort,
 };
+use crate::engine::cursor::Cursor;
 use crate::engine::deadline::DeadlineCollector;
 use crate::engine::directory::{self, CommitFiles, index_error, open_tantivy, stored_settings};
 use crate::engine::facets::{DEFAULT_FACET_LIMIT, Dimension, FacetCollector};
@@ -36,6 +37,7 @@ use crate::engine::filter::Filter;
 use crate::engine::histogram::{HistogramWidth, Interval, TimeSpan};
 use crate::engine::schema::{self, NewsFields, fast_value};
 use crate::engine::shards::{self, PageShape, ShardCount, ShardPage, TermStatistics};
+use crate::engine::snapshot::{Snapshot, Snapshots, snapshot_id};
 use crate::engine::snippet::Highlighter;
 use crate::engine::trend::{StoryTrends, TrendSpan, TrendWindow};
 use crate::forest::Timestamp;
@@ -75,8 +77,8 @@ pub(crate) fn check_page(offset: usize, limit: usize) -> Result<()> {
     check_limit(limit)?;
     if offset > MAX_OFFSET {
         return Err(Error::Query(format!(
-            "offset must be at most {MAX_OFFSET}, got {offset}; narrow the query instead of \
-             paging this deep"
+            "offset must be at most {MAX_OFFSET}, got {offset}; walk deeper with a cursor \
+             (cursor=*, then each page's next_cursor) or narrow the query"
         )));
     }
     Ok(())
@@ -85,9 +87,20 @@ pub(crate) fn check_page(offset: usize, limit: usize) -> Result<()> {
 /// The most values a facet may list ([`SearchRequest::facet_limit`]).
 pub const MAX_FACET_LIMIT: usize = 1000;
 
-/// Refuses a list page over the limits: its page, its facets' values, its members.
+/// Refuses a list page over the limits: its page, its facets' values, its members; and a
+/// cursor with an offset or of another list.
 fn check_request(request: &SearchRequest) -> Result<()> {
     check_page(request.offset, request.limit)?;
+    if let Some(cursor) = &request.cursor {
+        if request.offset > 0 {
+            return Err(Error::Query(
+                "a page with a cursor starts right after the cursor: offset must be 0 (or \
+                 absent)"
+                    .to_owned(),
+            ));
+        }
+        cursor.check_list(request.list_digest())?;
+    }
     if request.facet_limit > MAX_FACET_LIMIT {
         return Err(Error::Query(format!(
             "facet_limit must be at most {MAX_FACET_LIMIT}, got {}",
@@ -167,6 +180,10 @@ pub struct SearchRequest {
     /// How many of each story's other matching documents the page lists with it
     /// ([`ClusterHit::members`]; at most [`MAX_MEMBERS`]); 0: none.
     pub members: usize,
+    /// A walk through the list's stories past [`MAX_OFFSET`] ([`Cursor`]): the start
+    /// ([`Cursor::start`]) or the [`SearchPage::next_cursor`] of the page before. `None`: the
+    /// page at [`offset`](Self::offset) of the index as it is now.
+    pub cursor: Option<Cursor>,
     /// When the search must be over: past it, it stops and answers
     /// [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded), never a partial page.
     /// `None`: no limit.
@@ -195,6 +212,7 @@ impl Default for SearchRequest {
             trend_end: None,
             min_recent: 0,
             members: 0,
+            cursor: None,
             deadline: None,
         }
     }
@@ -416,6 +434,57 @@ impl SearchRequest {
         self
     }
 
+    /// Walks the list with a cursor: [`Cursor::start`] for the first page, then each page's
+    /// [`SearchPage::next_cursor`] until it is `None`. Each story comes once, as the list was
+    /// when the walk started, whatever arrives or leaves in between.
+    ///
+    /// ```
+    /// use tantivy_dedup::engine::{Cursor, DedupIndex, SearchRequest, Sort};
+    /// use tantivy_dedup::{Article, config::Config};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let mut index = DedupIndex::create(dir.path(), Config::default())?;
+    /// let stories = ["央行宣布下调存款准备金率零点五个百分点。", "南方多地持续强降雨，防汛应急响应提升至三级。",
+    ///                "国产大飞机完成首次商业载客飞行，旅客顺利抵达。"];
+    /// for (id, text) in stories.iter().enumerate() {
+    ///     index.add_article(Article { id: id.to_string(), content: text.to_string(), ..Default::default() })?;
+    /// }
+    /// index.commit()?;
+    /// let searcher = index.searcher();
+    /// let mut request = SearchRequest::new("").sort(Sort::SimilarDesc).page(0, 2).cursor(Cursor::start());
+    /// let first = searcher.search(&request)?;
+    /// // A story that arrives now is not in this walk.
+    /// index.add_article(Article { id: "9".into(), content: "新的一天，新的新闻，与前面的都不一样。".into(), ..Default::default() })?;
+    /// index.commit()?;
+    /// request.cursor = Some(first.next_cursor.unwrap().parse()?);
+    /// let second = searcher.search(&request)?;
+    /// assert_eq!((first.clusters.len(), second.clusters.len()), (2, 1));
+    /// assert_eq!(second.next_cursor, None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn cursor(mut self, cursor: Cursor) -> Self {
+        self.cursor = Some(cursor);
+        self
+    }
+
+    /// A digest of what makes the list: its query, order, filters and the rest, but not how
+    /// much of it a page shows (limit, facets, histogram, highlights, members) nor the end of
+    /// its trend window, which a walk fixes when it starts. A [`Cursor`] keeps it, so that it
+    /// is refused by another list.
+    pub fn list_digest(&self) -> u64 {
+        let definition = format!(
+            "{:?}",
+            (
+                &self.query,
+                self.sort,
+                (self.from, self.to, &self.source),
+                (&self.filters, &self.exclude, &self.fields),
+                (self.min_cluster_size, self.trend, self.min_recent),
+            )
+        );
+        xxhash_rust::xxh3::xxh3_64(definition.as_bytes())
+    }
+
     /// Whether the page counts the trend window's figures: its order reads them or it keeps
     /// only stories with recent articles.
     pub fn reads_trends(&self) -> bool {
@@ -428,11 +497,15 @@ impl SearchRequest {
             .ending_at(self.trend_end.unwrap_or_else(crate::dedup::now))
     }
 
-    /// This request with the end of its trend window fixed to `now` when it had none, so that
-    /// every part of one page (the shards of a coordinator, the figures and the answer's
-    /// `trend_end`) counts the same window.
+    /// This request with the end of its trend window fixed: to the one its walk started with
+    /// when it continues a cursor's, else to `now` when it had none, so that every part of one
+    /// page (the shards of a coordinator, the figures and the answer's `trend_end`) and every
+    /// page of a walk count the same window.
     pub fn fix_trend_end(mut self, now: Timestamp) -> SearchRequest {
-        if self.reads_trends() && self.trend_end.is_none() {
+        if let Some(cursor) = (self.cursor.as_ref()).filter(|cursor| !cursor.snapshots().is_empty())
+        {
+            self.trend_end = cursor.trend_end();
+        } else if self.reads_trends() && self.trend_end.is_none() {
             self.trend_end = Some(now);
         }
         self
@@ -580,6 +653,8 @@ struct Shared {
     parser: QueryParser,
     /// The cluster numbers, brought up to each searcher generation collapsed.
     ordinals: Mutex<ClusterNumbering>,
+    /// The snapshots that cursors walk.
+    snapshots: Snapshots,
 }
 
 /// Searches a news index: collapsed list pages, detail pages, near-duplicate checks.
@@ -638,6 +713,7 @@ impl DedupSearcher {
                 verifier,
                 parser,
                 ordinals: Mutex::default(),
+                snapshots: Snapshots::default(),
             }),
         }
     }
@@ -895,17 +971,19 @@ impl DedupSearcher {
     /// ```
     pub fn search(&self, request: &SearchRequest) -> Result<SearchPage> {
         check_request(request)?;
-        let request = &self
-            .fix_histogram(request)?
-            .into_owned()
-            .fix_trend_end(crate::dedup::now());
-        let page = self.collect_page(request, request.offset, None)?;
+        let snapshot = self.snapshot_for(request)?;
+        let request = &self.fix_request(request, &snapshot)?;
+        let page = self.collect_page(&snapshot, request, request.offset, None)?;
+        let following = page.following;
+        let snapshots = page.snapshot.into_iter().collect();
         // The collector cut the page already.
         let shape = PageShape {
             offset: 0,
             ..request.shape()
         };
-        shards::finish_page(page, shape)
+        let mut answer = shards::finish_page(page, shape)?;
+        answer.next_cursor = next_cursor(request, snapshots, following, &answer);
+        Ok(answer)
     }
 
     /// This index's part of a list page when it is one shard of several
@@ -918,72 +996,88 @@ impl DedupSearcher {
         statistics: Option<&TermStatistics>,
     ) -> Result<ShardPage> {
         check_request(request)?;
-        let request = self
-            .fix_histogram(request)?
-            .into_owned()
-            .fix_trend_end(crate::dedup::now());
-        self.collect_page(&request, 0, statistics)
+        let snapshot = self.snapshot_for(request)?;
+        let request = self.fix_request(request, &snapshot)?;
+        self.collect_page(&snapshot, &request, 0, statistics)
     }
 
     /// What BM25 reads of this index for `request`'s query ([`TermStatistics`]), with the
     /// span of its publication times ([`publication_span`](Self::publication_span)), which an
-    /// `auto` histogram over several shards is sized to.
+    /// `auto` histogram over several shards is sized to; read from the snapshot of the
+    /// request's cursor (pinned when it starts).
     pub fn term_statistics(&self, request: &SearchRequest) -> Result<TermStatistics> {
         let keywords = self.keywords(request)?;
+        let snapshot = self.snapshot_for(request)?;
         let mut statistics =
-            TermStatistics::of(&self.tantivy_searcher(), &*keywords).map_err(self.error())?;
-        statistics.published = self.publication_span()?;
+            TermStatistics::of(&snapshot.searcher, &*keywords).map_err(self.error())?;
+        statistics.published = publication_span(&snapshot.searcher, self.fields());
+        statistics.snapshot = request.cursor.as_ref().map(|_| snapshot.id);
         Ok(statistics)
     }
 
-    /// `request` with an `auto` histogram width fixed to fit this index's publication times
-    /// within the request's `from`..`to` ([`HistogramWidth::resolve`]); any other request as
-    /// it is.
-    pub fn fix_histogram<'r>(
-        &self,
-        request: &'r SearchRequest,
-    ) -> Result<std::borrow::Cow<'r, SearchRequest>> {
-        Ok(match request.histogram {
-            Some(HistogramWidth::Auto) => std::borrow::Cow::Owned(
-                request
-                    .clone()
-                    .fix_histogram(self.publication_span()?, self.shared.config.index.time_zone),
-            ),
-            _ => std::borrow::Cow::Borrowed(request),
+    /// What a list page reads: the snapshot its cursor walks (pinned at the walk's start, its
+    /// pin renewed as it goes on), or without a cursor the index as it is now.
+    fn snapshot_for(&self, request: &SearchRequest) -> Result<Snapshot> {
+        let Some(cursor) = &request.cursor else {
+            return self.current_snapshot();
+        };
+        let snapshots = &self.shared.snapshots;
+        let wanted = match cursor.snapshots() {
+            [] => None,
+            [id] => Some(*id),
+            more => {
+                return Err(Error::Query(format!(
+                    "the cursor was made for {} shards, and this is a whole index: start \
+                     again with cursor=*",
+                    more.len()
+                )));
+            }
+        };
+        if let Some(pinned) = wanted.and_then(|id| snapshots.get(id)) {
+            return Ok(pinned);
+        }
+        let current = self.current_snapshot()?;
+        // A walk goes on where the index is as it was (another process, a restart).
+        if wanted.is_none_or(|id| id == current.id) {
+            snapshots.pin(&current);
+            return Ok(current);
+        }
+        Err(Error::CursorExpired)
+    }
+
+    /// The index as the reader sees it now.
+    fn current_snapshot(&self) -> Result<Snapshot> {
+        let searcher = self.tantivy_searcher();
+        Ok(Snapshot {
+            id: snapshot_id(&searcher),
+            ordinals: self.ordinals(&searcher)?,
+            searcher,
         })
+    }
+
+    /// `request` as `snapshot` answers it: an `auto` histogram's width fixed to fit the
+    /// snapshot's publication times, the trend window's end fixed.
+    fn fix_request(&self, request: &SearchRequest, snapshot: &Snapshot) -> Result<SearchRequest> {
+        let mut fixed = request.clone();
+        if fixed.histogram == Some(HistogramWidth::Auto) {
+            let span = publication_span(&snapshot.searcher, self.fields());
+            fixed = fixed.fix_histogram(span, self.shared.config.index.time_zone);
+        }
+        Ok(fixed.fix_trend_end(crate::dedup::now()))
     }
 
     /// The earliest and latest publication time of the documents in the index (those
     /// deleted but not yet merged away included: the span only sizes buckets), read from each
     /// segment's column bounds; `None` when no document has one.
-    pub fn publication_span(&self) -> Result<Option<TimeSpan>> {
-        let searcher = self.tantivy_searcher();
-        let name = searcher
-            .schema()
-            .get_field_name(self.shared.fields.published_at)
-            .to_owned();
-        let mut span: Option<TimeSpan> = None;
-        for segment in searcher.segment_readers() {
-            let Some(column) = segment
-                .fast_fields()
-                .date(&name)
-                .ok()
-                .filter(|column| column.values.num_vals() > 0)
-            else {
-                continue;
-            };
-            let here = TimeSpan::new(
-                column.min_value().into_timestamp_secs(),
-                column.max_value().into_timestamp_secs(),
-            );
-            span = Some(span.map_or(here, |span| span.union(here)));
-        }
-        Ok(span)
+    pub fn publication_span(&self) -> Option<TimeSpan> {
+        publication_span(&self.tantivy_searcher(), self.fields())
     }
 
-    /// The stories `skip..offset + limit` of `request` with their figures, and its counts.
+    /// The stories `skip..offset + limit` of `request` (after its cursor's last story, if it
+    /// has a cursor) in `snapshot`, with their figures, and its counts.
     fn collect_page(
         &self,
+        snapshot: &Snapshot,
         request: &SearchRequest,
         skip: usize,
         statistics: Option<&TermStatistics>,
@@ -991,41 +1085,40 @@ impl DedupSearcher {
         let keywords = self.keywords(request)?;
         let highlighter = request.highlight.then(|| Highlighter::new(&*keywords));
         let query = self.with_conditions(keywords, request)?;
-        let searcher = self.tantivy_searcher();
+        let searcher = &snapshot.searcher;
         let facet_names = distinct(&request.facets);
         // Fixed by the caller; an `auto` width left would count no histogram.
         let histogram = request.shape().histogram;
-        let dimensions = self.dimensions(&searcher, &facet_names, histogram)?;
-        let ordinals = self.ordinals(&searcher)?;
+        let dimensions = self.dimensions(searcher, &facet_names, histogram)?;
+        let ordinals = &snapshot.ordinals;
         let end = request.offset.saturating_add(request.limit);
         let mut collector = CollapseCollector::new(
-            Arc::clone(&ordinals),
+            Arc::clone(ordinals),
             request.sort,
             skip,
             end.saturating_sub(skip),
         )
         .min_cluster_size(request.min_cluster_size);
+        if let Some(after) = request.cursor.as_ref().and_then(Cursor::after) {
+            collector = collector.after(after);
+        }
         let window = request.reads_trends().then(|| request.trend_window());
         if let Some(window) = window {
-            let trends = StoryTrends::count(
-                &searcher,
-                window,
-                ordinals.number_bound(),
-                |segment, doc| {
+            let trends =
+                StoryTrends::count(searcher, window, ordinals.number_bound(), |segment, doc| {
                     Some(ordinals.number(segment, doc)).filter(|number| *number != NO_CLUSTER)
-                },
-            )
-            .map_err(self.error())?;
+                })
+                .map_err(self.error())?;
             collector = collector
                 .trends(Arc::new(trends))
                 .min_recent(request.min_recent);
         }
         let provider =
-            statistics.map(|statistics| statistics.provider(searcher.schema(), &searcher));
+            statistics.map(|statistics| statistics.provider(searcher.schema(), searcher));
         // One pass over the matches: the collapse and, when asked, the counts beside it,
         // until the deadline if there is one.
         let counter = (!dimensions.is_empty()).then(|| {
-            FacetCollector::new(Arc::clone(&ordinals), dimensions).stories(collector.stories())
+            FacetCollector::new(Arc::clone(ordinals), dimensions).stories(collector.stories())
         });
         let both = DeadlineCollector::new((collector, counter), request.deadline);
         let collected = match &provider {
@@ -1056,11 +1149,11 @@ impl DedupSearcher {
         // them; otherwise the members are checked against the query, a seek per member
         // instead of a fast-field read per hit of the whole collapse.
         let scoring = match (&provider, request.members) {
-            (_, 0) => EnableScoring::disabled_from_searcher(&searcher),
+            (_, 0) => EnableScoring::disabled_from_searcher(searcher),
             (Some(provider), _) => {
-                EnableScoring::enabled_from_statistics_provider(provider, &searcher)
+                EnableScoring::enabled_from_statistics_provider(provider, searcher)
             }
-            (None, _) => EnableScoring::enabled_from_searcher(&searcher),
+            (None, _) => EnableScoring::enabled_from_searcher(searcher),
         };
         let reads = MemberReads {
             query: &*query,
@@ -1070,7 +1163,7 @@ impl DedupSearcher {
             member_order: MemberOrder::of(request.sort),
             recent: window.map(TrendWindow::recent),
         };
-        let details = self.page_details(&searcher, page, &reads)?;
+        let details = self.page_details(searcher, page, &reads)?;
         let extra = highlighter.as_ref().map_or(Extra::None, Extra::Snippet);
         let mut clusters = Vec::with_capacity(page.len());
         for (cluster, details) in collapsed.clusters.iter().zip(details) {
@@ -1079,13 +1172,13 @@ impl DedupSearcher {
                     details
                         .members
                         .iter()
-                        .map(|&address| self.view(&searcher, address, extra))
+                        .map(|&address| self.view(searcher, address, extra))
                         .collect::<Result<Vec<_>>>()
                 })
                 .transpose()?;
             clusters.push(ClusterHit {
                 root: cluster.root,
-                representative: self.view(&searcher, cluster.representative, extra)?,
+                representative: self.view(searcher, cluster.representative, extra)?,
                 score: cluster.score,
                 hits: cluster.hits,
                 cluster_size: cluster.size,
@@ -1108,6 +1201,8 @@ impl DedupSearcher {
             clusters,
             facets,
             histogram,
+            following: collapsed.following,
+            snapshot: request.cursor.as_ref().map(|_| snapshot.id),
         })
     }
 
@@ -1516,6 +1611,52 @@ impl DedupSearcher {
 }
 
 /// The names of `names`, each once, in their first order.
+/// The earliest and latest publication time of `searcher`'s documents (those deleted but not
+/// yet merged away included: the span only sizes buckets), read from each segment's column
+/// bounds; `None` when no document has one.
+fn publication_span(searcher: &tantivy::Searcher, fields: &NewsFields) -> Option<TimeSpan> {
+    let name = searcher.schema().get_field_name(fields.published_at);
+    let mut span: Option<TimeSpan> = None;
+    for segment in searcher.segment_readers() {
+        let Some(column) = segment
+            .fast_fields()
+            .date(name)
+            .ok()
+            .filter(|column| column.values.num_vals() > 0)
+        else {
+            continue;
+        };
+        let here = TimeSpan::new(
+            column.min_value().into_timestamp_secs(),
+            column.max_value().into_timestamp_secs(),
+        );
+        span = Some(span.map_or(here, |span| span.union(here)));
+    }
+    span
+}
+
+/// The cursor after `page` of a walk over `snapshots` (one per shard), when `request` walks
+/// with a cursor and stories follow the page: `following` of them ranked after the cursor it
+/// started from.
+pub(crate) fn next_cursor(
+    request: &SearchRequest,
+    snapshots: Vec<u64>,
+    following: u64,
+    page: &SearchPage,
+) -> Option<String> {
+    request.cursor.as_ref()?;
+    let last = page.clusters.last()?;
+    (following > page.clusters.len() as u64).then(|| {
+        Cursor::after_story(
+            request.list_digest(),
+            snapshots,
+            request.trend_end,
+            &shards::sort_key(last),
+        )
+        .to_string()
+    })
+}
+
 fn distinct(names: &[String]) -> Vec<&str> {
     let mut seen = Vec::with_capacity(names.len());
     for name in names {

@@ -110,6 +110,9 @@ pub struct TermStatistics {
     /// ([`DedupSearcher::publication_span`](crate::engine::DedupSearcher::publication_span)).
     #[serde(default)]
     pub published: Option<TimeSpan>,
+    /// The snapshot read, when asked with a cursor (pinned when the cursor starts a walk).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<u64>,
 }
 
 impl TermStatistics {
@@ -277,6 +280,13 @@ pub struct ShardPage {
     pub facets: Vec<(String, Vec<ShardCount>)>,
     /// The histogram's buckets that have documents, when one was asked for.
     pub histogram: Option<Vec<ShardCount>>,
+    /// Its stories ranked after the cursor the page was asked with (all of them without
+    /// one), of which the page holds the first: whether a walk goes on.
+    #[serde(default)]
+    pub following: u64,
+    /// The snapshot its cursor walks, when asked with one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<u64>,
 }
 
 /// How a merged page is cut and counted: the request's order, page and facet limit.
@@ -333,7 +343,7 @@ pub fn merge_pages(pages: Vec<ShardPage>, shape: PageShape) -> Result<SearchPage
     }
     merged
         .clusters
-        .sort_by(|a, b| shape.sort.compare_keys(&key_of(a), &key_of(b)));
+        .sort_by(|a, b| shape.sort.compare_keys(&sort_key(a), &sort_key(b)));
     merged.clusters = merged
         .clusters
         .into_iter()
@@ -379,6 +389,7 @@ pub fn finish_page(page: ShardPage, shape: PageShape) -> Result<SearchPage> {
         histogram_interval: shape.histogram.map(Interval::seconds),
         trend_window: shape.trend.map(|window| window.span().seconds()),
         trend_end: shape.trend.map(TrendWindow::end),
+        next_cursor: None,
     })
 }
 
@@ -416,7 +427,8 @@ impl TaggedKey {
     }
 }
 
-fn key_of(cluster: &ClusterHit) -> SortKey {
+/// What the page's order reads of a story of an answer.
+pub(crate) fn sort_key(cluster: &ClusterHit) -> SortKey {
     SortKey {
         size: cluster.cluster_size,
         newest: cluster.newest,

@@ -871,6 +871,12 @@ pub(crate) struct SearchParams {
     /// oldest for `sort=oldest`.
     #[param(value_type = Option<usize>, maximum = 100)]
     members: Option<String>,
+    /// Deep paging past `offset`'s 10,000: `*` starts a walk through the list, whose pages
+    /// each carry `next_cursor`, given here for the page after (absent on the last page).
+    /// Each story comes once, as the list was when the walk started, while documents keep
+    /// arriving; `offset` must then be absent. A walk's snapshot is kept 5 minutes after its
+    /// last page: later, 410 `cursor_expired`.
+    cursor: Option<String>,
     /// On a coordinator of shards (`serve --coordinator`), with a shard down or slow: `true`
     /// answers the stories of the shards that answered (each exact) with `"partial": true`
     /// and `shards`; `false` (the default) answers 503 `shard_unavailable`. A single index
@@ -883,7 +889,7 @@ pub(crate) struct SearchParams {
 const SEARCH_PARAMETERS: &str = "q, sort, offset, limit, from, to, source, filter, exclude, \
                                  fields, min_cluster_size, facets, facet_limit, histogram, \
                                  highlight, trend_window, trend_end, min_recent, members, \
-                                 allow_partial";
+                                 cursor, allow_partial";
 
 impl SearchParams {
     /// Reads a raw query string (percent-decoded, `+` as a space).
@@ -917,6 +923,7 @@ impl SearchParams {
                 "trend_end" => &mut params.trend_end,
                 "min_recent" => &mut params.min_recent,
                 "members" => &mut params.members,
+                "cursor" => &mut params.cursor,
                 "allow_partial" => &mut params.allow_partial,
                 unknown => {
                     return Err(ApiError::bad_request(
@@ -1127,6 +1134,9 @@ impl SearchParams {
                 0,
                 MAX_MEMBERS,
             )?);
+        if let Some(cursor) = self.cursor.filter(|cursor| !cursor.trim().is_empty()) {
+            request = request.cursor(cursor.parse().map_err(|error| invalid("cursor", error))?);
+        }
         Ok(request)
     }
 }

@@ -97,6 +97,9 @@ impl ApiError {
 /// The code of a read that found the index damaged; `/healthz` answers it from then on.
 pub(crate) const INDEX_DAMAGED: &str = "index_damaged";
 
+/// The code of a page whose cursor's snapshot is no longer kept (410 Gone).
+pub(crate) const CURSOR_EXPIRED: &str = "cursor_expired";
+
 /// The code of a read that took longer than `[server] read_timeout`, waiting for a core
 /// included.
 pub(crate) const READ_TIMEOUT: &str = "read_timeout";
@@ -105,6 +108,9 @@ impl From<Error> for ApiError {
     fn from(error: Error) -> Self {
         match error {
             Error::Query(message) => ApiError::bad_request("invalid_query", message),
+            expired @ Error::CursorExpired => {
+                ApiError::new(StatusCode::GONE, CURSOR_EXPIRED, expired.to_string())
+            }
             Error::DeadlineExceeded => ApiError::unavailable(
                 READ_TIMEOUT,
                 "the read took longer than the server allows (`[server] read_timeout`) and \

@@ -34,6 +34,10 @@ pub(crate) struct ShardSearch {
     /// for every shard.
     #[serde(default)]
     trend_end: Option<i64>,
+    /// The walk's cursor, in place of the query's own: the coordinator's, with every shard's
+    /// snapshot, of which this shard reads its own.
+    #[serde(default)]
+    cursor: Option<String>,
 }
 
 /// This shard's part of a list page: its first `offset + limit` stories with their figures,
@@ -97,6 +101,12 @@ async fn read_on_shard<T: Send + 'static>(
     if let Some(end) = search.trend_end {
         // The coordinator's reading of the window's end, the same for every shard.
         request.trend_end = Some(end);
+    }
+    if let Some(cursor) = &search.cursor {
+        request.cursor = Some(cursor.parse()?);
+    }
+    if let (Some(spec), Some(cursor)) = (state.shard, request.cursor.as_mut()) {
+        *cursor = cursor.for_shard(spec)?;
     }
     let searcher = state.searcher.clone();
     state

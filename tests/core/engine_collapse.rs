@@ -21,7 +21,7 @@ use tantivy::schema::Value;
 use tantivy::{DocAddress, TantivyDocument};
 use tantivy_dedup::config::{Config, IndexConfig};
 use tantivy_dedup::engine::{
-    ClusterHit, DedupIndex, DedupSearcher, MAX_PAGE_SIZE, SearchRequest, Sort, StoryTrend,
+    ClusterHit, Cursor, DedupIndex, DedupSearcher, MAX_PAGE_SIZE, SearchRequest, Sort, StoryTrend,
     TrendSpan,
 };
 use tantivy_dedup::forest::NodeInfo;
@@ -935,6 +935,102 @@ fn collapsed_search_equals_brute_force() {
             .searcher()
             .search(&SearchRequest::new("").page(0, MAX_PAGE_SIZE + 1))
             .is_err()
+    );
+}
+
+/// Cursor walks, for every sort and several lists: the pages together are the list that brute
+/// force gives of the index when the walk started, each story once and in order, while
+/// reposts join stories, documents are deleted and replaced and new stories arrive between
+/// the pages (each change committed); the totals are the start's on every page. A walk goes
+/// on in another process that opens the unchanged index, and is refused there once the index
+/// changed; a cursor is refused by another list and with an offset.
+#[test]
+fn a_cursor_walks_the_list_as_it_was() {
+    let mut fixture = ingested();
+    let mut rng = SmallRng::seed_from_u64(0xc0_750e);
+    let searcher = fixture.index.searcher();
+    let requests = requests(fixture.next_slot);
+    for base in [&requests[0], &requests[2], &requests[9], &requests[11]] {
+        for (name, sort) in Sort::ALL {
+            let request = base.clone().sort(sort);
+            let (total_hits, mut expected) = brute_force(&searcher, &request);
+            expected.sort_by(|a, b| order(sort, a, b));
+            let mut walk = request.clone().page(0, 9).cursor(Cursor::start());
+            let mut walked: Vec<Expected> = Vec::new();
+            for turn in 0.. {
+                let page = searcher.search(&walk).unwrap();
+                let context = format!("{name}, page {turn} of {request:?}");
+                assert_eq!(page.total_hits, total_hits, "{context}");
+                assert_eq!(page.total_clusters, expected.len() as u64, "{context}");
+                walked.extend(page.clusters.iter().map(Expected::of));
+                let Some(next) = page.next_cursor else {
+                    break;
+                };
+                assert_eq!(page.clusters.len(), 9, "{context}");
+                walk.cursor = Some(next.parse().unwrap());
+                if turn % 2 == 0 {
+                    // A repost joins a live story, a document leaves, a story arrives.
+                    let ids: Vec<String> = fixture.live.keys().cloned().collect();
+                    let original = fixture.live[ids.choose(&mut rng).unwrap()].clone();
+                    let slot = fixture.next_slot;
+                    fixture.next_slot += 1;
+                    let text = repost(&mut rng, &original.content);
+                    let title = original.title.clone().unwrap_or_default();
+                    let reposted =
+                        article(&mut rng, format!("walk-{name}-{turn}"), slot, title, text);
+                    fixture.add(reposted);
+                    fixture.delete(ids.choose(&mut rng).unwrap());
+                    let fresh = fixture.new_text(&mut rng, &format!("new-{name}-{turn}"));
+                    fixture.add(fresh);
+                    fixture.index.commit().unwrap();
+                }
+            }
+            assert_eq!(walked.len(), expected.len(), "{name}: {request:?}");
+            assert!(
+                walked == expected,
+                "{name}: the walk differs from the list at its start"
+            );
+        }
+    }
+
+    // Another process, the index unchanged since the walk's first page: the walk goes on.
+    let request = SearchRequest::new("").sort(Sort::SimilarDesc).page(0, 5);
+    let first = searcher
+        .search(&request.clone().cursor(Cursor::start()))
+        .unwrap();
+    let next: Cursor = first.next_cursor.unwrap().parse().unwrap();
+    let elsewhere = DedupSearcher::open(fixture.dir.path()).unwrap();
+    let second = elsewhere
+        .search(&request.clone().cursor(next.clone()))
+        .unwrap();
+    let by_offset = searcher.search(&request.clone().page(5, 5)).unwrap();
+    assert_eq!(second.clusters, by_offset.clusters);
+    // A cursor of another list, or with an offset: refused.
+    let other = SearchRequest::new("记者")
+        .sort(Sort::SimilarDesc)
+        .cursor(next.clone());
+    assert!(matches!(
+        searcher.search(&other),
+        Err(tantivy_dedup::Error::Query(_))
+    ));
+    let offset = request.clone().page(5, 5).cursor(next.clone());
+    assert!(matches!(
+        searcher.search(&offset),
+        Err(tantivy_dedup::Error::Query(_))
+    ));
+    // The index changed: a process that did not pin the walk's snapshot cannot go on.
+    let fresh = fixture.new_text(&mut rng, "after-the-walk");
+    fixture.add(fresh);
+    fixture.index.commit().unwrap();
+    let changed = DedupSearcher::open(fixture.dir.path()).unwrap();
+    assert!(matches!(
+        changed.search(&request.clone().cursor(next.clone())),
+        Err(tantivy_dedup::Error::CursorExpired)
+    ));
+    // The process that pinned it still can.
+    assert_eq!(
+        searcher.search(&request.cursor(next)).unwrap().clusters,
+        by_offset.clusters
     );
 }
 

@@ -123,6 +123,56 @@ fn ingest_then_list_detail_and_stats() {
         "{}",
         stdout(&past)
     );
+
+    // A walk with a cursor, a story a command: the list's stories, each once, in order.
+    let list = ["search", "--index", index, "", "--sort", "similar_desc"];
+    let whole = json(&run(&[&list[..], &["--json"]].concat()));
+    let roots = |page: &Value| -> Vec<Value> {
+        let clusters = page["clusters"].as_array().unwrap();
+        clusters
+            .iter()
+            .map(|cluster| cluster["root"].clone())
+            .collect()
+    };
+    let mut cursor = "*".to_owned();
+    let mut walked = Vec::new();
+    let mut last_cursor = None;
+    loop {
+        let page = run(&[&list[..], &["--limit", "1", "--cursor", &cursor, "--json"]].concat());
+        assert!(page.status.success(), "{}", stderr(&page));
+        let page = json(&page);
+        walked.extend(roots(&page));
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = next.to_owned(),
+            None => break,
+        }
+        last_cursor = Some(cursor.clone());
+    }
+    assert_eq!(walked, roots(&whole));
+    let text = stdout(&run(
+        &[&list[..], &["--limit", "1", "--cursor", "*"]].concat()
+    ));
+    assert!(text.contains("next page: --cursor "), "{text}");
+    // Once the index changed, a command cannot go on with the walk.
+    let article = dir.path().join("one.jsonl");
+    std::fs::write(
+        &article,
+        "{\"id\": \"late\", \"content\": \"一篇后来的文章，与前面的都不一样。\"}\n",
+    )
+    .unwrap();
+    assert!(
+        run(&["ingest", "--index", index, article.to_str().unwrap()])
+            .status
+            .success()
+    );
+    let cursor = last_cursor.unwrap();
+    let expired = run(&[&list[..], &["--limit", "1", "--cursor", &cursor]].concat());
+    assert!(!expired.status.success());
+    assert!(
+        stderr(&expired).contains("cursor=*"),
+        "{}",
+        stderr(&expired)
+    );
 }
 
 /// README "Query syntax": each example query finds on the sample file what the README says

@@ -1814,6 +1814,22 @@ impl TestServer {
     }
 }
 
+/// A cursor after a story of `/v1/search`'s list of every document, by relevance, on a
+/// snapshot no server pinned.
+fn forged_cursor() -> String {
+    let list = tantivy_dedup::engine::SearchRequest::new("").list_digest();
+    let last = tantivy_dedup::engine::SortKey {
+        size: 1,
+        newest: BASE_TIME,
+        oldest: BASE_TIME,
+        score: 1.0,
+        joined: Default::default(),
+        hot: 0.0,
+        root: tantivy_dedup::Fingerprint(7),
+    };
+    tantivy_dedup::engine::Cursor::after_story(list, vec![12_345], None, &last).to_string()
+}
+
 /// A valid article's JSON with `overrides` applied (`null` removes a field).
 fn article_with(id: &str, overrides: Value) -> Value {
     let mut article = json!({
@@ -2189,6 +2205,42 @@ fn bad_cases() -> Vec<Case> {
             "bytes",
         ),
         // List pages.
+        case(
+            "a cursor that is not one",
+            "GET",
+            "/v1/search?cursor=not-a-cursor",
+            "",
+            400,
+            "invalid_parameter",
+            "cursor",
+        ),
+        case(
+            "a cursor with an offset",
+            "GET",
+            "/v1/search?cursor=*&offset=2",
+            "",
+            400,
+            "invalid_query",
+            "offset must be 0",
+        ),
+        case(
+            "a cursor of another list",
+            "GET",
+            &format!("/v1/search?q=%E7%81%AF%E5%A1%94&cursor={}", forged_cursor()),
+            "",
+            400,
+            "invalid_query",
+            "another list",
+        ),
+        case(
+            "a cursor whose snapshot is gone",
+            "GET",
+            &format!("/v1/search?cursor={}", forged_cursor()),
+            "",
+            410,
+            "cursor_expired",
+            "cursor=*",
+        ),
         case(
             "unknown sort",
             "GET",

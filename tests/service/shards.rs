@@ -215,6 +215,47 @@ pub(crate) fn compare_reads(oracle: &Serve, sharded: &Serve, docs: &[Doc], keywo
     assert_eq!(counts(sharded), counts(oracle), "the statistics' counts");
 }
 
+/// Walks the list `path` with a cursor on both, a page of 7 at a time, and compares each page
+/// with the oracle's (their cursors apart: each names its own snapshots); `between` runs
+/// after the first page. The walk must be the list as it was when it started, each story
+/// once. Returns how many stories it walked.
+pub(crate) fn walk_both(
+    oracle: &Serve,
+    sharded: &Serve,
+    path: &str,
+    mut between: impl FnMut(),
+) -> usize {
+    let (_, at_start) = oracle.get(&format!("{path}&limit=1000"));
+    let mut cursors = ("*".to_owned(), "*".to_owned());
+    let mut walked: Vec<Value> = Vec::new();
+    for turn in 0.. {
+        let page = |server: &Serve, cursor: &str| {
+            let (status, mut page) = server.get(&format!("{path}&limit=7&cursor={}", pct(cursor)));
+            assert_eq!(status, 200, "{path}: {page}");
+            let next = page.as_object_mut().unwrap().remove("next_cursor");
+            (page, next.and_then(|next| next.as_str().map(str::to_owned)))
+        };
+        let (expected, expected_next) = page(oracle, &cursors.0);
+        let (answer, next) = page(sharded, &cursors.1);
+        assert_eq!(answer, expected, "page {turn} of the walk {path}");
+        walked.extend(expected["clusters"].as_array().unwrap().iter().cloned());
+        match (expected_next, next) {
+            (Some(expected_next), Some(next)) => cursors = (expected_next, next),
+            (None, None) => break,
+            other => panic!("{path}: one walk ends, the other goes on: {other:?}"),
+        }
+        if turn == 0 {
+            between();
+        }
+    }
+    assert_eq!(
+        walked.as_slice(),
+        at_start["clusters"].as_array().unwrap().as_slice(),
+        "{path}: the walk is the list at its start"
+    );
+    walked.len()
+}
+
 /// Which of `shards` hold a live document `id`.
 fn holders(shards: &[Serve], id: &str) -> Vec<usize> {
     shards
@@ -271,6 +312,34 @@ fn every_answer_equals_one_index_with_one_to_four_shards() {
         // Every answer, with keyword queries: no document was deleted yet, so BM25's
         // statistics (which count deleted documents until a merge drops them) agree.
         compare_reads(&oracle, &sharded.coordinator, &docs, true);
+        // Cursor walks, while reposts with new ids arrive at both after their first page.
+        let mut arrivals = docs.iter().step_by(4).enumerate();
+        let from = docs.iter().map(|doc| doc.published_at).min().unwrap();
+        let to = docs.iter().map(|doc| doc.published_at).max().unwrap();
+        let window = format!(
+            "trend_window={}s&trend_end={}",
+            (to - from) / 6 + 1,
+            (from + to) / 2
+        );
+        for sort in ["relevance", "similar_desc", "newest", "trending"] {
+            for q in ["", QUERY_WORDS[0]] {
+                let path = format!("/v1/search?sort={sort}&q={}&members=1&{window}", pct(q));
+                let walked = walk_both(&oracle, &sharded.coordinator, &path, || {
+                    let batch: Vec<Value> = arrivals
+                        .by_ref()
+                        .take(3)
+                        .map(|(n, doc)| {
+                            let mut json = doc.json(n);
+                            json["id"] = json!(format!("{}-walk", doc.id));
+                            json
+                        })
+                        .collect();
+                    let batch = Value::Array(batch);
+                    assert_eq!(sharded.coordinator.post(&batch), oracle.post(&batch));
+                });
+                assert!(walked > 7, "{path}: {walked} stories");
+            }
+        }
 
         let replacements = Value::Array(replaced.clone());
         let expected = oracle.post(&replacements);
@@ -412,6 +481,11 @@ fn a_shard_down_is_named_and_partial_pages_are_flagged() {
             .contains("shard 1"),
         "{refusal}"
     );
+    // A walk is never partial: its next page would miss the shard's stories for good.
+    let (status, refusal) = sharded
+        .coordinator
+        .get(&format!("{everything}&allow_partial=true&cursor=*"));
+    assert_eq!(status, 503, "{refusal}");
     let (status, partial) = sharded
         .coordinator
         .get(&format!("{everything}&allow_partial=true"));

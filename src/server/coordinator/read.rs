@@ -16,8 +16,8 @@ use super::CoordinatorState;
 use super::shards::{Answer, CLIENT_POSITIONS, Unavailable, relay, shard_unavailable};
 use crate::Fingerprint;
 use crate::engine::{
-    HistogramWidth, IndexStats, NearDuplicates, SearchPage, ShardPage, ShardSpec, TermStatistics,
-    merge_near_duplicates, merge_pages,
+    Cursor, HistogramWidth, IndexStats, NearDuplicates, SearchPage, ShardPage, ShardSpec,
+    TermStatistics, merge_near_duplicates, merge_pages, next_cursor,
 };
 use crate::server::api::{
     AppResult, DocumentId, NEAR_DUPLICATES_LIMIT, SearchParams, metrics_answer, no_document,
@@ -100,6 +100,8 @@ struct ShardSearch<'a> {
     histogram_seconds: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     trend_end: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cursor: Option<String>,
 }
 
 pub(super) async fn search(
@@ -151,13 +153,30 @@ async fn list_page(state: &Arc<CoordinatorState>, query: String) -> AppResult<Re
             statistics: None,
             histogram_seconds: None,
             trend_end: None,
+            cursor: None,
         })?;
         let mut sum = TermStatistics::default();
+        let mut snapshots = Vec::new();
         for answer in fan_out(state, Method::POST, "/internal/v1/statistics", Some(body)).await {
             match answer {
-                Ok(answer) => sum.add(&parse_answer::<TermStatistics>(answer)?),
+                Ok(answer) => {
+                    let statistics = parse_answer::<TermStatistics>(answer)?;
+                    snapshots.extend(statistics.snapshot);
+                    sum.add(&statistics);
+                }
                 Err(error) => missing.push(error),
             }
+        }
+        // A walk's first page: its scores are read of the snapshots the statistics were, which
+        // every shard pinned for the walk.
+        if request
+            .cursor
+            .as_ref()
+            .is_some_and(|cursor| cursor.snapshots().is_empty())
+            && snapshots.len() == state.shards.count()
+        {
+            let first = Cursor::first_page(request.list_digest(), snapshots, request.trend_end);
+            request.cursor = Some(first);
         }
         request = request.fix_histogram(sum.published, zone);
         Some(sum)
@@ -170,6 +189,7 @@ async fn list_page(state: &Arc<CoordinatorState>, query: String) -> AppResult<Re
         statistics: statistics.as_ref().filter(|_| scored),
         histogram_seconds: shape.histogram.map(|interval| interval.seconds()),
         trend_end: request.trend_end,
+        cursor: request.cursor.as_ref().map(ToString::to_string),
     })?;
     let mut pages = Vec::new();
     for answer in fan_out(state, Method::POST, "/internal/v1/search", Some(body)).await {
@@ -183,7 +203,7 @@ async fn list_page(state: &Arc<CoordinatorState>, query: String) -> AppResult<Re
     }
     let shards = if missing.is_empty() {
         None
-    } else if allow_partial {
+    } else if allow_partial && request.cursor.is_none() {
         missing.sort_by_key(|error| error.shard);
         for error in &missing {
             tracing::warn!(%error, "a partial list page: shard missing");
@@ -196,7 +216,11 @@ async fn list_page(state: &Arc<CoordinatorState>, query: String) -> AppResult<Re
     } else {
         return Err(shard_unavailable(&missing[0]));
     };
-    let page = merge_pages(pages, shape)?;
+    // A walk goes on over every shard's snapshot (in shard order: a walk is never partial).
+    let snapshots: Vec<u64> = pages.iter().filter_map(|page| page.snapshot).collect();
+    let following = pages.iter().map(|page| page.following).sum();
+    let mut page = merge_pages(pages, shape)?;
+    page.next_cursor = next_cursor(&request, snapshots, following, &page);
     Ok(Json(MergedPage {
         page,
         partial: shards.as_ref().map(|_| true),
@@ -246,8 +270,9 @@ fn refusal(answer: Answer) -> ApiError {
 
 /// The codes a shard refuses a read with, as the API's own `&'static str`s.
 fn static_code(code: &str) -> &'static str {
-    const CODES: [&str; 6] = [
+    const CODES: [&str; 7] = [
         "invalid_parameter",
+        crate::server::error::CURSOR_EXPIRED,
         "invalid_query",
         "invalid_body",
         "document_too_large",
