@@ -92,11 +92,20 @@ pub enum Error {
     /// snapshots last [`KEEP_ALIVE`](crate::engine::KEEP_ALIVE) after their last use, and a
     /// restart keeps only an unchanged index's).
     #[error(
-        "the cursor's snapshot of the index is gone (a walk's snapshot is kept 5 minutes after \
+        "the cursor's snapshot of the index is gone (a walk's snapshot is kept {} seconds after \
          its last page, and a restart keeps it only if nothing was written since): start the \
-         walk again with cursor=*"
+         walk again with cursor=*",
+        crate::engine::KEEP_ALIVE.as_secs()
     )]
     CursorExpired,
+    /// A cursor walk would pin one more snapshot of the index than
+    /// [`MAX_PINNED`](crate::engine::MAX_PINNED).
+    #[error(
+        "too many cursor walks are under way over different snapshots of the index (at most \
+         {}); retry shortly, or page with offset",
+        crate::engine::MAX_PINNED
+    )]
+    TooManyWalks,
     /// Another writer holds the index (Tantivy allows one at a time).
     #[error("{0}: another process is writing to this index (an index has one writer at a time)")]
     Busy(PathBuf),

@@ -28,8 +28,12 @@ pub const CURSOR_START: &str = "*";
 /// The version of a cursor's encoding, refused when it is another.
 const VERSION: u8 = 1;
 
-/// The longest cursor read: one of 1,024 shards' snapshots is about 24 KiB.
-const MAX_CURSOR_CHARS: usize = 64 * 1024;
+/// The most shards a walk reads: each adds about 30 characters to the cursor, which travels
+/// in a URL (at most 8 KiB on this server).
+pub const MAX_WALK_SHARDS: usize = 128;
+
+/// The longest cursor read.
+const MAX_CURSOR_CHARS: usize = 8 * 1024;
 
 /// Where a walk through a list page's stories stands ([`SearchRequest::cursor`](crate::engine::SearchRequest::cursor)).
 ///
@@ -50,6 +54,9 @@ pub struct Cursor {
     /// The snapshots the walk reads, one per shard (one for a whole index); empty at the
     /// start, until pinned.
     snapshots: Vec<u64>,
+    /// On a coordinator, the replica of each shard that holds its snapshot (a snapshot is one
+    /// process's); empty on a whole index.
+    replicas: Vec<u32>,
     /// The trend window's end, fixed when the walk started.
     trend_end: Option<Timestamp>,
     /// The order key of the last story given; `None` at the start.
@@ -108,6 +115,8 @@ struct Encoded {
     v: u8,
     list: u64,
     snapshots: Vec<u64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    replicas: Vec<u32>,
     #[serde(default)]
     trend_end: Option<Timestamp>,
     #[serde(default)]
@@ -127,7 +136,7 @@ impl Cursor {
             list,
             snapshots,
             trend_end,
-            after: None,
+            ..Cursor::default()
         }
     }
 
@@ -136,9 +145,26 @@ impl Cursor {
         self.after.is_none()
     }
 
+    /// Whether it names the snapshots it reads (every cursor but `*`).
+    pub fn is_pinned(&self) -> bool {
+        !self.snapshots.is_empty()
+    }
+
     /// The snapshot ids it reads, one per shard (empty at the start).
     pub fn snapshots(&self) -> &[u64] {
         &self.snapshots
+    }
+
+    /// On a coordinator, the replica of each shard that holds the shard's snapshot (empty at
+    /// the start and on a whole index).
+    pub fn replicas(&self) -> &[u32] {
+        &self.replicas
+    }
+
+    /// This cursor with the replicas that hold its snapshots, one per shard.
+    pub fn on_replicas(mut self, replicas: Vec<u32>) -> Self {
+        self.replicas = replicas;
+        self
     }
 
     /// The trend window's end fixed when the walk started (`None` at the start).
@@ -162,6 +188,7 @@ impl Cursor {
         Cursor {
             list,
             snapshots,
+            replicas: Vec::new(),
             trend_end,
             after: Some(CursorKey::from(last)),
         }
@@ -169,7 +196,7 @@ impl Cursor {
 
     /// Refuses a cursor of another list than the one with digest `list`.
     pub fn check_list(&self, list: u64) -> Result<()> {
-        if self.snapshots.is_empty() || self.list == list {
+        if !self.is_pinned() || self.list == list {
             return Ok(());
         }
         Err(Error::Query(
@@ -190,12 +217,13 @@ impl Cursor {
     /// # Ok::<(), tantivy_dedup::Error>(())
     /// ```
     pub fn for_shard(&self, spec: ShardSpec) -> Result<Cursor> {
-        if self.snapshots.is_empty() {
+        if !self.is_pinned() {
             return Ok(self.clone());
         }
         match self.snapshots.get(spec.index) {
             Some(&snapshot) if self.snapshots.len() == spec.count => Ok(Cursor {
                 snapshots: vec![snapshot],
+                replicas: Vec::new(),
                 ..self.clone()
             }),
             _ => Err(Error::Query(format!(
@@ -210,13 +238,14 @@ impl Cursor {
 
 impl std::fmt::Display for Cursor {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.snapshots.is_empty() {
+        if !self.is_pinned() {
             return formatter.write_str(CURSOR_START);
         }
         let encoded = Encoded {
             v: VERSION,
             list: self.list,
             snapshots: self.snapshots.clone(),
+            replicas: self.replicas.clone(),
             trend_end: self.trend_end,
             after: self.after,
         };
@@ -245,12 +274,15 @@ impl std::str::FromStr for Cursor {
         }
         let json = URL_SAFE_NO_PAD.decode(text).map_err(|_| invalid())?;
         let encoded: Encoded = serde_json::from_slice(&json).map_err(|_| invalid())?;
-        if encoded.v != VERSION || encoded.snapshots.is_empty() {
+        let replicas_fit =
+            encoded.replicas.is_empty() || encoded.replicas.len() == encoded.snapshots.len();
+        if encoded.v != VERSION || encoded.snapshots.is_empty() || !replicas_fit {
             return Err(invalid());
         }
         Ok(Cursor {
             list: encoded.list,
             snapshots: encoded.snapshots,
+            replicas: encoded.replicas,
             trend_end: encoded.trend_end,
             after: encoded.after,
         })
@@ -287,7 +319,8 @@ mod tests {
             trend_end: Option<i64>,
         ) {
             let last = key(size, score, hot, root);
-            let cursor = Cursor::after_story(list, snapshots, trend_end, &last);
+            let replicas = snapshots.iter().map(|&id| id as u32 % 3).collect();
+            let cursor = Cursor::after_story(list, snapshots, trend_end, &last).on_replicas(replicas);
             let read: Cursor = cursor.to_string().parse().unwrap();
             prop_assert_eq!(&read, &cursor);
             let after = read.after().unwrap();

@@ -53,7 +53,7 @@ pub use collapse::{
     CollapseSegmentCollector, Collapsed, CollapsedCluster, NO_CLUSTER, RootMap, Sort, SortKey,
     StoryFilter,
 };
-pub use cursor::{CURSOR_START, Cursor};
+pub use cursor::{CURSOR_START, Cursor, MAX_WALK_SHARDS};
 pub use deadline::{DeadlineCollector, DeadlineSegmentCollector};
 pub use dedup_writer::{
     CheckpointReport, DEFAULT_CHECKPOINT_INSERTS, DedupDocument, DedupWriter, DedupWriterBuilder,

@@ -99,6 +99,13 @@ fn check_request(request: &SearchRequest) -> Result<()> {
                     .to_owned(),
             ));
         }
+        if request.limit == 0 {
+            return Err(Error::Query(
+                "a page with a cursor needs a limit of 1 or more: its next cursor is after \
+                 its last story"
+                    .to_owned(),
+            ));
+        }
         cursor.check_list(request.list_digest())?;
     }
     if request.facet_limit > MAX_FACET_LIMIT {
@@ -502,8 +509,7 @@ impl SearchRequest {
     /// page (the shards of a coordinator, the figures and the answer's `trend_end`) and every
     /// page of a walk count the same window.
     pub fn fix_trend_end(mut self, now: Timestamp) -> SearchRequest {
-        if let Some(cursor) = (self.cursor.as_ref()).filter(|cursor| !cursor.snapshots().is_empty())
-        {
+        if let Some(cursor) = self.cursor.as_ref().filter(|cursor| cursor.is_pinned()) {
             self.trend_end = cursor.trend_end();
         } else if self.reads_trends() && self.trend_end.is_none() {
             self.trend_end = Some(now);
@@ -548,7 +554,7 @@ impl SearchRequest {
     }
 
     /// How the request's page is cut and counted. Its histogram's width is fixed first
-    /// ([`DedupSearcher::fix_histogram`]): an `auto` width has no buckets yet, so its shape has
+    /// ([`SearchRequest::fix_histogram`]): an `auto` width has no buckets yet, so its shape has
     /// no histogram.
     pub fn shape(&self) -> PageShape {
         PageShape {
@@ -976,13 +982,17 @@ impl DedupSearcher {
         let page = self.collect_page(&snapshot, request, request.offset, None)?;
         let following = page.following;
         let snapshots = page.snapshot.into_iter().collect();
+        if request.cursor.is_some() && following > page.clusters.len() as u64 {
+            self.pin(&snapshot)?;
+        }
         // The collector cut the page already.
         let shape = PageShape {
             offset: 0,
             ..request.shape()
         };
         let mut answer = shards::finish_page(page, shape)?;
-        answer.next_cursor = next_cursor(request, snapshots, following, &answer);
+        answer.next_cursor =
+            next_cursor(request, snapshots, following, &answer).map(|next| next.to_string());
         Ok(answer)
     }
 
@@ -998,6 +1008,11 @@ impl DedupSearcher {
         check_request(request)?;
         let snapshot = self.snapshot_for(request)?;
         let request = self.fix_request(request, &snapshot)?;
+        // Pinned whether this shard has stories after its page or not: the walk goes on while
+        // any shard has, and every page counts this shard's part of the totals and facets.
+        if request.cursor.is_some() {
+            self.pin(&snapshot)?;
+        }
         self.collect_page(&snapshot, &request, 0, statistics)
     }
 
@@ -1007,18 +1022,26 @@ impl DedupSearcher {
     /// request's cursor (pinned when it starts).
     pub fn term_statistics(&self, request: &SearchRequest) -> Result<TermStatistics> {
         let keywords = self.keywords(request)?;
-        let snapshot = self.snapshot_for(request)?;
-        let mut statistics =
-            TermStatistics::of(&snapshot.searcher, &*keywords).map_err(self.error())?;
-        statistics.published = publication_span(&snapshot.searcher, self.fields());
-        statistics.snapshot = request.cursor.as_ref().map(|_| snapshot.id);
+        let (searcher, snapshot) = match &request.cursor {
+            Some(_) => {
+                let snapshot = self.snapshot_for(request)?;
+                self.pin(&snapshot)?;
+                (snapshot.searcher, Some(snapshot.id))
+            }
+            None => (self.tantivy_searcher(), None),
+        };
+        let mut statistics = TermStatistics::of(&searcher, &*keywords).map_err(self.error())?;
+        statistics.published = publication_span(&searcher, self.fields());
+        statistics.snapshot = snapshot;
         Ok(statistics)
     }
 
-    /// What a list page reads: the snapshot its cursor walks (pinned at the walk's start, its
-    /// pin renewed as it goes on), or without a cursor the index as it is now.
+    /// What a list page reads: the snapshot its cursor walks (pinned by its pages, or the
+    /// index as it is now when it is that snapshot), or without a cursor the index as it is
+    /// now. Pins are taken by the callers, once they know a page follows.
     fn snapshot_for(&self, request: &SearchRequest) -> Result<Snapshot> {
         let Some(cursor) = &request.cursor else {
+            self.shared.snapshots.sweep();
             return self.current_snapshot();
         };
         let snapshots = &self.shared.snapshots;
@@ -1039,10 +1062,14 @@ impl DedupSearcher {
         let current = self.current_snapshot()?;
         // A walk goes on where the index is as it was (another process, a restart).
         if wanted.is_none_or(|id| id == current.id) {
-            snapshots.pin(&current);
             return Ok(current);
         }
         Err(Error::CursorExpired)
+    }
+
+    /// Pins `snapshot` for the next page of a walk.
+    fn pin(&self, snapshot: &Snapshot) -> Result<()> {
+        self.shared.snapshots.pin(snapshot)
     }
 
     /// The index as the reader sees it now.
@@ -1610,7 +1637,6 @@ impl DedupSearcher {
     }
 }
 
-/// The names of `names`, each once, in their first order.
 /// The earliest and latest publication time of `searcher`'s documents (those deleted but not
 /// yet merged away included: the span only sizes buckets), read from each segment's column
 /// bounds; `None` when no document has one.
@@ -1643,7 +1669,7 @@ pub(crate) fn next_cursor(
     snapshots: Vec<u64>,
     following: u64,
     page: &SearchPage,
-) -> Option<String> {
+) -> Option<Cursor> {
     request.cursor.as_ref()?;
     let last = page.clusters.last()?;
     (following > page.clusters.len() as u64).then(|| {
@@ -1653,10 +1679,10 @@ pub(crate) fn next_cursor(
             request.trend_end,
             &shards::sort_key(last),
         )
-        .to_string()
     })
 }
 
+/// The names of `names`, each once, in their first order.
 fn distinct(names: &[String]) -> Vec<&str> {
     let mut seen = Vec::with_capacity(names.len());
     for name in names {

@@ -3,9 +3,12 @@
 //!
 //! A Tantivy [`Searcher`] is already a point in time: its segments and their deletes stay as
 //! they were while it lives (on Unix a merged-away segment's files stay readable through its
-//! open maps). Pinning one keeps those files on disk and its readers' caches in memory, so a
-//! pin lasts [`KEEP_ALIVE`] after its last use and at most [`MAX_PINNED`] are held (the least
-//! recently used goes first).
+//! open maps). Pinning one keeps those files on disk and its readers' caches in memory (its
+//! cluster numbers share with later generations what did not change), so a pin lasts
+//! [`KEEP_ALIVE`] after its last use, pins past their time are let go by the next search of
+//! any kind, and at most [`MAX_PINNED`] are held: a walk that would pin one more is refused
+//! ([`Error::TooManyWalks`]) rather than break a walk under way, as Elasticsearch refuses a
+//! scroll past `search.max_open_scroll_context`. Only a page that has a next page pins.
 //!
 //! A snapshot's id is a digest of its segments and their deletes ([`snapshot_id`]), not a
 //! counter: a process that opens an index nobody changed since (the command line's next
@@ -18,12 +21,13 @@ use tantivy::Searcher;
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::engine::collapse::ClusterOrdinals;
+use crate::{Error, Result};
 
 /// How long a pinned snapshot is kept after its last use.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(300);
 
-/// The most snapshots pinned at once.
-pub const MAX_PINNED: usize = 32;
+/// The most snapshots pinned at once (walks that read the same snapshot share its pin).
+pub const MAX_PINNED: usize = 64;
 
 /// The id of `searcher`'s snapshot: a digest of its segments' ids and delete stamps, the same
 /// in every process that opens the same commit.
@@ -59,24 +63,27 @@ pub struct Snapshots {
 }
 
 impl Snapshots {
-    /// Pins `snapshot` (or renews its pin).
-    pub fn pin(&self, snapshot: &Snapshot) {
+    /// Pins `snapshot` (or renews its pin); [`Error::TooManyWalks`] when [`MAX_PINNED`]
+    /// others are pinned.
+    pub fn pin(&self, snapshot: &Snapshot) -> Result<()> {
         let now = Instant::now();
         let mut pinned = self.lock(now);
-        match pinned.iter_mut().find(|pin| pin.snapshot.id == snapshot.id) {
-            Some(pin) => pin.used = now,
-            None => {
-                if pinned.len() >= MAX_PINNED
-                    && let Some(oldest) = (0..pinned.len()).min_by_key(|&at| pinned[at].used)
-                {
-                    pinned.swap_remove(oldest);
-                }
-                pinned.push(Pinned {
-                    snapshot: snapshot.clone(),
-                    used: now,
-                });
-            }
+        if let Some(pin) = pinned.iter_mut().find(|pin| pin.snapshot.id == snapshot.id) {
+            pin.used = now;
+        } else if pinned.len() >= MAX_PINNED {
+            return Err(Error::TooManyWalks);
+        } else {
+            pinned.push(Pinned {
+                snapshot: snapshot.clone(),
+                used: now,
+            });
         }
+        Ok(())
+    }
+
+    /// Lets go of the pins past their time (what every search does, walking or not).
+    pub fn sweep(&self) {
+        drop(self.lock(Instant::now()));
     }
 
     /// The pinned snapshot `id`, its pin renewed; `None` when it is not (or no longer) pinned.

@@ -183,7 +183,8 @@ impl Joined {
     /// `recent - previous`: how many more articles joined in the window than in the one
     /// before (negative for a story slowing down). The `trending` order's key.
     pub fn growth(self) -> i64 {
-        self.recent as i64 - self.previous as i64
+        // Saturating: the counts of a cursor are a client's to write.
+        (self.recent as i64).saturating_sub(self.previous as i64)
     }
 }
 

@@ -137,9 +137,12 @@ impl From<WriteError> for ApiError {
 // What the OpenAPI document says of the errors several endpoints answer alike.
 const SERVER_FAILED: &str = "The server failed (`internal`, or `writer_failed` when the \
      writer needs a restart); its log says why";
-const READ_UNAVAILABLE: &str = "The server is stopping (`shutting_down`), or the read took \
-     longer than `[server] read_timeout`, waiting for a core included (`read_timeout`); retry \
-     after `Retry-After` seconds";
+const CURSOR_GONE: &str = "The cursor's snapshot of the index is no longer kept \
+     (`cursor_expired`): start the walk again with `cursor=*`";
+const READ_UNAVAILABLE: &str = "The server is stopping (`shutting_down`), the read took \
+     longer than `[server] read_timeout`, waiting for a core included (`read_timeout`), or a \
+     walk would pin one more snapshot than the server keeps (`too_many_walks`); retry after \
+     `Retry-After` seconds";
 const WRITER_UNAVAILABLE: &str = "The writer takes no work now (`queue_full`, `stopping`, \
      `store_unavailable`, `forest_failed`, `writer_recovering`); retry after `Retry-After` \
      seconds";
@@ -1270,6 +1273,7 @@ pub(crate) fn trending_as_search(query: Option<&str>, zone: TimeZone) -> AppResu
         (status = 400, description = "A parameter is unknown, repeated or invalid \
             (`invalid_parameter`), or the query cannot be read (`invalid_query`)",
             body = ErrorBody),
+        (status = 410, description = CURSOR_GONE, body = ErrorBody),
         (status = 503, description = READ_UNAVAILABLE, body = ErrorBody),
         (status = 500, description = SERVER_FAILED, body = ErrorBody),
     ),
@@ -1303,6 +1307,7 @@ pub(crate) async fn search(
     responses(
         (status = 200, description = "The page of trending stories", body = SearchPage),
         (status = 400, description = "As `/v1/search`, or `sort` given", body = ErrorBody),
+        (status = 410, description = CURSOR_GONE, body = ErrorBody),
         (status = 503, description = READ_UNAVAILABLE, body = ErrorBody),
         (status = 500, description = SERVER_FAILED, body = ErrorBody),
     ),

@@ -111,6 +111,9 @@ impl From<Error> for ApiError {
             expired @ Error::CursorExpired => {
                 ApiError::new(StatusCode::GONE, CURSOR_EXPIRED, expired.to_string())
             }
+            full @ Error::TooManyWalks => {
+                ApiError::unavailable("too_many_walks", full.to_string(), 5)
+            }
             Error::DeadlineExceeded => ApiError::unavailable(
                 READ_TIMEOUT,
                 "the read took longer than the server allows (`[server] read_timeout`) and \

@@ -993,6 +993,28 @@ fn a_cursor_walks_the_list_as_it_was() {
         }
     }
 
+    // A last page exactly full has no next cursor; one story more, and it has.
+    let all = SearchRequest::new("").sort(Sort::SimilarDesc);
+    let stories = searcher.search(&all).unwrap().total_clusters as usize;
+    let whole = all.clone().page(0, stories).cursor(Cursor::start());
+    assert_eq!(searcher.search(&whole).unwrap().next_cursor, None);
+    let short = all.page(0, stories - 1).cursor(Cursor::start());
+    let first = searcher.search(&short).unwrap();
+    let next = first.next_cursor.unwrap().parse().unwrap();
+    let last = searcher.search(&short.clone().cursor(next)).unwrap();
+    assert_eq!((last.clusters.len(), last.next_cursor), (1, None));
+
+    // A walk without a trend window's end keeps the one of its first page.
+    let trending = SearchRequest::new("").sort(Sort::Trending).page(0, 5);
+    let first = searcher
+        .search(&trending.clone().cursor(Cursor::start()))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    let next: Cursor = first.next_cursor.unwrap().parse().unwrap();
+    let second = searcher.search(&trending.cursor(next)).unwrap();
+    assert!(first.trend_end.is_some());
+    assert_eq!(second.trend_end, first.trend_end);
+
     // Another process, the index unchanged since the walk's first page: the walk goes on.
     let request = SearchRequest::new("").sort(Sort::SimilarDesc).page(0, 5);
     let first = searcher

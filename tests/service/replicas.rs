@@ -296,6 +296,29 @@ fn a_client_reads_its_writes_from_any_replica() {
         .call()
         .unwrap();
     assert_eq!(refused.status(), 400);
+    // A cursor walk reads its snapshot on the replica that pinned it, whichever the
+    // coordinator would pick next, while documents arrive between its pages.
+    let list = "/v1/search?sort=newest";
+    let (_, at_start) = coordinator.get(&format!("{list}&limit=1000"));
+    let mut cursor = "*".to_owned();
+    let mut walked = Vec::new();
+    for turn in 0.. {
+        let (status, page) = coordinator.get(&format!("{list}&limit=3&cursor={}", pct(&cursor)));
+        assert_eq!(status, 200, "page {turn} of the walk: {page}");
+        walked.extend(page["clusters"].as_array().unwrap().iter().cloned());
+        let Some(next) = page["next_cursor"].as_str() else {
+            break;
+        };
+        cursor = next.to_owned();
+        let mut arrival = first[turn % first.len()].json(0);
+        arrival["id"] = json!(format!("walk-{turn}"));
+        coordinator.post(&json!([arrival]));
+    }
+    assert!(walked.len() > 6, "{} stories walked", walked.len());
+    assert_eq!(
+        walked.as_slice(),
+        at_start["clusters"].as_array().unwrap().as_slice()
+    );
     // With the quick one gone, the slow one answers the writes and the reads.
     let mut quick = quick;
     quick.kill();

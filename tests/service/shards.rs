@@ -17,6 +17,8 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
+use tantivy_dedup::engine::{Cursor, SearchRequest, Sort, SortKey};
+
 use crate::redis_cluster::RedisCluster;
 use crate::serve_process::{Serve, pct};
 use crate::server_api::{Doc, QUERY_WORDS, SOURCES, corpus};
@@ -312,8 +314,9 @@ fn every_answer_equals_one_index_with_one_to_four_shards() {
         // Every answer, with keyword queries: no document was deleted yet, so BM25's
         // statistics (which count deleted documents until a merge drops them) agree.
         compare_reads(&oracle, &sharded.coordinator, &docs, true);
-        // Cursor walks, while reposts with new ids arrive at both after their first page.
-        let mut arrivals = docs.iter().step_by(4).enumerate();
+        // Cursor walks, while reposts with new ids arrive at both after their first page and
+        // one of those leaves again.
+        let mut arrivals = docs.iter().step_by(4).enumerate().cycle();
         let from = docs.iter().map(|doc| doc.published_at).min().unwrap();
         let to = docs.iter().map(|doc| doc.published_at).max().unwrap();
         let window = format!(
@@ -321,8 +324,10 @@ fn every_answer_equals_one_index_with_one_to_four_shards() {
             (to - from) / 6 + 1,
             (from + to) / 2
         );
-        for sort in ["relevance", "similar_desc", "newest", "trending"] {
-            for q in ["", QUERY_WORDS[0]] {
+        // With keywords first, and documents leaving only after them: BM25 counts deleted
+        // documents until a merge, which one index and the shards do not do alike.
+        for (q, leaving) in [(QUERY_WORDS[0], false), ("", true)] {
+            for (sort, _) in Sort::ALL {
                 let path = format!("/v1/search?sort={sort}&q={}&members=1&{window}", pct(q));
                 let walked = walk_both(&oracle, &sharded.coordinator, &path, || {
                     let batch: Vec<Value> = arrivals
@@ -330,12 +335,16 @@ fn every_answer_equals_one_index_with_one_to_four_shards() {
                         .take(3)
                         .map(|(n, doc)| {
                             let mut json = doc.json(n);
-                            json["id"] = json!(format!("{}-walk", doc.id));
+                            json["id"] = json!(format!("{}-walk-{n}", doc.id));
                             json
                         })
                         .collect();
+                    let gone = format!("/v1/documents/{}", pct(batch[0]["id"].as_str().unwrap()));
                     let batch = Value::Array(batch);
                     assert_eq!(sharded.coordinator.post(&batch), oracle.post(&batch));
+                    if leaving {
+                        same(&oracle, &sharded.coordinator, "DELETE", &gone, None);
+                    }
                 });
                 assert!(walked > 7, "{path}: {walked} stories");
             }
@@ -463,6 +472,28 @@ fn a_shard_down_is_named_and_partial_pages_are_flagged() {
             .find(|cluster| &cluster["root"] == root)
             .map(|cluster| cluster["cluster_size"].clone())
     };
+    // A shard's refusal of a walk whose snapshot it no longer keeps reaches the client.
+    let list = SearchRequest::new("").sort(Sort::SimilarDesc);
+    let last = SortKey {
+        size: 1,
+        newest: 0,
+        oldest: 0,
+        score: 1.0,
+        joined: Default::default(),
+        hot: 0.0,
+        root: tantivy_dedup::Fingerprint(7),
+    };
+    let forged = Cursor::after_story(list.list_digest(), vec![1, 2, 3], None, &last)
+        .on_replicas(vec![0, 0, 0]);
+    let (status, gone) = sharded.coordinator.get(&format!(
+        "/v1/search?sort=similar_desc&cursor={}",
+        pct(&forged.to_string())
+    ));
+    assert_eq!(
+        (status, &gone["error"]["code"]),
+        (410, &json!("cursor_expired")),
+        "{gone}"
+    );
     let port = sharded.shards[1]
         .base
         .rsplit(':')

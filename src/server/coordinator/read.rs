@@ -13,11 +13,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::CoordinatorState;
-use super::shards::{Answer, CLIENT_POSITIONS, Unavailable, relay, shard_unavailable};
+use super::shards::{Answer, CLIENT_POSITIONS, Call, Unavailable, relay, shard_unavailable};
 use crate::Fingerprint;
 use crate::engine::{
-    Cursor, HistogramWidth, IndexStats, NearDuplicates, SearchPage, ShardPage, ShardSpec,
-    TermStatistics, merge_near_duplicates, merge_pages, next_cursor,
+    Cursor, HistogramWidth, IndexStats, MAX_WALK_SHARDS, NearDuplicates, SearchPage, ShardPage,
+    ShardSpec, TermStatistics, merge_near_duplicates, merge_pages, next_cursor,
 };
 use crate::server::api::{
     AppResult, DocumentId, NEAR_DUPLICATES_LIMIT, SearchParams, metrics_answer, no_document,
@@ -33,6 +33,23 @@ async fn fan_out(
     path: &str,
     body: Option<(Bytes, &'static str)>,
 ) -> Vec<Result<Answer, Unavailable>> {
+    fan_out_to(state, &[], method, path, body)
+        .await
+        .into_iter()
+        .map(|answer| answer.map(|(_, answer)| answer))
+        .collect()
+}
+
+/// Calls every shard at once, shard `i` on replica `replicas[i]` when given (else any, as
+/// [`Shards::read`](super::shards::Shards::read) picks); their answers in shard order, each
+/// with the replica that gave it.
+async fn fan_out_to(
+    state: &Arc<CoordinatorState>,
+    replicas: &[u32],
+    method: Method,
+    path: &str,
+    body: Option<(Bytes, &'static str)>,
+) -> Vec<Result<(usize, Answer), Unavailable>> {
     let mut calls = tokio::task::JoinSet::new();
     // The client's positions go with each call's task.
     let positions = CLIENT_POSITIONS.try_with(Clone::clone).unwrap_or_default();
@@ -41,13 +58,19 @@ async fn fan_out(
         let method = method.clone();
         let path = path.to_owned();
         let body = body.clone();
+        let replica = replicas.get(shard).map(|&replica| replica as usize);
         calls.spawn(CLIENT_POSITIONS.scope(positions.clone(), async move {
-            let timeout = state.read_timeout;
-            let answer = state.shards.read(shard, method, &path, body, timeout).await;
+            let call = Call {
+                method,
+                path_and_query: &path,
+                body,
+                timeout: state.read_timeout,
+            };
+            let answer = state.shards.read_from(shard, replica, call).await;
             (shard, answer)
         }));
     }
-    let mut answers: Vec<Option<Result<Answer, Unavailable>>> =
+    let mut answers: Vec<Option<Result<(usize, Answer), Unavailable>>> =
         (0..state.shards.count()).map(|_| None).collect();
     while let Some(call) = calls.join_next().await {
         if let Ok((shard, answer)) = call {
@@ -128,7 +151,22 @@ async fn list_page(state: &Arc<CoordinatorState>, query: String) -> AppResult<Re
     let zone = state.config.index.time_zone;
     // Every shard counts the same trend window.
     let mut request = params.request(zone)?.fix_trend_end(crate::dedup::now());
-    if state.shards.count() == 1 {
+    let count = state.shards.count();
+    // A walk reads each shard's snapshot where it was pinned: on one replica.
+    let mut walk_replicas: Vec<u32> = Vec::new();
+    if let Some(cursor) = &request.cursor {
+        if count > MAX_WALK_SHARDS {
+            return Err(ApiError::bad_request(
+                "invalid_parameter",
+                format!(
+                    "a cursor walks at most {MAX_WALK_SHARDS} shards (its text grows with each), \
+                     and this index has {count}: page with offset"
+                ),
+            ));
+        }
+        walk_replicas = cursor.replicas().to_vec();
+    }
+    if count == 1 && request.cursor.is_none() {
         // One shard holds every story: its own answer is the index's.
         let answer = state
             .shards
@@ -156,12 +194,13 @@ async fn list_page(state: &Arc<CoordinatorState>, query: String) -> AppResult<Re
             cursor: None,
         })?;
         let mut sum = TermStatistics::default();
-        let mut snapshots = Vec::new();
-        for answer in fan_out(state, Method::POST, "/internal/v1/statistics", Some(body)).await {
+        let mut pinned = Vec::new();
+        let path = "/internal/v1/statistics";
+        for answer in fan_out_to(state, &walk_replicas, Method::POST, path, Some(body)).await {
             match answer {
-                Ok(answer) => {
+                Ok((replica, answer)) => {
                     let statistics = parse_answer::<TermStatistics>(answer)?;
-                    snapshots.extend(statistics.snapshot);
+                    pinned.push((replica, statistics.snapshot));
                     sum.add(&statistics);
                 }
                 Err(error) => missing.push(error),
@@ -169,14 +208,17 @@ async fn list_page(state: &Arc<CoordinatorState>, query: String) -> AppResult<Re
         }
         // A walk's first page: its scores are read of the snapshots the statistics were, which
         // every shard pinned for the walk.
-        if request
-            .cursor
-            .as_ref()
-            .is_some_and(|cursor| cursor.snapshots().is_empty())
-            && snapshots.len() == state.shards.count()
+        if missing.is_empty()
+            && request
+                .cursor
+                .as_ref()
+                .is_some_and(|cursor| !cursor.is_pinned())
         {
-            let first = Cursor::first_page(request.list_digest(), snapshots, request.trend_end);
+            let (replicas, snapshots) = walk_snapshots(pinned)?;
+            let first = Cursor::first_page(request.list_digest(), snapshots, request.trend_end)
+                .on_replicas(replicas.clone());
             request.cursor = Some(first);
+            walk_replicas = replicas;
         }
         request = request.fix_histogram(sum.published, zone);
         Some(sum)
@@ -192,9 +234,15 @@ async fn list_page(state: &Arc<CoordinatorState>, query: String) -> AppResult<Re
         cursor: request.cursor.as_ref().map(ToString::to_string),
     })?;
     let mut pages = Vec::new();
-    for answer in fan_out(state, Method::POST, "/internal/v1/search", Some(body)).await {
+    let mut pinned = Vec::new();
+    let path = "/internal/v1/search";
+    for answer in fan_out_to(state, &walk_replicas, Method::POST, path, Some(body)).await {
         match answer {
-            Ok(answer) => pages.push(parse_answer::<ShardPage>(answer)?),
+            Ok((replica, answer)) => {
+                let page = parse_answer::<ShardPage>(answer)?;
+                pinned.push((replica, page.snapshot));
+                pages.push(page);
+            }
             Err(error) if !missing.iter().any(|known| known.shard == error.shard) => {
                 missing.push(error)
             }
@@ -216,17 +264,39 @@ async fn list_page(state: &Arc<CoordinatorState>, query: String) -> AppResult<Re
     } else {
         return Err(shard_unavailable(&missing[0]));
     };
-    // A walk goes on over every shard's snapshot (in shard order: a walk is never partial).
-    let snapshots: Vec<u64> = pages.iter().filter_map(|page| page.snapshot).collect();
     let following = pages.iter().map(|page| page.following).sum();
     let mut page = merge_pages(pages, shape)?;
-    page.next_cursor = next_cursor(&request, snapshots, following, &page);
+    if request.cursor.is_some() {
+        // A walk goes on over every shard's snapshot (in shard order: a walk is never
+        // partial), each on the replica that pinned it.
+        let (replicas, snapshots) = walk_snapshots(pinned)?;
+        page.next_cursor = next_cursor(&request, snapshots, following, &page)
+            .map(|next| next.on_replicas(replicas).to_string());
+    }
     Ok(Json(MergedPage {
         page,
         partial: shards.as_ref().map(|_| true),
         shards,
     })
     .into_response())
+}
+
+/// The replicas and snapshots of a walk, one per shard in shard order, from what every shard
+/// answered (the replica that answered, the snapshot it pinned).
+fn walk_snapshots(pinned: Vec<(usize, Option<u64>)>) -> AppResult<(Vec<u32>, Vec<u64>)> {
+    pinned
+        .into_iter()
+        .map(|(replica, snapshot)| {
+            let snapshot = snapshot.ok_or_else(|| {
+                ApiError::internal(
+                    "a shard answered a cursor walk without its snapshot (a server of an \
+                     older version?)",
+                )
+            })?;
+            Ok((replica as u32, snapshot))
+        })
+        .collect::<AppResult<Vec<_>>>()
+        .map(|pairs| pairs.into_iter().unzip())
 }
 
 fn json_body(value: &impl Serialize) -> AppResult<(Bytes, &'static str)> {

@@ -32,6 +32,14 @@ pub(crate) struct Answer {
     pub(crate) body: Bytes,
 }
 
+/// One read call of a shard: what to ask and how long to wait.
+pub(crate) struct Call<'a> {
+    pub(crate) method: Method,
+    pub(crate) path_and_query: &'a str,
+    pub(crate) body: Option<(Bytes, &'static str)>,
+    pub(crate) timeout: Duration,
+}
+
 /// Why a shard did not answer.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("shard {shard} ({url}) {reason}")]
@@ -275,6 +283,46 @@ impl Shards {
         body: Option<(Bytes, &'static str)>,
         timeout: Duration,
     ) -> std::result::Result<Answer, Unavailable> {
+        let call = Call {
+            method,
+            path_and_query,
+            body,
+            timeout,
+        };
+        self.read_from(shard, None, call)
+            .await
+            .map(|(_, answer)| answer)
+    }
+
+    /// A read of shard `shard` as [`read`](Self::read) makes it, or with `replica` from that
+    /// replica alone (a cursor walk's snapshot is that process's); with the replica that
+    /// answered.
+    pub(crate) async fn read_from(
+        &self,
+        shard: usize,
+        replica: Option<usize>,
+        call: Call<'_>,
+    ) -> std::result::Result<(usize, Answer), Unavailable> {
+        let Call {
+            method,
+            path_and_query,
+            body,
+            timeout,
+        } = call;
+        if let Some(replica) = replica {
+            if replica >= self.replica_count(shard) {
+                return Err(Unavailable {
+                    shard,
+                    url: self.describe(shard),
+                    reason: format!("has no replica {replica}"),
+                });
+            }
+            let asked = (shard, replica);
+            let answer = self
+                .call_replica(asked, method, path_and_query, body, timeout, None)
+                .await?;
+            return Ok((replica, answer));
+        }
         let group = &self.shards[shard];
         let answered = group
             .answered
@@ -323,7 +371,7 @@ impl Shards {
                 Ok(answer) => {
                     link.healthy.store(true, Ordering::Relaxed);
                     link.raise(floor);
-                    return Ok(answer);
+                    return Ok((replica, answer));
                 }
                 Err(error) => {
                     link.healthy.store(false, Ordering::Relaxed);
