@@ -1021,6 +1021,7 @@ impl DedupSearcher {
     /// `auto` histogram over several shards is sized to; read from the snapshot of the
     /// request's cursor (pinned when it starts).
     pub fn term_statistics(&self, request: &SearchRequest) -> Result<TermStatistics> {
+        check_request(request)?;
         let keywords = self.keywords(request)?;
         let (searcher, snapshot) = match &request.cursor {
             Some(_) => {

@@ -296,14 +296,28 @@ fn a_client_reads_its_writes_from_any_replica() {
         .call()
         .unwrap();
     assert_eq!(refused.status(), 400);
-    // A cursor walk reads its snapshot on the replica that pinned it, whichever the
-    // coordinator would pick next, while documents arrive between its pages.
+    // A cursor walk reads its snapshot on the replica that pinned it, while documents arrive
+    // between its pages. Read through the coordinator that wrote nothing, with both replicas
+    // level and seen so by its health checks: it would otherwise ask them in turn.
     let list = "/v1/search?sort=newest";
-    let (_, at_start) = coordinator.get(&format!("{list}&limit=1000"));
+    let level = || {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while applied(&quick) != applied(&slow) {
+            assert!(
+                Instant::now() < deadline,
+                "the slow replica did not catch up"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        std::thread::sleep(Duration::from_millis(600));
+    };
+    level();
+    let (_, at_start) = other.get(&format!("{list}&limit=1000"));
     let mut cursor = "*".to_owned();
     let mut walked = Vec::new();
     for turn in 0.. {
-        let (status, page) = coordinator.get(&format!("{list}&limit=3&cursor={}", pct(&cursor)));
+        level();
+        let (status, page) = other.get(&format!("{list}&limit=5&cursor={}", pct(&cursor)));
         assert_eq!(status, 200, "page {turn} of the walk: {page}");
         walked.extend(page["clusters"].as_array().unwrap().iter().cloned());
         let Some(next) = page["next_cursor"].as_str() else {

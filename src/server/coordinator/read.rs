@@ -165,6 +165,20 @@ async fn list_page(state: &Arc<CoordinatorState>, query: String) -> AppResult<Re
             ));
         }
         walk_replicas = cursor.replicas().to_vec();
+        let known = |(shard, &replica): (usize, &u32)| {
+            (replica as usize) < state.shards.replica_count(shard)
+        };
+        if cursor.is_pinned()
+            && (cursor.snapshots().len() != count
+                || walk_replicas.len() != count
+                || !walk_replicas.iter().enumerate().all(known))
+        {
+            return Err(ApiError::bad_request(
+                "invalid_query",
+                "the cursor was made for other shards or replicas than this coordinator's: \
+                 start again with cursor=*",
+            ));
+        }
     }
     if count == 1 && request.cursor.is_none() {
         // One shard holds every story: its own answer is the index's.
@@ -219,6 +233,10 @@ async fn list_page(state: &Arc<CoordinatorState>, query: String) -> AppResult<Re
                 .on_replicas(replicas.clone());
             request.cursor = Some(first);
             walk_replicas = replicas;
+        }
+        if request.cursor.is_some() && !missing.is_empty() {
+            // A walk is never partial: no page is read of the other shards.
+            return Err(shard_unavailable(&missing[0]));
         }
         request = request.fix_histogram(sum.published, zone);
         Some(sum)

@@ -295,8 +295,9 @@ impl Shards {
     }
 
     /// A read of shard `shard` as [`read`](Self::read) makes it, or with `replica` from that
-    /// replica alone (a cursor walk's snapshot is that process's); with the replica that
-    /// answered.
+    /// replica first (a cursor walk's snapshot is that process's: a sibling has it only if its
+    /// index is the same, and otherwise refuses the walk, which is clearer than waiting for
+    /// the replica); with the replica that answered.
     pub(crate) async fn read_from(
         &self,
         shard: usize,
@@ -309,19 +310,25 @@ impl Shards {
             body,
             timeout,
         } = call;
-        if let Some(replica) = replica {
-            if replica >= self.replica_count(shard) {
-                return Err(Unavailable {
-                    shard,
-                    url: self.describe(shard),
-                    reason: format!("has no replica {replica}"),
-                });
-            }
+        if let Some(replica) = replica.filter(|&replica| replica < self.replica_count(shard)) {
             let asked = (shard, replica);
-            let answer = self
-                .call_replica(asked, method, path_and_query, body, timeout, None)
-                .await?;
-            return Ok((replica, answer));
+            let call = self.call_replica(
+                asked,
+                method.clone(),
+                path_and_query,
+                body.clone(),
+                timeout,
+                None,
+            );
+            match call.await {
+                Ok(answer) => return Ok((replica, answer)),
+                Err(error) => {
+                    self.shards[shard].replicas[replica]
+                        .healthy
+                        .store(false, Ordering::Relaxed);
+                    tracing::warn!(%error, "a walk's replica failed: asking its siblings");
+                }
+            }
         }
         let group = &self.shards[shard];
         let answered = group
