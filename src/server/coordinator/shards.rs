@@ -310,26 +310,6 @@ impl Shards {
             body,
             timeout,
         } = call;
-        if let Some(replica) = replica.filter(|&replica| replica < self.replica_count(shard)) {
-            let asked = (shard, replica);
-            let call = self.call_replica(
-                asked,
-                method.clone(),
-                path_and_query,
-                body.clone(),
-                timeout,
-                None,
-            );
-            match call.await {
-                Ok(answer) => return Ok((replica, answer)),
-                Err(error) => {
-                    self.shards[shard].replicas[replica]
-                        .healthy
-                        .store(false, Ordering::Relaxed);
-                    tracing::warn!(%error, "a walk's replica failed: asking its siblings");
-                }
-            }
-        }
         let group = &self.shards[shard];
         let answered = group
             .answered
@@ -362,22 +342,31 @@ impl Shards {
                 lagging(link.applied()),
             )
         });
+        // The walk's replica first, asked for its snapshot whatever it has applied since.
+        let pinned = replica.filter(|&replica| replica < count);
+        if let Some(pinned) = pinned {
+            order.retain(|&replica| replica != pinned);
+            order.insert(0, pinned);
+        }
         let mut failures = Vec::new();
         for replica in order {
             let link = &group.replicas[replica];
             let asked = (shard, replica);
+            let floor = (Some(replica) != pinned).then_some(floor);
             let call = self.call_replica(
                 asked,
                 method.clone(),
                 path_and_query,
                 body.clone(),
                 timeout,
-                Some(floor),
+                floor,
             );
             match call.await {
                 Ok(answer) => {
                     link.healthy.store(true, Ordering::Relaxed);
-                    link.raise(floor);
+                    if let Some(floor) = floor {
+                        link.raise(floor);
+                    }
                     return Ok((replica, answer));
                 }
                 Err(error) => {
