@@ -12,7 +12,7 @@ use serde::Serialize;
 use tantivy_dedup::config::format_duration;
 use tantivy_dedup::engine::{
     DEFAULT_FACET_LIMIT, DEFAULT_PAGE_SIZE, DedupSearcher, DocumentView, FOREST_DIR, Interval,
-    MAX_FACET_LIMIT, MAX_MEMBERS, MAX_PAGE_SIZE, SearchRequest, Sort, StoryRequest, StorySort,
+    ListOrder, MAX_FACET_LIMIT, MAX_MEMBERS, MAX_PAGE_SIZE, SearchRequest, StoryRequest, StorySort,
     TrendSpan, check_index, list_items,
 };
 use tantivy_dedup::forest::Timestamp;
@@ -66,10 +66,12 @@ pub struct SearchArgs {
     /// Order of clusters: relevance (best score first), similar_desc (most similar articles
     /// first), similar_asc (fewest first), newest (most recent matching article first), oldest
     /// (the cluster whose first matching article is the oldest first), trending (most articles gained in --trend-window against the window before first), hot
-    /// (score x (1 + ln size), halved per --trend-window of the newest match's age)
-    #[arg(long, default_value = "relevance",
-          value_parser = clap::builder::PossibleValuesParser::new(Sort::ALL.map(|(name, _)| name)))]
-    sort: String,
+    /// (score x (1 + ln size), halved per --trend-window of the newest match's age); or
+    /// FIELD:desc / FIELD:asc, by a number, date or boolean field of your own (likes:desc: the
+    /// story whose matching articles have the most likes first; stories without a value
+    /// last)
+    #[arg(long, value_name = "ORDER", default_value = "relevance")]
+    sort: ListOrder,
     #[command(flatten)]
     page: PageArgs,
     /// Only documents published at or after this time: a date (2024-04-21, from the start of
@@ -285,7 +287,7 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
         RangeEnd::End,
     )?;
     let mut request = SearchRequest::new(args.query.as_str())
-        .sort(args.sort.parse()?)
+        .order(args.sort.clone())
         .trend(args.trend_window, trend_end)
         .min_recent(args.min_recent)
         .members(args.members)
@@ -367,6 +369,9 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
                     sources => format!("sources: {}", sources.join(", ")),
                 }
             )?;
+            if let (Some(value), Some(field)) = (&cluster.sort_value, &request.sort_field) {
+                writeln!(out, "     {field}: {value}")?;
+            }
             if let Some(trend) = &cluster.trend {
                 writeln!(
                     out,

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::Fingerprint;
 use crate::engine::facets::FacetCount;
 use crate::engine::histogram::HistogramBucket;
+use crate::engine::sort_field::SortValue;
 use crate::forest::Timestamp;
 
 /// A document as results show it.
@@ -75,6 +76,11 @@ pub struct ClusterHit {
     /// On a `sort=hot` page, the story's value in that order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hot: Option<f64>,
+    /// On a page ordered by a field of one's own (`sort=likes:desc`), the story's value in
+    /// that order: the largest of its matching documents' values for `desc`, the smallest
+    /// for `asc`; absent when none of them has one (such stories come last).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sort_value: Option<SortValue>,
     /// With `members=N`: up to N of the story's other documents that match, best first in the
     /// page's order (the best scores, then the earliest; for `newest`, the newest; for
     /// `oldest`, the oldest), each with

@@ -14,6 +14,7 @@ use tantivy::{DocAddress, DocId, Score, Searcher, SegmentOrdinal, SegmentReader}
 
 use crate::Fingerprint;
 use crate::engine::schema::{EVENT_TIME, ROOT, SEQUENCE};
+use crate::engine::sort_field::{SortColumn, SortField, SortValue, compare_values, first_of};
 use crate::engine::trend::{Joined, StoryTrends, popularity};
 use crate::forest::Timestamp;
 use crate::simhash::FingerprintHasher;
@@ -635,6 +636,10 @@ pub struct CollapsedCluster {
     /// Its value in the [`Sort::Hot`] order ([`TrendWindow::hot`](crate::engine::TrendWindow::hot)),
     /// 0 in any other order.
     pub hot: f64,
+    /// Its value in the order of a field ([`Sort::FieldDesc`], [`Sort::FieldAsc`]): of its
+    /// matching documents' values, the first in that order; `None` in any other order, or
+    /// when none of them has a value.
+    pub value: Option<SortValue>,
 }
 
 /// What [`CollapseCollector`] returns: one page of clusters, in order, and the totals.
@@ -692,6 +697,7 @@ pub struct CollapseCollector {
     trends: Option<Arc<StoryTrends>>,
     min_recent: u64,
     after: Option<SortKey>,
+    sort_field: Option<SortField>,
 }
 
 impl CollapseCollector {
@@ -709,6 +715,7 @@ impl CollapseCollector {
             trends: None,
             min_recent: 0,
             after: None,
+            sort_field: None,
         }
     }
 
@@ -772,6 +779,39 @@ impl CollapseCollector {
     /// that follow it, however deep, and the totals still count every cluster.
     pub fn after(mut self, key: SortKey) -> Self {
         self.after = Some(key);
+        self
+    }
+
+    /// The field that [`Sort::FieldDesc`] and [`Sort::FieldAsc`] order by (without one, no
+    /// story has a value in them, and they order by score). Read only in those orders.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tantivy::query::AllQuery;
+    /// use tantivy_dedup::engine::{ClusterOrdinals, CollapseCollector, DedupIndex, Sort, SortField, SortValue};
+    /// use tantivy_dedup::config::Config;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let config = Config::from_toml_str("[fields.likes]\ntype = \"u64\"\n")?;
+    /// let mut index = DedupIndex::create(dir.path(), config)?;
+    /// let reader = index.article_reader();
+    /// for line in [
+    ///     r#"{"id": "1", "content": "今天北京天气晴朗，气温回升，适合出行。", "likes": 7}"#,
+    ///     r#"{"id": "2", "content": "央行宣布下调存款准备金率零点五个百分点。", "likes": 40}"#,
+    /// ] {
+    ///     index.add_article(reader.read_str(line)?)?;
+    /// }
+    /// index.commit()?;
+    /// let searcher = index.searcher().tantivy_searcher();
+    /// let ordinals = Arc::new(ClusterOrdinals::build(&searcher)?);
+    /// let likes = SortField::find(searcher.schema(), "likes")?;
+    /// let collector = CollapseCollector::new(ordinals, Sort::FieldDesc, 0, 10).sort_field(likes);
+    /// let collapsed = searcher.search(&AllQuery, &collector)?;
+    /// assert_eq!(collapsed.clusters[0].value, Some(SortValue::Unsigned(40)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn sort_field(mut self, field: SortField) -> Self {
+        self.sort_field = Some(field);
         self
     }
 
@@ -864,6 +904,7 @@ struct Slot {
     seniority: Seniority,
     newest: Timestamp,
     oldest: Timestamp,
+    value: Option<SortValue>,
 }
 
 /// Per cluster number, what a query's hits say: a slot per number of the generation, and the
@@ -877,8 +918,10 @@ pub struct ClusterHits {
 }
 
 impl ClusterHits {
+    /// Adds a hit's slot to its cluster's; `descending` says which of two values a field's
+    /// order goes by.
     #[inline]
-    fn add(&mut self, number: usize, other: Slot) {
+    fn add(&mut self, number: usize, other: Slot, descending: bool) {
         let slot = &mut self.slots[number];
         if slot.hits == 0 {
             self.touched.push(number as u32);
@@ -895,6 +938,7 @@ impl ClusterHits {
         }
         slot.newest = slot.newest.max(other.newest);
         slot.oldest = slot.oldest.min(other.oldest);
+        slot.value = first_of(slot.value, other.value, descending);
         slot.hits += other.hits;
     }
 
@@ -923,11 +967,16 @@ impl Collector for CollapseCollector {
             track_times: self.track_times,
             times: segment.fast_fields().i64(EVENT_TIME)?,
             sequences: segment.fast_fields().u64(SEQUENCE)?,
+            sort_values: match (&self.sort_field, self.sort.descending_field()) {
+                (Some(field), Some(descending)) => Some(field.open(segment, descending)?),
+                _ => None,
+            },
             collected: SegmentHits {
                 segment_ord,
                 hits: Vec::new(),
                 times: Vec::new(),
                 seniorities: Vec::new(),
+                values: Vec::new(),
             },
         })
     }
@@ -946,12 +995,14 @@ impl Collector for CollapseCollector {
         let mut merged = ordinals.buffer();
         let mut total_hits = 0u64;
         let mut singles = 0u64;
+        let descending = self.sort.descending_field().unwrap_or(true);
         for ClusterHitsFruit(segment) in &segments {
             total_hits += segment.hits.len() as u64;
             let address = u64::from(segment.segment_ord) << 32;
             let mut seniorities = segment.seniorities.iter();
             for (index, hit) in segment.hits.iter().enumerate() {
                 let time = segment.times.get(index).copied().unwrap_or(0);
+                let value = segment.values.get(index).copied().flatten();
                 // A hit without a time (none is written so) is the newest of nothing and
                 // the oldest of nothing.
                 let oldest = if time == Timestamp::MIN {
@@ -973,6 +1024,7 @@ impl Collector for CollapseCollector {
                             oldest,
                             joined: Joined::default(),
                             hot: 0.0,
+                            value,
                         },
                     ));
                 } else {
@@ -985,7 +1037,9 @@ impl Collector for CollapseCollector {
                             seniority: seniorities.next().copied().unwrap_or(LAST),
                             newest: time,
                             oldest,
+                            value,
                         },
+                        descending,
                     );
                 }
             }
@@ -1007,6 +1061,7 @@ impl Collector for CollapseCollector {
                     oldest: slot.oldest,
                     joined: Joined::default(),
                     hot: 0.0,
+                    value: slot.value,
                 },
             ));
         }
@@ -1109,14 +1164,16 @@ struct Hit {
     score: Score,
 }
 
-/// A segment's hits in the order collected, with their event times when tracked, and the
-/// [`Seniority`] of the hits of clusters of several documents (in the same order), which
-/// breaks ties between their equal scores.
+/// A segment's hits in the order collected, with their event times when tracked, their
+/// values in a field's order when ordered by one, and the [`Seniority`] of the hits of
+/// clusters of several documents (in the same order), which breaks ties between their equal
+/// scores.
 struct SegmentHits {
     segment_ord: SegmentOrdinal,
     hits: Vec<Hit>,
     times: Vec<Timestamp>,
     seniorities: Vec<Seniority>,
+    values: Vec<Option<SortValue>>,
 }
 
 /// Which of two documents came first: its event time (publication, else arrival), then its
@@ -1137,6 +1194,8 @@ pub struct CollapseSegmentCollector {
     times: Column<i64>,
     /// The insert numbers (`_seq`).
     sequences: Column<u64>,
+    /// The sort field's column, in a field's order.
+    sort_values: Option<SortColumn>,
     collected: SegmentHits,
 }
 
@@ -1150,6 +1209,9 @@ impl SegmentCollector for CollapseSegmentCollector {
             return;
         };
         collected.hits.push(Hit { number, doc, score });
+        if let Some(column) = &self.sort_values {
+            collected.values.push(column.value(doc));
+        }
         let several = self.ordinals.size(number) > 1;
         if !several && !self.track_times {
             return;
@@ -1173,7 +1235,6 @@ impl SegmentCollector for CollapseSegmentCollector {
 
 /// How a list page orders its clusters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Sort {
     /// Best score first.
@@ -1194,6 +1255,13 @@ pub enum Sort {
     /// The highest [`TrendWindow::hot`](crate::engine::TrendWindow::hot) first: relevance ×
     /// (1 + ln size) × a decay that halves per trend window of the newest match's age.
     Hot,
+    /// By a field of one's own, the largest value first: a story's value is the largest
+    /// among its matching documents' ([`CollapseCollector::sort_field`]); stories without
+    /// one last. Written `FIELD:desc` ([`ListOrder`]).
+    FieldDesc,
+    /// By a field of one's own, the smallest value first: a story's value is the smallest
+    /// among its matching documents'; stories without one last. Written `FIELD:asc`.
+    FieldAsc,
 }
 
 impl Sort {
@@ -1211,6 +1279,15 @@ impl Sort {
     /// Whether the order reads the trend window's figures ([`Joined`], or its decay).
     pub fn reads_trends(self) -> bool {
         matches!(self, Sort::Trending | Sort::Hot)
+    }
+
+    /// For an order by a field, whether it is descending; `None` for the other orders.
+    pub fn descending_field(self) -> Option<bool> {
+        match self {
+            Sort::FieldDesc => Some(true),
+            Sort::FieldAsc => Some(false),
+            _ => None,
+        }
     }
 
     /// The order of two clusters: the sort's key, then the better score, then the smaller
@@ -1232,6 +1309,8 @@ impl Sort {
             Sort::Trending => (b.joined.growth().cmp(&a.joined.growth()))
                 .then_with(|| b.joined.recent.cmp(&a.joined.recent)),
             Sort::Hot => b.hot.total_cmp(&a.hot),
+            Sort::FieldDesc => compare_values(a.value, b.value, true),
+            Sort::FieldAsc => compare_values(a.value, b.value, false),
         };
         primary
             .then_with(|| b.score.total_cmp(&a.score))
@@ -1255,6 +1334,8 @@ pub struct SortKey {
     pub joined: Joined,
     /// The [`Sort::Hot`] value.
     pub hot: f64,
+    /// The value in a field's order (read only by [`Sort::FieldDesc`] and [`Sort::FieldAsc`]).
+    pub value: Option<SortValue>,
     /// The root, the last tie-break.
     pub root: Fingerprint,
 }
@@ -1268,6 +1349,7 @@ impl SortKey {
             score: cluster.score,
             joined: cluster.joined,
             hot: cluster.hot,
+            value: cluster.value,
             root: cluster.root,
         }
     }
@@ -1276,6 +1358,7 @@ impl SortKey {
 impl std::str::FromStr for Sort {
     type Err = crate::Error;
 
+    /// One of the names of [`Sort::ALL`]; an order by a field is a [`ListOrder`].
     fn from_str(text: &str) -> crate::Result<Self> {
         Sort::ALL
             .iter()
@@ -1284,10 +1367,81 @@ impl std::str::FromStr for Sort {
             .ok_or_else(|| {
                 let names: Vec<&str> = Sort::ALL.iter().map(|(name, _)| *name).collect();
                 crate::Error::Query(format!(
-                    "sort must be one of {}; got {text:?}",
+                    "sort must be one of {}, or FIELD:desc / FIELD:asc for a number, date or \
+                     boolean field of your own (likes:desc); got {text:?}",
                     names.join(", ")
                 ))
             })
+    }
+}
+
+/// A list page's order as the API and the command line write it: a name of [`Sort::ALL`], or
+/// `FIELD:desc` / `FIELD:asc` for a field of one's own ([`Sort::FieldDesc`],
+/// [`Sort::FieldAsc`]; which fields qualify: [`SortField::find`]).
+///
+/// ```
+/// use tantivy_dedup::engine::{ListOrder, Sort};
+///
+/// let likes: ListOrder = "likes:desc".parse()?;
+/// assert_eq!((likes.sort, likes.field.as_deref()), (Sort::FieldDesc, Some("likes")));
+/// assert_eq!(likes.to_string(), "likes:desc");
+/// assert_eq!("newest".parse::<ListOrder>()?, ListOrder::from(Sort::Newest));
+/// assert!("likes:up".parse::<ListOrder>().is_err());
+/// assert!("likes".parse::<ListOrder>().is_err());
+/// # Ok::<(), tantivy_dedup::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListOrder {
+    /// The order.
+    pub sort: Sort,
+    /// The field of [`Sort::FieldDesc`] and [`Sort::FieldAsc`]; `None` for the others.
+    pub field: Option<String>,
+}
+
+impl From<Sort> for ListOrder {
+    fn from(sort: Sort) -> Self {
+        ListOrder { sort, field: None }
+    }
+}
+
+impl std::str::FromStr for ListOrder {
+    type Err = crate::Error;
+
+    fn from_str(text: &str) -> crate::Result<Self> {
+        let Some((field, direction)) = text.rsplit_once(':') else {
+            return text.parse::<Sort>().map(ListOrder::from);
+        };
+        let sort = match direction {
+            "desc" => Sort::FieldDesc,
+            "asc" => Sort::FieldAsc,
+            other => {
+                return Err(crate::Error::Query(format!(
+                    "sort {text:?}: a field's order is FIELD:desc (largest first) or FIELD:asc \
+                     (smallest first), not {other:?}"
+                )));
+            }
+        };
+        if field.is_empty() {
+            return Err(crate::Error::Query(format!(
+                "sort {text:?} names no field: write FIELD:{direction}, such as likes:{direction}"
+            )));
+        }
+        Ok(ListOrder {
+            sort,
+            field: Some(field.to_owned()),
+        })
+    }
+}
+
+impl std::fmt::Display for ListOrder {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = Sort::ALL.iter().find(|(_, sort)| *sort == self.sort);
+        match (name, &self.field, self.sort.descending_field()) {
+            (Some((name, _)), _, _) => formatter.write_str(name),
+            (None, Some(field), Some(true)) => write!(formatter, "{field}:desc"),
+            (None, Some(field), _) => write!(formatter, "{field}:asc"),
+            (None, None, _) => write!(formatter, "{:?}", self.sort),
+        }
     }
 }
 

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::collapse::SortKey;
 use crate::engine::shards::ShardSpec;
+use crate::engine::sort_field::SortValue;
 use crate::engine::trend::Joined;
 use crate::forest::Timestamp;
 use crate::{Error, Fingerprint, Result};
@@ -74,7 +75,40 @@ struct CursorKey {
     recent: u64,
     previous: u64,
     hot: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    value: Option<CursorValue>,
     root: u64,
+}
+
+/// A [`SortValue`] as a cursor keeps it: tagged with its variant, floats by their bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+enum CursorValue {
+    U(u64),
+    S(i64),
+    F(u64),
+    B(bool),
+}
+
+impl From<SortValue> for CursorValue {
+    fn from(value: SortValue) -> Self {
+        match value {
+            SortValue::Unsigned(value) => CursorValue::U(value),
+            SortValue::Signed(value) => CursorValue::S(value),
+            SortValue::Float(value) => CursorValue::F(value.to_bits()),
+            SortValue::Bool(value) => CursorValue::B(value),
+        }
+    }
+}
+
+impl From<CursorValue> for SortValue {
+    fn from(value: CursorValue) -> Self {
+        match value {
+            CursorValue::U(value) => SortValue::Unsigned(value),
+            CursorValue::S(value) => SortValue::Signed(value),
+            CursorValue::F(bits) => SortValue::Float(f64::from_bits(bits)),
+            CursorValue::B(value) => SortValue::Bool(value),
+        }
+    }
 }
 
 impl From<&SortKey> for CursorKey {
@@ -87,6 +121,7 @@ impl From<&SortKey> for CursorKey {
             recent: key.joined.recent,
             previous: key.joined.previous,
             hot: key.hot.to_bits(),
+            value: key.value.map(CursorValue::from),
             root: key.root.0,
         }
     }
@@ -104,6 +139,7 @@ impl From<CursorKey> for SortKey {
                 previous: key.previous,
             },
             hot: f64::from_bits(key.hot),
+            value: key.value.map(SortValue::from),
             root: Fingerprint(key.root),
         }
     }
@@ -296,6 +332,10 @@ mod tests {
     use super::*;
 
     fn key(size: u64, score: f32, hot: f64, root: u64) -> SortKey {
+        keyed(size, score, hot, None, root)
+    }
+
+    fn keyed(size: u64, score: f32, hot: f64, value: Option<SortValue>, root: u64) -> SortKey {
         SortKey {
             size,
             newest: -5,
@@ -306,8 +346,18 @@ mod tests {
                 previous: 9,
             },
             hot,
+            value,
             root: Fingerprint(root),
         }
+    }
+
+    fn any_value() -> impl Strategy<Value = Option<SortValue>> {
+        proptest::option::of(prop_oneof![
+            any::<u64>().prop_map(SortValue::Unsigned),
+            any::<i64>().prop_map(SortValue::Signed),
+            any::<f64>().prop_map(SortValue::Float),
+            any::<bool>().prop_map(SortValue::Bool),
+        ])
     }
 
     proptest! {
@@ -317,8 +367,9 @@ mod tests {
             size: u64, score: f32, hot: f64, root: u64, list: u64,
             snapshots in proptest::collection::vec(any::<u64>(), 1..5),
             trend_end: Option<i64>,
+            value in any_value(),
         ) {
-            let last = key(size, score, hot, root);
+            let last = keyed(size, score, hot, value, root);
             let replicas = snapshots.iter().map(|&id| id as u32 % 3).collect();
             let cursor = Cursor::after_story(list, snapshots, trend_end, &last).on_replicas(replicas);
             let read: Cursor = cursor.to_string().parse().unwrap();
@@ -326,6 +377,7 @@ mod tests {
             let after = read.after().unwrap();
             prop_assert_eq!(after.score.to_bits(), score.to_bits());
             prop_assert_eq!(after.hot.to_bits(), hot.to_bits());
+            prop_assert_eq!(after.value.map(CursorValue::from), value.map(CursorValue::from));
         }
 
         /// Any text is a cursor or a clear refusal, never a panic.

@@ -7,6 +7,7 @@
 //!   the forest beside an `IndexWriter` (the one insert path, with recovery on open);
 //! - [`DedupIndex`]: the news index: its one ordered writer over a [`DedupWriter`];
 //! - [`CollapseCollector`]: hits grouped by root;
+//! - [`SortField`]: a list ordered by a number, date or boolean field of one's own;
 //! - [`StoryTrends`]: the articles that joined each story within a trend window and before
 //!   it (`sort=trending`, `/v1/trending`), and the `hot` blend ([`TrendWindow::hot`]);
 //! - [`Filter`]: a list page's conditions on declared non-text fields;
@@ -38,6 +39,7 @@ mod search;
 mod shards;
 mod snapshot;
 mod snippet;
+mod sort_field;
 mod story;
 pub(crate) mod tokenizer;
 mod trend;
@@ -50,8 +52,8 @@ pub use answers::{
 pub use check::{CheckReport, Damage, check_index};
 pub use collapse::{
     ClusterHitsFruit, ClusterNumbering, ClusterOrdinals, CollapseCollector,
-    CollapseSegmentCollector, Collapsed, CollapsedCluster, NO_CLUSTER, RootMap, Sort, SortKey,
-    StoryFilter,
+    CollapseSegmentCollector, Collapsed, CollapsedCluster, ListOrder, NO_CLUSTER, RootMap, Sort,
+    SortKey, StoryFilter,
 };
 pub use cursor::{CURSOR_START, Cursor, MAX_WALK_SHARDS};
 pub use deadline::{DeadlineCollector, DeadlineSegmentCollector};
@@ -81,6 +83,7 @@ pub use shards::{
 };
 pub use snapshot::{KEEP_ALIVE, MAX_PINNED, snapshot_id};
 pub use snippet::{Highlighter, SNIPPET_CHARS};
+pub use sort_field::{SortField, SortValue, compare_values};
 pub use story::{
     Evidence, FirstPublished, Outlet, Reprint, SpreadBucket, Story, StoryMember, StoryRequest,
     StorySort, reprint_line,

@@ -27,7 +27,8 @@ use crate::engine::answers::{
     StoryTrend,
 };
 use crate::engine::collapse::{
-    ClusterNumbering, ClusterOrdinals, CollapseCollector, CollapsedCluster, NO_CLUSTER, Sort,
+    ClusterNumbering, ClusterOrdinals, CollapseCollector, CollapsedCluster, ListOrder, NO_CLUSTER,
+    Sort,
 };
 use crate::engine::cursor::Cursor;
 use crate::engine::deadline::DeadlineCollector;
@@ -39,6 +40,7 @@ use crate::engine::schema::{self, NewsFields, fast_value};
 use crate::engine::shards::{self, PageShape, ShardCount, ShardPage, TermStatistics};
 use crate::engine::snapshot::{Snapshot, Snapshots, snapshot_id};
 use crate::engine::snippet::Highlighter;
+use crate::engine::sort_field::SortField;
 use crate::engine::trend::{StoryTrends, TrendSpan, TrendWindow};
 use crate::forest::Timestamp;
 use crate::index::BlockLayout;
@@ -108,6 +110,21 @@ fn check_request(request: &SearchRequest) -> Result<()> {
         }
         cursor.check_list(request.list_digest())?;
     }
+    match (request.sort.descending_field(), &request.sort_field) {
+        (Some(_), None) => {
+            return Err(Error::Query(
+                "an order by a field needs the field: FIELD:desc or FIELD:asc".to_owned(),
+            ));
+        }
+        (None, Some(field)) => {
+            return Err(Error::Query(format!(
+                "a sort field ({field:?}) goes with an order by a field (FIELD:desc or \
+                 FIELD:asc), not with {:?}",
+                request.sort
+            )));
+        }
+        _ => {}
+    }
     if request.facet_limit > MAX_FACET_LIMIT {
         return Err(Error::Query(format!(
             "facet_limit must be at most {MAX_FACET_LIMIT}, got {}",
@@ -150,6 +167,9 @@ pub struct SearchRequest {
     pub query: String,
     /// The order of clusters.
     pub sort: Sort,
+    /// The field that [`Sort::FieldDesc`] and [`Sort::FieldAsc`] order by (a number, date or
+    /// boolean field of one's own: [`SortField::find`]); `None` in the other orders.
+    pub sort_field: Option<String>,
     /// Clusters to skip.
     pub offset: usize,
     /// Clusters to return (at most [`MAX_PAGE_SIZE`]).
@@ -202,6 +222,7 @@ impl Default for SearchRequest {
         SearchRequest {
             query: String::new(),
             sort: Sort::Relevance,
+            sort_field: None,
             offset: 0,
             limit: DEFAULT_PAGE_SIZE,
             from: None,
@@ -249,6 +270,22 @@ impl SearchRequest {
     /// ```
     pub fn sort(mut self, sort: Sort) -> Self {
         self.sort = sort;
+        self
+    }
+
+    /// Sets the order as written ([`ListOrder`]): one of [`Sort::ALL`], or a field of one's
+    /// own with its direction.
+    ///
+    /// ```
+    /// use tantivy_dedup::engine::{SearchRequest, Sort};
+    ///
+    /// let request = SearchRequest::new("").order("likes:desc".parse()?);
+    /// assert_eq!((request.sort, request.sort_field.as_deref()), (Sort::FieldDesc, Some("likes")));
+    /// # Ok::<(), tantivy_dedup::Error>(())
+    /// ```
+    pub fn order(mut self, order: ListOrder) -> Self {
+        self.sort = order.sort;
+        self.sort_field = order.field;
         self
     }
 
@@ -483,7 +520,7 @@ impl SearchRequest {
             "{:?}",
             (
                 &self.query,
-                self.sort,
+                (self.sort, &self.sort_field),
                 (self.from, self.to, &self.source),
                 (&self.filters, &self.exclude, &self.fields),
                 (self.min_cluster_size, self.trend, self.min_recent),
@@ -1127,6 +1164,9 @@ impl DedupSearcher {
             end.saturating_sub(skip),
         )
         .min_cluster_size(request.min_cluster_size);
+        if let Some(name) = &request.sort_field {
+            collector = collector.sort_field(SortField::find(searcher.schema(), name)?);
+        }
         if let Some(after) = request.cursor.as_ref().and_then(Cursor::after) {
             collector = collector.after(after);
         }
@@ -1220,6 +1260,7 @@ impl DedupSearcher {
                     growth: cluster.joined.growth(),
                 }),
                 hot: (request.sort == Sort::Hot).then_some(cluster.hot),
+                sort_value: cluster.value,
                 members,
             });
         }

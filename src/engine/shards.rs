@@ -439,6 +439,7 @@ pub(crate) fn sort_key(cluster: &ClusterHit) -> SortKey {
             previous: trend.previous,
         }),
         hot: cluster.hot.unwrap_or(0.0),
+        value: cluster.sort_value,
         root: cluster.root,
     }
 }

@@ -21,7 +21,7 @@ use utoipa::{IntoParams, ToSchema};
 use crate::article::{Article, ArticleReader};
 use crate::config::ServerConfig;
 use crate::engine::{
-    DEFAULT_FACET_LIMIT, DEFAULT_PAGE_SIZE, DedupSearcher, DocumentView, IndexStats,
+    DEFAULT_FACET_LIMIT, DEFAULT_PAGE_SIZE, DedupSearcher, DocumentView, IndexStats, ListOrder,
     MAX_FACET_LIMIT, MAX_MEMBERS, MAX_OFFSET, MAX_PAGE_SIZE, NearDuplicates, Placed,
     PreparedArticle, Preparer, RecoveryReport, SearchPage, SearchRequest, SimilarPage, Sort, Story,
     StoryRequest, TrendSpan, list_items,
@@ -814,8 +814,12 @@ pub(crate) struct SearchParams {
     /// first), their newest matching document, their oldest (`oldest`: the stories in the
     /// order they broke), the articles they gained in the trend window
     /// against the window before (`trending`: most first, with each story's `trend`), or
-    /// `hot`: score × (1 + ln size) × ½ per trend window of the newest match's age.
-    #[param(value_type = Option<Sort>)]
+    /// `hot`: score × (1 + ln size) × ½ per trend window of the newest match's age. Or by a
+    /// number, date or boolean field of your own that is fast: `likes:desc` (a story's
+    /// largest value among its matching documents first) or `likes:asc` (its smallest
+    /// first), with each story's `sort_value`; stories without a value come last.
+    #[param(value_type = Option<String>, example = "similar_desc",
+            pattern = "^(relevance|similar_desc|similar_asc|newest|oldest|trending|hot|[^:]+:(desc|asc))$")]
     sort: Option<String>,
     /// Clusters to skip.
     #[param(value_type = Option<usize>, maximum = 10000)]
@@ -1043,10 +1047,10 @@ impl SearchParams {
     /// The request, with dates and times without an offset read in `zone`.
     pub(crate) fn request(self, zone: TimeZone) -> AppResult<SearchRequest> {
         let _ = self.allow_partial()?;
-        let sort = match self.sort.as_deref() {
-            None | Some("") => Sort::default(),
+        let order = match self.sort.as_deref() {
+            None | Some("") => ListOrder::from(Sort::default()),
             Some(sort) => sort
-                .parse::<Sort>()
+                .parse::<ListOrder>()
                 .map_err(|error| ApiError::bad_request("invalid_parameter", error.to_string()))?,
         };
         let from = time_param("from", self.from.as_deref(), zone, RangeEnd::Start)?;
@@ -1067,7 +1071,7 @@ impl SearchParams {
             ApiError::bad_request("invalid_parameter", format!("`{name}`: {message}"))
         };
         let mut request = SearchRequest::new(self.q.unwrap_or_default())
-            .sort(sort)
+            .order(order)
             .page(
                 count_param("offset", self.offset.as_deref(), 0, MAX_OFFSET)?,
                 count_param(

@@ -20,17 +20,15 @@ use utoipa::openapi::path::{Operation, PathItem};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
 
-use crate::engine::Sort;
 use crate::server::access::{KeyNeeded, key_needed};
 use crate::server::error::ErrorBody;
 use crate::{Error, Result};
 
-/// What the annotations do not say: the tags that group the routes, and the schemas that
-/// parameters refer to (the routes bring those of bodies and answers along). The title,
+/// What the annotations do not say: the tags that group the routes (the routes bring the
+/// schemas of their parameters, bodies and answers along). The title,
 /// version, description and licence are the crate's.
 #[derive(utoipa::OpenApi)]
 #[openapi(
-    components(schemas(Sort)),
     tags(
         (name = "documents", description = "Indexing, reading and deleting documents"),
         (name = "search", description = "List pages (one result per story) and checks \

@@ -606,6 +606,8 @@ fn order(sort: Sort, a: &Expected, b: &Expected) -> Ordering {
         Sort::Oldest => a.oldest.cmp(&b.oldest),
         Sort::Trending => b.growth().cmp(&a.growth()),
         Sort::Hot => b.hot.unwrap().total_cmp(&a.hot.unwrap()),
+        // Checked against brute force in `own_fields`, whose schema has such fields.
+        Sort::FieldDesc | Sort::FieldAsc => unreachable!("{sort:?} is not in Sort::ALL"),
     };
     key.then(b.score.total_cmp(&a.score))
         .then(a.root.cmp(&b.root))

@@ -8,8 +8,8 @@
 
 use proptest::prelude::*;
 use tantivy_dedup::engine::{
-    DedupIndex, Placed, SearchRequest, ShardSpec, Sort, TermStatistics, merge_near_duplicates,
-    merge_pages,
+    DedupIndex, ListOrder, Placed, SearchRequest, ShardSpec, Sort, TermStatistics,
+    merge_near_duplicates, merge_pages,
 };
 use tantivy_dedup::{Article, Decision};
 use tempfile::TempDir;
@@ -90,9 +90,17 @@ fn merged(shards: &[DedupIndex], request: &SearchRequest) -> tantivy_dedup::engi
     merge_pages(pages, request.shape()).unwrap()
 }
 
+/// Every built-in order, and the publication time's both ways (a date field: the orders by a
+/// field's value).
+fn orders() -> Vec<ListOrder> {
+    let mut orders: Vec<ListOrder> = Sort::ALL.map(|(_, sort)| sort.into()).to_vec();
+    orders.extend(["published_at:desc", "published_at:asc"].map(|order| order.parse().unwrap()));
+    orders
+}
+
 fn request_strategy() -> impl Strategy<Value = SearchRequest> {
     (
-        prop::sample::select(Sort::ALL.map(|(_, sort)| sort).to_vec()),
+        prop::sample::select(orders()),
         prop::collection::vec(prop::sample::select(WORDS.to_vec()), 0..3),
         0usize..60,
         1usize..25,
@@ -122,7 +130,7 @@ fn request_strategy() -> impl Strategy<Value = SearchRequest> {
                 (span, end, min_recent, members),
             )| {
                 let mut request = SearchRequest::new(words.join(" "))
-                    .sort(sort)
+                    .order(sort)
                     .page(offset, limit)
                     .min_cluster_size(min_size)
                     .highlight(highlight)

@@ -346,3 +346,158 @@ fn the_settings_round_trip_and_a_changed_field_set_is_refused() {
         assert!(message.contains("fields cannot change"), "{message}");
     }
 }
+
+/// A document of the sorted-list test: its story's root and its own values, as sent.
+struct Valued {
+    root: u64,
+    likes: Vec<u64>,
+    sentiment: Option<f64>,
+    delta: Option<i64>,
+    crawled: Option<i64>,
+}
+
+/// Lists ordered by each number and date field of one's own, both ways, equal brute force
+/// over the documents sent: a story's value is the largest (`desc`) or smallest (`asc`) of its
+/// documents' values, every value of a multi-valued field included; stories without one come
+/// last; equal values go by score (all equal here), then the smaller root. A cursor walk gives
+/// the same list. Text and string fields, unknown fields and unknown directions are refused.
+#[test]
+fn a_list_sorted_by_an_own_field_equals_brute_force() {
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+    use tantivy_dedup::engine::{Cursor, SearchRequest, SortValue, compare_values};
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut index = DedupIndex::create(dir.path(), config()).unwrap();
+    let reader = index.article_reader();
+    let mut rng = SmallRng::seed_from_u64(0x5047_f1e1d);
+    let mut docs: Vec<Valued> = Vec::new();
+    let cities = [
+        "杭州", "成都", "西安", "武汉", "青岛", "昆明", "兰州", "厦门",
+    ];
+    for story in 0..60 {
+        let city = cities[story % cities.len()];
+        let text = format!(
+            "{city}第{story}届科技周开幕，{}家企业携新品参展，预计接待观众{}万人次。主办方介绍，本届展会设{}个展区。",
+            rng.random_range(10..900),
+            rng.random_range(2..90),
+            rng.random_range(3..20)
+        );
+        for copy in 0..rng.random_range(1..5) {
+            let mut line = serde_json::json!({"id": format!("{story}-{copy}"), "content": text});
+            let likes: Vec<u64> = match rng.random_range(0..10) {
+                0..=1 => Vec::new(),
+                2 => vec![rng.random_range(0..500), rng.random_range(0..500)],
+                _ => vec![rng.random_range(0..500)],
+            };
+            match likes.as_slice() {
+                [] => {}
+                [one] => line["like_count"] = (*one).into(),
+                several => line["like_count"] = several.into(),
+            }
+            let sentiment = rng
+                .random_bool(0.8)
+                .then(|| f64::from(rng.random_range(-40..40i32)) / 16.0);
+            let delta = rng.random_bool(0.7).then(|| rng.random_range(-30..30i64));
+            let crawled = rng
+                .random_bool(0.8)
+                .then(|| 1_714_521_600 + rng.random_range(0..40i64) * 3600);
+            for (key, value) in [
+                ("sentiment", sentiment.map(serde_json::Value::from)),
+                ("delta", delta.map(serde_json::Value::from)),
+                ("crawled", crawled.map(serde_json::Value::from)),
+            ] {
+                if let Some(value) = value {
+                    line[key] = value;
+                }
+            }
+            let decision = index
+                .add_article(reader.read_str(&line.to_string()).unwrap())
+                .unwrap();
+            docs.push(Valued {
+                root: decision.root.0,
+                likes,
+                sentiment,
+                delta,
+                crawled,
+            });
+            if docs.len().is_multiple_of(25) {
+                index.commit().unwrap();
+            }
+        }
+    }
+    index.commit().unwrap();
+    let searcher = index.searcher();
+    assert!(searcher.stats().unwrap().segments >= 2);
+
+    type Values = fn(&Valued) -> Vec<SortValue>;
+    let fields: [(&str, Values); 4] = [
+        ("likes", |doc| {
+            doc.likes.iter().map(|&v| SortValue::Unsigned(v)).collect()
+        }),
+        ("sentiment", |doc| {
+            doc.sentiment.map(SortValue::Float).into_iter().collect()
+        }),
+        ("delta", |doc| {
+            doc.delta.map(SortValue::Signed).into_iter().collect()
+        }),
+        ("crawled", |doc| {
+            doc.crawled.map(SortValue::Signed).into_iter().collect()
+        }),
+    ];
+    for (field, values) in fields {
+        for descending in [true, false] {
+            // root -> the story's value: the first of its documents' values in the order.
+            let mut stories: std::collections::BTreeMap<u64, Option<SortValue>> =
+                Default::default();
+            for doc in &docs {
+                let value = stories.entry(doc.root).or_default();
+                for candidate in values(doc) {
+                    if compare_values(Some(candidate), *value, descending).is_lt() {
+                        *value = Some(candidate);
+                    }
+                }
+            }
+            let mut expected: Vec<(u64, Option<SortValue>)> = stories.into_iter().collect();
+            expected.sort_by(|a, b| compare_values(a.1, b.1, descending).then(a.0.cmp(&b.0)));
+            assert!(expected.iter().any(|story| story.1.is_none()), "{field}");
+            let order = format!("{field}:{}", if descending { "desc" } else { "asc" });
+            let request = SearchRequest::new("").order(order.parse().unwrap());
+            let page = searcher.search(&request.clone().page(0, 1000)).unwrap();
+            let listed: Vec<(u64, Option<SortValue>)> = page
+                .clusters
+                .iter()
+                .map(|cluster| (cluster.root.0, cluster.sort_value))
+                .collect();
+            assert_eq!(listed, expected, "{order}");
+            let mut walk = request.page(0, 7).cursor(Cursor::start());
+            let mut walked = Vec::new();
+            loop {
+                let page = searcher.search(&walk).unwrap();
+                walked.extend(
+                    page.clusters
+                        .iter()
+                        .map(|cluster| (cluster.root.0, cluster.sort_value)),
+                );
+                let Some(next) = page.next_cursor else { break };
+                walk.cursor = Some(next.parse().unwrap());
+            }
+            assert_eq!(walked, expected, "{order}, walked");
+        }
+    }
+    for (order, refusal) in [
+        ("author:desc", "holds text"),
+        ("summary:asc", "cannot sort by"),
+        ("nosuch:asc", "cannot sort by"),
+    ] {
+        let request = SearchRequest::new("").order(order.parse().unwrap());
+        let error = searcher.search(&request).unwrap_err().to_string();
+        assert!(error.contains(refusal), "{order}: {error}");
+    }
+    assert!(
+        "likes:up"
+            .parse::<tantivy_dedup::engine::ListOrder>()
+            .is_err()
+    );
+    assert!(":desc".parse::<tantivy_dedup::engine::ListOrder>().is_err());
+}

@@ -115,6 +115,20 @@ fn a_json_array_file_with_own_fields_is_ingested_and_shown() {
         !errors.contains("warning"),
         "every document had `date`: {errors}"
     );
+    // Listed by an own field, each story with its value.
+    let index_arg = index.to_str().unwrap();
+    let listed = run(&["search", "--index", index_arg, "--sort", "likes:desc"]);
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(listed.contains("     likes: 12\n"), "{listed}");
+    let page = json(&run(&[
+        "search",
+        "--json",
+        "--index",
+        index_arg,
+        "--sort",
+        "likes:asc",
+    ]));
+    assert_eq!(page["clusters"][0]["sort_value"], 12, "{page}");
 
     let server = Server::start(&index);
     let detail = server.get("/v1/documents/w1");

@@ -675,6 +675,82 @@ fn list_page_parameters_against_a_model() {
         facets_of(&every_platform, "likes"),
         facet_counts(all, &|_| true, &|doc| doc.likes.to_string())
     );
+    // Sorted by an own field: a story's largest (`desc`) or smallest (`asc`) value among its
+    // matching documents first, shown as `sort_value`; equal values by score (all equal
+    // without keywords), then the smaller root.
+    let by_value = |matching: &dyn Fn(&Doc) -> bool, value: fn(&Doc) -> i64, descending: bool| {
+        let mut stories: BTreeMap<String, i64> = BTreeMap::new();
+        for doc in all.iter().filter(|doc| matching(doc)) {
+            let value = value(doc);
+            stories
+                .entry(doc.root.clone())
+                .and_modify(|best| {
+                    *best = if descending {
+                        (*best).max(value)
+                    } else {
+                        (*best).min(value)
+                    }
+                })
+                .or_insert(value);
+        }
+        let mut list: Vec<(String, i64)> = stories.into_iter().collect();
+        list.sort_by(|a, b| {
+            let by_value = if descending {
+                b.1.cmp(&a.1)
+            } else {
+                a.1.cmp(&b.1)
+            };
+            by_value.then(a.0.cmp(&b.0))
+        });
+        list
+    };
+    for (order, filter, matching, value, descending) in [
+        (
+            "likes:desc",
+            "",
+            &(|_: &Doc| true) as &dyn Fn(&Doc) -> bool,
+            (|doc: &Doc| doc.likes as i64) as fn(&Doc) -> i64,
+            true,
+        ),
+        (
+            "likes:asc",
+            "platform:/weibo",
+            &weibo,
+            |doc| doc.likes as i64,
+            false,
+        ),
+        ("sentiment:asc", "", &|_| true, |doc| doc.sentiment, false),
+        (
+            "sentiment:desc",
+            "source:新华网",
+            &xinhua,
+            |doc| doc.sentiment,
+            true,
+        ),
+    ] {
+        let filter = match filter {
+            "" => String::new(),
+            filter => format!("&filter={}", pct(filter)),
+        };
+        let page = server.search(&format!("sort={order}&limit=1000{filter}"));
+        let listed: Vec<(String, i64)> = page["clusters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|cluster| {
+                let value = cluster["sort_value"].as_i64().unwrap();
+                (cluster["root"].as_str().unwrap().to_owned(), value)
+            })
+            .collect();
+        assert_eq!(listed, by_value(matching, value, descending), "{order}");
+    }
+    for order in ["platform:desc", "content:asc", "likes:up", "nosuch:desc"] {
+        let (status, refused) = server.get(&format!("/v1/search?sort={}", pct(order)));
+        let message = refused["error"]["message"].as_str().unwrap_or_default();
+        assert_eq!(status, 400, "{order}: {refused}");
+        assert!(message.contains("sort"), "{order}: {refused}");
+    }
+
     // Stored own values come back under "fields", as the document was sent.
     let (status, shown) = server.get(&format!("/v1/documents/{}", all[0].id));
     assert_eq!(status, 200);

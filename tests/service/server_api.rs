@@ -1825,6 +1825,7 @@ fn forged_cursor() -> String {
         score: 1.0,
         joined: Default::default(),
         hot: 0.0,
+        value: None,
         root: tantivy_dedup::Fingerprint(7),
     };
     tantivy_dedup::engine::Cursor::after_story(list, vec![12_345], None, &last).to_string()

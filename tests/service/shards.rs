@@ -124,6 +124,8 @@ pub(crate) fn list_pages(docs: &[Doc], keywords: bool) -> Vec<String> {
         "oldest",
         "trending",
         "hot",
+        "published_at:desc",
+        "published_at:asc",
     ] {
         let sort = &format!("{sort}&trend_window={trend}&trend_end={middle}");
         for q in &queries {
@@ -481,6 +483,7 @@ fn a_shard_down_is_named_and_partial_pages_are_flagged() {
         score: 1.0,
         joined: Default::default(),
         hot: 0.0,
+        value: None,
         root: tantivy_dedup::Fingerprint(7),
     };
     let forged = Cursor::after_story(list.list_digest(), vec![1, 2, 3], None, &last)
