@@ -11,9 +11,10 @@ use clap::builder::TypedValueParser as _;
 use serde::Serialize;
 use tantivy_dedup::config::format_duration;
 use tantivy_dedup::engine::{
-    DEFAULT_FACET_LIMIT, DEFAULT_PAGE_SIZE, DedupSearcher, DocumentView, FOREST_DIR, Interval,
-    ListOrder, MAX_FACET_LIMIT, MAX_MEMBERS, MAX_PAGE_SIZE, SearchRequest, StoryRequest, StorySort,
-    TrendSpan, check_index, list_items,
+    DEFAULT_FACET_LIMIT, DEFAULT_FRAGMENT_CHARS, DEFAULT_FRAGMENTS, DEFAULT_PAGE_SIZE,
+    DedupSearcher, DocumentView, FOREST_DIR, FRAGMENT_CHARS, Interval, ListOrder, MAX_FACET_LIMIT,
+    MAX_FRAGMENTS, MAX_MEMBERS, MAX_PAGE_SIZE, SearchRequest, StoryRequest, StorySort, TrendSpan,
+    check_index, list_items,
 };
 use tantivy_dedup::forest::Timestamp;
 use tantivy_dedup::local_time::{RangeEnd, TimeZone};
@@ -115,10 +116,19 @@ pub struct SearchArgs {
     /// buckets) or 1h, 1d, 30m or any duration, aligned on midnight in the index's time zone
     #[arg(long, value_name = "INTERVAL")]
     histogram: Option<String>,
-    /// Show each representative's snippet: its title or body around the matched words, in
+    /// Show each representative's (and member's) highlights: per field with a match (title,
+    /// content), its fragments around the matched words in text order, the words in
     /// <em>...</em>, HTML-escaped
     #[arg(long)]
     highlight: bool,
+    /// With --highlight: fragments per field, at most (1 to 10)
+    #[arg(long, value_name = "COUNT", default_value_t = DEFAULT_FRAGMENTS,
+          value_parser = clap::value_parser!(u16).range(1..=MAX_FRAGMENTS as i64).map(usize::from))]
+    highlight_fragments: usize,
+    /// With --highlight: about how many characters a fragment shows (20 to 1000)
+    #[arg(long, value_name = "CHARS", default_value_t = DEFAULT_FRAGMENT_CHARS,
+          value_parser = clap::value_parser!(u16).range(*FRAGMENT_CHARS.start() as i64..=*FRAGMENT_CHARS.end() as i64).map(usize::from))]
+    highlight_chars: usize,
     /// The trend window that --sort trending, --sort hot and --min-recent read: 6h, 30m, 1d
     /// or any whole number of seconds from 1s to 366d
     #[arg(long, value_name = "DURATION", default_value = "6h", value_parser = trend_span)]
@@ -198,6 +208,10 @@ pub struct StoryArgs {
     /// showing the story's span in at most 200 buckets), or `1h`, `1d`, `30m` or any duration
     #[arg(long, default_value = "auto", value_name = "INTERVAL")]
     histogram: String,
+    /// Mark these keywords (a list's query) in each member's highlights: per field with a
+    /// match, its fragments around the words, in <em>...</em>, HTML-escaped
+    #[arg(long, value_name = "QUERY")]
+    highlight: Option<String>,
     #[command(flatten)]
     zone: ZoneArg,
     /// Print the story as JSON (times as Unix seconds)
@@ -298,6 +312,9 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
         .fields(list_items(args.fields.as_deref().unwrap_or_default()))
         .facets(list_items(args.facets.as_deref().unwrap_or_default()))
         .highlight(args.highlight);
+    if args.highlight {
+        request = request.highlight_fragments(args.highlight_fragments, args.highlight_chars);
+    }
     request.source = args.source;
     for filter in &args.filter {
         request = request.filter(filter.parse().context("--filter")?);
@@ -386,12 +403,11 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
                         .unwrap_or_default()
                 )?;
             }
-            if let Some(snippet) = &cluster.representative.snippet {
-                writeln!(out, "     {}", snippet.replace('\n', " "))?;
-            }
+            write_highlights(out, &cluster.representative, "     ")?;
             for member in cluster.members.iter().flatten() {
                 write!(out, "     - ")?;
                 write_document(out, member, zone)?;
+                write_highlights(out, member, "       ")?;
             }
         }
         for (field, counts) in page.facets.iter().flatten() {
@@ -469,7 +485,8 @@ pub fn story(args: StoryArgs) -> anyhow::Result<ExitCode> {
     let request = StoryRequest::default()
         .page(args.page.offset, args.page.limit)
         .sort(args.sort.parse::<StorySort>()?)
-        .interval(args.histogram.parse()?);
+        .interval(args.histogram.parse()?)
+        .highlight(args.highlight.clone().unwrap_or_default());
     // A root hash names a story; anything else (or a hash no story has) is a document's id.
     let by_root = match args.story.parse::<Fingerprint>() {
         Ok(root) if args.story.len() == 16 => searcher.story(root, &request)?,
@@ -560,6 +577,7 @@ pub fn story(args: StoryArgs) -> anyhow::Result<ExitCode> {
                 }
             }
             writeln!(out, "     {how}")?;
+            write_highlights(out, &member.document, "     ")?;
         }
         Ok(())
     })
@@ -740,6 +758,26 @@ fn write_document(out: &mut dyn Write, document: &DocumentView, zone: TimeZone) 
         line.push_str(&format!("  {url}"));
     }
     writeln!(out, "{line}")
+}
+
+/// Prints `document`'s highlights, a line per field (`title: …`, `content: … | …`), each
+/// line starting with `indent`; without any (no field matched), its snippet, when it has one.
+fn write_highlights(out: &mut dyn Write, document: &DocumentView, indent: &str) -> io::Result<()> {
+    let highlights = document
+        .highlights
+        .as_ref()
+        .filter(|fields| !fields.is_empty());
+    if let (None, Some(snippet)) = (highlights, &document.snippet) {
+        return writeln!(out, "{indent}{}", snippet.replace('\n', " "));
+    }
+    for (field, fragments) in highlights.into_iter().flatten() {
+        let fragments: Vec<String> = fragments
+            .iter()
+            .map(|fragment| fragment.replace('\n', " "))
+            .collect();
+        writeln!(out, "{indent}{field}: {}", fragments.join(" | "))?;
+    }
+    Ok(())
 }
 
 /// Prints `value` as JSON, or as text through `text`; a closed pipe ends quietly.

@@ -43,6 +43,13 @@ pub struct DocumentView {
     /// those in `<em>`, the rest HTML-escaped.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub snippet: Option<String>,
+    /// On a page asked to highlight, per text field with a match (`title`, `content`), its
+    /// fragments in text order: up to `highlight_fragments` pieces of about
+    /// `highlight_chars` characters, each around matches no earlier piece shows, the matched
+    /// words in `<em>`, the rest HTML-escaped, `…` where a piece is cut (a title shorter than
+    /// a piece is one piece, whole). Empty when no field has a match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub highlights: Option<BTreeMap<String, Vec<String>>>,
 }
 
 /// One cluster of a list page.
@@ -78,12 +85,13 @@ pub struct ClusterHit {
     pub hot: Option<f64>,
     /// On a page ordered by a field of one's own (`sort=likes:desc`), the story's value in
     /// that order: the largest of its matching documents' values for `desc`, the smallest
-    /// for `asc`; absent when none of them has one (such stories come last).
+    /// for `asc`; absent when none of them has one (such stories come last). The
+    /// representative stays the best-scoring article, which may hold another value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sort_value: Option<SortValue>,
     /// With `members=N`: up to N of the story's other documents that match, best first in the
     /// page's order (the best scores, then the earliest; for `newest`, the newest; for
-    /// `oldest`, the oldest), each with
+    /// `oldest`, the oldest; for an order by a field, the best scores), each with
     /// its snippet when the page highlights.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub members: Option<Vec<DocumentView>>,

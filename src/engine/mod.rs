@@ -82,7 +82,10 @@ pub use shards::{
     finish_page, merge_near_duplicates, merge_pages,
 };
 pub use snapshot::{KEEP_ALIVE, MAX_PINNED, snapshot_id};
-pub use snippet::{Highlighter, SNIPPET_CHARS};
+pub use snippet::{
+    DEFAULT_FRAGMENT_CHARS, DEFAULT_FRAGMENTS, FRAGMENT_CHARS, Highlighter, MAX_FRAGMENTS, Marks,
+    SNIPPET_CHARS,
+};
 pub use sort_field::{SortField, SortValue, compare_values};
 pub use story::{
     Evidence, FirstPublished, Outlet, Reprint, SpreadBucket, Story, StoryMember, StoryRequest,

@@ -39,7 +39,9 @@ use crate::engine::histogram::{HistogramWidth, Interval, TimeSpan};
 use crate::engine::schema::{self, NewsFields, fast_value};
 use crate::engine::shards::{self, PageShape, ShardCount, ShardPage, TermStatistics};
 use crate::engine::snapshot::{Snapshot, Snapshots, snapshot_id};
-use crate::engine::snippet::Highlighter;
+use crate::engine::snippet::{
+    DEFAULT_FRAGMENT_CHARS, DEFAULT_FRAGMENTS, FRAGMENT_CHARS, Highlighter, MAX_FRAGMENTS,
+};
 use crate::engine::sort_field::SortField;
 use crate::engine::trend::{StoryTrends, TrendSpan, TrendWindow};
 use crate::forest::Timestamp;
@@ -119,8 +121,8 @@ fn check_request(request: &SearchRequest) -> Result<()> {
         (None, Some(field)) => {
             return Err(Error::Query(format!(
                 "a sort field ({field:?}) goes with an order by a field (FIELD:desc or \
-                 FIELD:asc), not with {:?}",
-                request.sort
+                 FIELD:asc), not with {}",
+                ListOrder::from(request.sort)
             )));
         }
         _ => {}
@@ -129,6 +131,20 @@ fn check_request(request: &SearchRequest) -> Result<()> {
         return Err(Error::Query(format!(
             "facet_limit must be at most {MAX_FACET_LIMIT}, got {}",
             request.facet_limit
+        )));
+    }
+    if !(1..=MAX_FRAGMENTS).contains(&request.highlight_fragments) {
+        return Err(Error::Query(format!(
+            "highlight_fragments must be 1 to {MAX_FRAGMENTS}, got {}",
+            request.highlight_fragments
+        )));
+    }
+    if !FRAGMENT_CHARS.contains(&request.highlight_chars) {
+        return Err(Error::Query(format!(
+            "highlight_chars must be {} to {} characters, got {}",
+            FRAGMENT_CHARS.start(),
+            FRAGMENT_CHARS.end(),
+            request.highlight_chars
         )));
     }
     if request.members > MAX_MEMBERS {
@@ -194,8 +210,15 @@ pub struct SearchRequest {
     pub facet_limit: usize,
     /// The width of the buckets of [`SearchPage::histogram`]; `None`: no histogram.
     pub histogram: Option<HistogramWidth>,
-    /// Whether each representative gets a [`DocumentView::snippet`].
+    /// Whether each representative (and member) gets a [`DocumentView::snippet`] and its
+    /// [`DocumentView::highlights`].
     pub highlight: bool,
+    /// How many fragments each field's highlights have, at most (1 to [`MAX_FRAGMENTS`],
+    /// default [`DEFAULT_FRAGMENTS`]).
+    pub highlight_fragments: usize,
+    /// About how many characters a fragment shows ([`FRAGMENT_CHARS`], default
+    /// [`DEFAULT_FRAGMENT_CHARS`]).
+    pub highlight_chars: usize,
     /// The length of the trend window that [`Sort::Trending`], [`Sort::Hot`] and
     /// [`min_recent`](Self::min_recent) read (default 6 hours).
     pub trend: TrendSpan,
@@ -236,6 +259,8 @@ impl Default for SearchRequest {
             facet_limit: DEFAULT_FACET_LIMIT,
             histogram: None,
             highlight: false,
+            highlight_fragments: DEFAULT_FRAGMENTS,
+            highlight_chars: DEFAULT_FRAGMENT_CHARS,
             trend: TrendSpan::default(),
             trend_end: None,
             min_recent: 0,
@@ -270,6 +295,9 @@ impl SearchRequest {
     /// ```
     pub fn sort(mut self, sort: Sort) -> Self {
         self.sort = sort;
+        if sort.descending_field().is_none() {
+            self.sort_field = None;
+        }
         self
     }
 
@@ -421,7 +449,7 @@ impl SearchRequest {
         self
     }
 
-    /// Whether representatives get a snippet.
+    /// Whether representatives and members get a snippet and highlights.
     ///
     /// ```
     /// use tantivy_dedup::engine::SearchRequest;
@@ -430,6 +458,22 @@ impl SearchRequest {
     /// ```
     pub fn highlight(mut self, highlight: bool) -> Self {
         self.highlight = highlight;
+        self
+    }
+
+    /// Highlights with at most `count` fragments a field, each of about `chars` characters
+    /// (Elasticsearch's `number_of_fragments` and `fragment_size`), and turns highlighting on.
+    ///
+    /// ```
+    /// use tantivy_dedup::engine::SearchRequest;
+    ///
+    /// let request = SearchRequest::new("防汛").highlight_fragments(5, 60);
+    /// assert_eq!((request.highlight, request.highlight_fragments, request.highlight_chars), (true, 5, 60));
+    /// ```
+    pub fn highlight_fragments(mut self, count: usize, chars: usize) -> Self {
+        self.highlight = true;
+        self.highlight_fragments = count;
+        self.highlight_chars = chars;
         self
     }
 
@@ -520,12 +564,17 @@ impl SearchRequest {
             "{:?}",
             (
                 &self.query,
-                (self.sort, &self.sort_field),
+                self.sort,
                 (self.from, self.to, &self.source),
                 (&self.filters, &self.exclude, &self.fields),
                 (self.min_cluster_size, self.trend, self.min_recent),
             )
         );
+        // The field only when there is one, so that the lists before it had their digests.
+        let definition = match &self.sort_field {
+            Some(field) => format!("{definition} by {field:?}"),
+            None => definition,
+        };
         xxhash_rust::xxh3::xxh3_64(definition.as_bytes())
     }
 
@@ -810,7 +859,7 @@ impl DedupSearcher {
     }
 
     /// The keywords' query, over the request's text fields.
-    fn keywords(&self, request: &SearchRequest) -> Result<Box<dyn Query>> {
+    pub(super) fn keywords(&self, request: &SearchRequest) -> Result<Box<dyn Query>> {
         let fields = &self.shared.fields;
         // Checked even without keywords, so that a bad name is reported whatever the query.
         let searcher = self.tantivy_searcher();
@@ -1043,6 +1092,7 @@ impl DedupSearcher {
         statistics: Option<&TermStatistics>,
     ) -> Result<ShardPage> {
         check_request(request)?;
+        self.sort_field(request)?;
         let snapshot = self.snapshot_for(request)?;
         let request = self.fix_request(request, &snapshot)?;
         // Pinned whether this shard has stories after its page or not: the walk goes on while
@@ -1059,6 +1109,7 @@ impl DedupSearcher {
     /// request's cursor (pinned when it starts).
     pub fn term_statistics(&self, request: &SearchRequest) -> Result<TermStatistics> {
         check_request(request)?;
+        self.sort_field(request)?;
         let keywords = self.keywords(request)?;
         let (searcher, snapshot) = match &request.cursor {
             Some(_) => {
@@ -1110,6 +1161,16 @@ impl DedupSearcher {
         self.shared.snapshots.pin(snapshot)
     }
 
+    /// The field of `request`'s order by a field, checked against the schema: before a walk
+    /// pins a snapshot for a page it cannot give.
+    fn sort_field(&self, request: &SearchRequest) -> Result<Option<SortField>> {
+        request
+            .sort_field
+            .as_deref()
+            .map(|name| SortField::find(self.tantivy_searcher().schema(), name))
+            .transpose()
+    }
+
     /// The index as the reader sees it now.
     fn current_snapshot(&self) -> Result<Snapshot> {
         let searcher = self.tantivy_searcher();
@@ -1148,7 +1209,10 @@ impl DedupSearcher {
         statistics: Option<&TermStatistics>,
     ) -> Result<ShardPage> {
         let keywords = self.keywords(request)?;
-        let highlighter = request.highlight.then(|| Highlighter::new(&*keywords));
+        let highlighter = request.highlight.then(|| {
+            Highlighter::new(&*keywords)
+                .fragments(request.highlight_fragments, request.highlight_chars)
+        });
         let query = self.with_conditions(keywords, request)?;
         let searcher = &snapshot.searcher;
         let facet_names = distinct(&request.facets);
@@ -1164,8 +1228,8 @@ impl DedupSearcher {
             end.saturating_sub(skip),
         )
         .min_cluster_size(request.min_cluster_size);
-        if let Some(name) = &request.sort_field {
-            collector = collector.sort_field(SortField::find(searcher.schema(), name)?);
+        if let Some(field) = self.sort_field(request)? {
+            collector = collector.sort_field(field);
         }
         if let Some(after) = request.cursor.as_ref().and_then(Cursor::after) {
             collector = collector.after(after);
@@ -1618,18 +1682,7 @@ impl DedupSearcher {
         let stored = |field| document.get_first(field).and_then(|value| value.as_str());
         let text = |field| stored(field).map(str::to_owned);
         let root = fast_value::<u64>(searcher, address, schema::ROOT).map_err(self.error())?;
-        let (content, snippet) = match extra {
-            Extra::None => (None, None),
-            Extra::Content => (text(fields.content), None),
-            Extra::Snippet(highlighter) => {
-                let texts: Vec<(Field, &str)> = [fields.title, fields.content]
-                    .into_iter()
-                    .filter_map(|field| Some((field, stored(field)?)))
-                    .collect();
-                (None, highlighter.snippet(&texts))
-            }
-        };
-        Ok(DocumentView {
+        let mut view = DocumentView {
             id: text(fields.id).unwrap_or_default(),
             title: text(fields.title),
             source: text(fields.source),
@@ -1650,9 +1703,37 @@ impl DedupSearcher {
                 .iter()
                 .filter_map(|field| Some((field.name.clone(), field.stored_json(&document)?)))
                 .collect(),
-            content,
-            snippet,
-        })
+            content: matches!(extra, Extra::Content)
+                .then(|| text(fields.content))
+                .flatten(),
+            snippet: None,
+            highlights: None,
+        };
+        if let Extra::Snippet(highlighter) = extra {
+            self.highlight(&mut view, stored(fields.content), highlighter);
+        }
+        Ok(view)
+    }
+
+    /// Gives `view` its snippet and highlights by `highlighter`, over its title and its stored
+    /// body `content`.
+    pub(super) fn highlight(
+        &self,
+        view: &mut DocumentView,
+        content: Option<&str>,
+        highlighter: &Highlighter,
+    ) {
+        let fields = &self.shared.fields;
+        let texts: Vec<(&str, Field, &str)> = [
+            ("title", fields.title, view.title.as_deref()),
+            ("content", fields.content, content),
+        ]
+        .into_iter()
+        .filter_map(|(name, field, raw)| Some((name, field, raw?)))
+        .collect();
+        let marks = highlighter.mark(&texts);
+        view.snippet = marks.snippet;
+        view.highlights = Some(marks.highlights);
     }
 
     /// Document, cluster and tombstone counts, segments and disk use.

@@ -1,6 +1,8 @@
-//! Snippets: a short piece of a document's stored text around the first words the query
-//! matched, those words wrapped in `<em>…</em>` and everything else HTML-escaped, so a page
-//! can insert it as HTML as it is. A cut is marked with `…` at the end it is made.
+//! Snippets and highlights: a short piece of a document's stored text around the first words
+//! the query matched (the snippet), or, per text field, several pieces around its matches in
+//! text order (the highlights: Elasticsearch's fragments), those words wrapped in
+//! `<em>…</em>` and everything else HTML-escaped, so a page can insert them as HTML as they
+//! are. A cut is marked with `…` at the end it is made.
 //!
 //! The text shown is the raw text as a reader sees it ([`readable`]: markup removed, entities
 //! decoded, white space folded); the words are found by analysing it as the index does
@@ -23,7 +25,19 @@ pub const SNIPPET_CHARS: usize = 160;
 /// How many characters a snippet shows before its first match, when there are that many.
 const CHARS_BEFORE: usize = 20;
 
-/// The words a query looks for in each text field, and the snippets they make.
+/// How many fragments of a field [`Highlighter::mark`] gives unless told otherwise.
+pub const DEFAULT_FRAGMENTS: usize = 3;
+
+/// The most fragments of a field a request may ask for.
+pub const MAX_FRAGMENTS: usize = 10;
+
+/// About how many characters a fragment shows unless told otherwise.
+pub const DEFAULT_FRAGMENT_CHARS: usize = 100;
+
+/// The range of fragment lengths a request may ask for, characters.
+pub const FRAGMENT_CHARS: std::ops::RangeInclusive<usize> = 20..=1000;
+
+/// The words a query looks for in each text field, and the snippets and highlights they make.
 ///
 /// ```
 /// use tantivy::query::TermQuery;
@@ -35,13 +49,17 @@ const CHARS_BEFORE: usize = 20;
 /// let content = builder.add_text_field("content", TEXT);
 /// let query = TermQuery::new(Term::from_field_text(content, "cctv"), IndexRecordOption::Basic);
 /// let highlighter = Highlighter::new(&query);
-/// let snippet = highlighter.snippet(&[(content, "<b>ＣＣＴＶ</b>报道：A&amp;B<3")]).unwrap();
-/// assert_eq!(snippet, "<em>ＣＣＴＶ</em>报道：A&amp;B&lt;3");
+/// let marks = highlighter.mark(&[("content", content, "<b>ＣＣＴＶ</b>报道：A&amp;B<3")]);
+/// assert_eq!(marks.snippet.unwrap(), "<em>ＣＣＴＶ</em>报道：A&amp;B&lt;3");
 /// ```
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Highlighter {
     /// Per field, the words (token texts) its terms in the query hold.
     words: Vec<(Field, HashSet<String>)>,
+    /// How many fragments [`mark`](Self::mark) gives a field, at most.
+    fragments: usize,
+    /// About how many characters a fragment shows.
+    fragment_chars: usize,
 }
 
 impl Highlighter {
@@ -62,26 +80,86 @@ impl Highlighter {
                 None => words.push((field, HashSet::from([word.to_owned()]))),
             }
         });
-        Highlighter { words }
+        Highlighter {
+            words,
+            fragments: DEFAULT_FRAGMENTS,
+            fragment_chars: DEFAULT_FRAGMENT_CHARS,
+        }
     }
 
-    /// The snippet of the first of `texts` (a field and its stored raw text) in which a word
-    /// of the query occurs, or, when none has one, the start of the last non-empty text
-    /// without marks; `None` when every text is empty.
-    pub fn snippet(&self, texts: &[(Field, &str)]) -> Option<String> {
-        for &(field, raw) in texts {
+    /// Gives [`mark`](Self::mark) at most `count` fragments a field, each of about
+    /// `chars` characters (a title shorter than that is one fragment, whole).
+    pub fn fragments(mut self, count: usize, chars: usize) -> Self {
+        self.fragments = count;
+        self.fragment_chars = chars.max(1);
+        self
+    }
+
+    /// What the query's words mark in `texts` (each a field's name, the field and its stored
+    /// raw text), each text read and analysed once:
+    /// - the snippet: of the first text in which a word of the query occurs, or, when none has
+    ///   one, the start of the last non-empty text without marks (`None` when every text is
+    ///   empty);
+    /// - the highlights: per text with a match, its fragments in text order, each starting a
+    ///   little before a match that no earlier fragment shows and running about the fragment
+    ///   length. Texts without a match are left out, as Elasticsearch leaves them out.
+    ///
+    /// ```
+    /// use tantivy::query::TermQuery;
+    /// use tantivy::schema::{IndexRecordOption, Schema, TEXT};
+    /// use tantivy::Term;
+    /// use tantivy_dedup::engine::Highlighter;
+    ///
+    /// let mut builder = Schema::builder();
+    /// let title = builder.add_text_field("title", TEXT);
+    /// let content = builder.add_text_field("content", TEXT);
+    /// let query = TermQuery::new(Term::from_field_text(content, "防汛"), IndexRecordOption::Basic);
+    /// let body = format!("今年防汛形势严峻。{}各地防汛物资已就位。", "气象部门发布预警，".repeat(12));
+    /// let marks = Highlighter::new(&query)
+    ///     .fragments(3, 30)
+    ///     .mark(&[("title", title, "防汛动员会召开"), ("content", content, &body)]);
+    /// assert_eq!(marks.highlights.len(), 1); // the query looks for 防汛 in the body only
+    /// let fragments = &marks.highlights["content"];
+    /// assert_eq!(fragments.len(), 2);
+    /// assert!(fragments[0].starts_with("今年<em>防汛</em>形势严峻") && fragments[0].ends_with('…'));
+    /// assert!(fragments[1].starts_with('…') && fragments[1].contains("各地<em>防汛</em>物资已就位。"));
+    /// assert!(marks.snippet.unwrap().starts_with("今年<em>防汛</em>形势严峻"));
+    /// ```
+    pub fn mark(&self, texts: &[(&str, Field, &str)]) -> Marks {
+        let mut marks = Marks::default();
+        for &(name, field, raw) in texts {
             let Some((_, words)) = self.words.iter().find(|(of, _)| *of == field) else {
                 continue;
             };
             let shown = readable(raw);
             let matches = matches(&shown, words);
-            if !matches.is_empty() {
-                return Some(render(&shown, &matches));
+            if matches.is_empty() {
+                continue;
             }
+            if marks.snippet.is_none() {
+                marks.snippet = Some(render(&shown, &matches));
+            }
+            let fragments = fragments(&shown, &matches, self.fragments, self.fragment_chars);
+            marks.highlights.insert(name.to_owned(), fragments);
         }
-        let (_, raw) = texts.iter().rev().find(|(_, raw)| !raw.trim().is_empty())?;
-        Some(lead(raw))
+        if marks.snippet.is_none() {
+            marks.snippet = texts
+                .iter()
+                .rev()
+                .find(|(_, _, raw)| !raw.trim().is_empty())
+                .map(|(_, _, raw)| lead(raw));
+        }
+        marks
     }
+}
+
+/// What [`Highlighter::mark`] finds in a document's texts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Marks {
+    /// One piece of about [`SNIPPET_CHARS`] characters around the first match.
+    pub snippet: Option<String>,
+    /// Per text with a match, by name, its fragments in text order.
+    pub highlights: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 /// The start of `raw` as a reader sees it, about [`SNIPPET_CHARS`] characters, HTML-escaped:
@@ -114,11 +192,7 @@ fn matches(raw: &str, words: &HashSet<String>) -> Vec<Range<usize>> {
 /// About [`SNIPPET_CHARS`] characters of `raw` from a little before the first match, each
 /// match in `<em>`, the rest HTML-escaped, `…` where the text goes on.
 fn render(raw: &str, matches: &[Range<usize>]) -> String {
-    let boundaries: Vec<usize> = raw
-        .char_indices()
-        .map(|(at, _)| at)
-        .chain(std::iter::once(raw.len()))
-        .collect();
+    let boundaries = char_boundaries(raw);
     let chars = boundaries.len() - 1;
     // The window, in characters: a little before the first match, then as much of the rest
     // as fits, moved back when the text ends first.
@@ -128,8 +202,54 @@ fn render(raw: &str, matches: &[Range<usize>]) -> String {
     let start = first
         .saturating_sub(CHARS_BEFORE)
         .min(chars.saturating_sub(SNIPPET_CHARS));
-    let end = (start + SNIPPET_CHARS).min(chars);
-    let (start, mut end) = (boundaries[start], boundaries[end]);
+    window(raw, &boundaries, matches, start, SNIPPET_CHARS).0
+}
+
+/// Up to `count` windows of about `size` characters of `raw`, in text order, each starting a
+/// little before the first match the windows before it do not show (and never before their
+/// end); none when there is no match.
+fn fragments(raw: &str, matches: &[Range<usize>], count: usize, size: usize) -> Vec<String> {
+    let boundaries = char_boundaries(raw);
+    let chars = boundaries.len() - 1;
+    let before = CHARS_BEFORE.min(size / 5);
+    let mut fragments = Vec::new();
+    // The first character the next window may show, and the first match it must show.
+    let (mut floor, mut next) = (0, 0);
+    while fragments.len() < count && next < matches.len() {
+        let first = boundaries.partition_point(|&at| at < matches[next].start);
+        let start = first
+            .saturating_sub(before)
+            .min(chars.saturating_sub(size))
+            .max(floor);
+        let (fragment, end) = window(raw, &boundaries, matches, start, size);
+        fragments.push(fragment);
+        floor = boundaries.partition_point(|&at| at < end);
+        next = matches.partition_point(|range| range.start < end);
+    }
+    fragments
+}
+
+/// The byte offset of each character of `raw`, and its length.
+fn char_boundaries(raw: &str) -> Vec<usize> {
+    raw.char_indices()
+        .map(|(at, _)| at)
+        .chain(std::iter::once(raw.len()))
+        .collect()
+}
+
+/// The `size` characters of `raw` from character `start` (a match cut by the end shown
+/// whole), each match in `<em>`, the rest HTML-escaped, `…` at a cut end; and the byte
+/// offset where the window ends.
+fn window(
+    raw: &str,
+    boundaries: &[usize],
+    matches: &[Range<usize>],
+    start: usize,
+    size: usize,
+) -> (String, usize) {
+    let chars = boundaries.len() - 1;
+    let end = (start + size).min(chars);
+    let (start, mut end) = (boundaries[start.min(chars)], boundaries[end]);
     // A match cut by the end is shown whole.
     if let Some(cut) = matches
         .iter()
@@ -152,11 +272,12 @@ fn render(raw: &str, matches: &[Range<usize>]) -> String {
         out.push_str("</em>");
         at = range.end;
     }
-    escape_into(&mut out, &raw[at..end.max(at)]);
-    if end.max(at) < raw.len() {
+    let end = end.max(at);
+    escape_into(&mut out, &raw[at..end]);
+    if end < raw.len() {
         out.push_str(CUT);
     }
-    out
+    (out, end)
 }
 
 /// What marks a cut: the text goes on beyond it.
@@ -251,5 +372,44 @@ mod tests {
         // Short texts are shown whole; no match: the start.
         assert_eq!(snippet("短文", &["防汛"]), "短文");
         assert_eq!(snippet("", &["防汛"]), "");
+    }
+
+    /// Fragments in text order never overlap, each shows a match no earlier one shows, all
+    /// matches are shown when there are enough fragments, and their text is the raw text's.
+    #[test]
+    fn fragments_show_each_match_once_in_text_order() {
+        let raw = format!(
+            "防汛{}防汛防汛{}防汛{}防汛",
+            "甲".repeat(30),
+            "乙".repeat(200),
+            "丙".repeat(5)
+        );
+        let words = words(&["防汛"]);
+        let found = matches(&raw, &words);
+        assert_eq!(found.len(), 5);
+        for (count, size) in [(10, 40), (2, 40), (1, 10), (10, 1000), (10, 2)] {
+            let shown = fragments(&raw, &found, count, size);
+            let marks: usize = shown.iter().map(|part| part.matches("<em>").count()).sum();
+            assert!(shown.len() <= count, "{shown:?}");
+            let pieces: Vec<String> = shown
+                .iter()
+                .map(|part| plain(part).trim_matches('…').to_owned())
+                .collect();
+            let mut from = 0;
+            for piece in &pieces {
+                let at = raw[from..].find(piece.as_str()).map(|at| at + from);
+                assert!(at.is_some(), "{piece} after {from} ({shown:?})");
+                from = at.unwrap_or(0) + piece.len();
+            }
+            if shown.len() < count {
+                assert_eq!(marks, 5, "({count}, {size}): {shown:?}");
+            }
+        }
+        // A text shorter than a fragment is one fragment, whole; no match, none.
+        assert_eq!(
+            fragments("今年防汛形势", &matches("今年防汛形势", &words), 3, 100),
+            ["今年<em>防汛</em>形势"]
+        );
+        assert!(fragments("今年形势", &[], 3, 100).is_empty());
     }
 }

@@ -47,7 +47,33 @@ impl SortField {
     /// The field `name` of `schema`, or an [`Error::Query`] that says why it cannot order a
     /// list.
     pub fn find(schema: &Schema, name: &str) -> Result<SortField> {
-        let field = ValueField::find(schema, name, "sort by")?;
+        let field = ValueField::find(schema, name, "sort by").map_err(|_| {
+            let sortable: Vec<&str> = schema
+                .fields()
+                .map(|(_, entry)| entry.name())
+                .filter(|other| SortField::find_known(schema, other).is_ok())
+                .collect();
+            Error::Query(format!(
+                "cannot sort by {name:?}: it is no field of values (a text field holds words); the \
+                 fields to sort by are the declared fast fields holding a number, date or \
+                 boolean: {}",
+                if sortable.is_empty() {
+                    "none in this index".to_owned()
+                } else {
+                    sortable.join(", ")
+                }
+            ))
+        })?;
+        SortField::of(name, field)
+    }
+
+    /// [`find`](Self::find) for a name the schema has as a value field.
+    fn find_known(schema: &Schema, name: &str) -> Result<SortField> {
+        SortField::of(name, ValueField::find(schema, name, "sort by")?)
+    }
+
+    /// The field `name` found as `field`, when it can order a list.
+    fn of(name: &str, field: ValueField) -> Result<SortField> {
         if !field.fast {
             return Err(Error::Query(format!(
                 "cannot sort by {name:?}: it is not a fast field (declare it `fast = true`)"

@@ -16,8 +16,8 @@ use tantivy::{DocAddress, DocId};
 use crate::engine::answers::DocumentView;
 use crate::engine::histogram::{self, HistogramWidth, Interval, TimeSpan};
 use crate::engine::schema::{self, sketch_in};
-use crate::engine::search::{DedupSearcher, Extra, check_page};
-use crate::engine::snippet;
+use crate::engine::search::{DedupSearcher, Extra, SearchRequest, check_page};
+use crate::engine::snippet::{self, Highlighter};
 use crate::forest::Timestamp;
 use crate::verify::Sketch;
 use crate::{Error, Fingerprint, Result};
@@ -58,7 +58,7 @@ impl FromStr for StorySort {
 /// assert_eq!(StoryRequest::default().interval, HistogramWidth::Auto);
 /// # Ok::<(), tantivy_dedup::Error>(())
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoryRequest {
     /// Members to skip (at most [`MAX_OFFSET`](crate::engine::MAX_OFFSET)).
     pub offset: usize,
@@ -70,6 +70,9 @@ pub struct StoryRequest {
     /// story's whole span in at most [`AUTO_MAX_BUCKETS`](crate::engine::AUTO_MAX_BUCKETS)
     /// (hours for a story of a week).
     pub interval: HistogramWidth,
+    /// Keywords (a list page's query) whose words each member's `snippet` and `highlights`
+    /// mark; empty: the snippet is the start of the member's text, without highlights.
+    pub query: String,
 }
 
 impl Default for StoryRequest {
@@ -79,6 +82,7 @@ impl Default for StoryRequest {
             limit: crate::engine::DEFAULT_PAGE_SIZE,
             sort: StorySort::Time,
             interval: HistogramWidth::Auto,
+            query: String::new(),
         }
     }
 }
@@ -100,6 +104,13 @@ impl StoryRequest {
     /// Sets the histogram's bucket width.
     pub fn interval(mut self, width: HistogramWidth) -> Self {
         self.interval = width;
+        self
+    }
+
+    /// Marks the words of `query` in each member's snippet and highlights, as the list page
+    /// the story was opened from marks them.
+    pub fn highlight(mut self, query: impl Into<String>) -> Self {
+        self.query = query.into();
         self
     }
 }
@@ -294,13 +305,22 @@ impl DedupSearcher {
                 key(a).cmp(&key(b))
             }),
         }
+        let highlighter = match request.query.trim() {
+            "" => None,
+            query => Some(Highlighter::new(
+                &*self.keywords(&SearchRequest::new(query))?,
+            )),
+        };
         let mut page = Vec::with_capacity(request.limit.min(members.len()));
         for &position in order.iter().skip(request.offset).take(request.limit) {
             let member = &members[position];
             let through = came_through(position);
             let mut document = self.view(&searcher, member.address, Extra::Content)?;
             let content = document.content.take().unwrap_or_default();
-            document.snippet = Some(snippet::lead(&content));
+            match &highlighter {
+                Some(highlighter) => self.highlight(&mut document, Some(&content), highlighter),
+                None => document.snippet = Some(snippet::lead(&content)),
+            }
             let (similarity, containment) = match through {
                 Some(through) => {
                     let mine = self.sketch_of(&searcher, member.address)?;

@@ -21,10 +21,11 @@ use utoipa::{IntoParams, ToSchema};
 use crate::article::{Article, ArticleReader};
 use crate::config::ServerConfig;
 use crate::engine::{
-    DEFAULT_FACET_LIMIT, DEFAULT_PAGE_SIZE, DedupSearcher, DocumentView, IndexStats, ListOrder,
-    MAX_FACET_LIMIT, MAX_MEMBERS, MAX_OFFSET, MAX_PAGE_SIZE, NearDuplicates, Placed,
-    PreparedArticle, Preparer, RecoveryReport, SearchPage, SearchRequest, SimilarPage, Sort, Story,
-    StoryRequest, TrendSpan, list_items,
+    DEFAULT_FACET_LIMIT, DEFAULT_FRAGMENT_CHARS, DEFAULT_FRAGMENTS, DEFAULT_PAGE_SIZE,
+    DedupSearcher, DocumentView, FRAGMENT_CHARS, IndexStats, ListOrder, MAX_FACET_LIMIT,
+    MAX_FRAGMENTS, MAX_MEMBERS, MAX_OFFSET, MAX_PAGE_SIZE, NearDuplicates, Placed, PreparedArticle,
+    Preparer, RecoveryReport, SearchPage, SearchRequest, SimilarPage, Sort, Story, StoryRequest,
+    TrendSpan, list_items,
 };
 use crate::forest::Timestamp;
 use crate::input::{TimeCoverage, split_documents};
@@ -818,8 +819,7 @@ pub(crate) struct SearchParams {
     /// number, date or boolean field of your own that is fast: `likes:desc` (a story's
     /// largest value among its matching documents first) or `likes:asc` (its smallest
     /// first), with each story's `sort_value`; stories without a value come last.
-    #[param(value_type = Option<String>, example = "similar_desc",
-            pattern = "^(relevance|similar_desc|similar_asc|newest|oldest|trending|hot|[^:]+:(desc|asc))$")]
+    #[param(value_type = Option<String>, example = "similar_desc")]
     sort: Option<String>,
     /// Clusters to skip.
     #[param(value_type = Option<usize>, maximum = 10000)]
@@ -860,9 +860,19 @@ pub(crate) struct SearchParams {
     /// index's time span (within `from`/`to`) in at most 200 buckets; a fixed interval over a
     /// span of more than 10,000 buckets is refused.
     histogram: Option<String>,
-    /// Whether each representative gets a `snippet` with the matched words in `<em>`.
+    /// Whether each representative (and member) gets a `snippet` with the matched words in
+    /// `<em>` and `highlights`: per text field with a match (`title`, `content`), its
+    /// fragments in text order.
     #[param(value_type = Option<bool>)]
     highlight: Option<String>,
+    /// How many fragments a field's `highlights` have at most (1 to 10, default 3); given,
+    /// it turns `highlight` on.
+    #[param(value_type = Option<usize>, minimum = 1, maximum = 10)]
+    highlight_fragments: Option<String>,
+    /// About how many characters a fragment shows (20 to 1,000, default 100); given, it turns
+    /// `highlight` on.
+    #[param(value_type = Option<usize>, minimum = 20, maximum = 1000)]
+    highlight_chars: Option<String>,
     /// The trend window's length (`6h`, `30m`, `1d`; default 6h), which `sort=trending`,
     /// `sort=hot` and `min_recent` read.
     trend_window: Option<String>,
@@ -875,7 +885,7 @@ pub(crate) struct SearchParams {
     min_recent: Option<String>,
     /// Lists up to this many of each story's other matching documents with it (`members`),
     /// best first in the page's order: the best scores, the newest for `sort=newest`, the
-    /// oldest for `sort=oldest`.
+    /// oldest for `sort=oldest` (by a field of one's own: the best scores).
     #[param(value_type = Option<usize>, maximum = 100)]
     members: Option<String>,
     /// Deep paging past `offset`'s 10,000: `*` starts a walk through the list, whose pages
@@ -895,8 +905,9 @@ pub(crate) struct SearchParams {
 /// The parameters of `GET /v1/search`, for the error that lists them.
 const SEARCH_PARAMETERS: &str = "q, sort, offset, limit, from, to, source, filter, exclude, \
                                  fields, min_cluster_size, facets, facet_limit, histogram, \
-                                 highlight, trend_window, trend_end, min_recent, members, \
-                                 cursor, allow_partial";
+                                 highlight, highlight_fragments, highlight_chars, \
+                                 trend_window, trend_end, min_recent, members, cursor, \
+                                 allow_partial";
 
 impl SearchParams {
     /// Reads a raw query string (percent-decoded, `+` as a space).
@@ -926,6 +937,8 @@ impl SearchParams {
                 "facet_limit" => &mut params.facet_limit,
                 "histogram" => &mut params.histogram,
                 "highlight" => &mut params.highlight,
+                "highlight_fragments" => &mut params.highlight_fragments,
+                "highlight_chars" => &mut params.highlight_chars,
                 "trend_window" => &mut params.trend_window,
                 "trend_end" => &mut params.trend_end,
                 "min_recent" => &mut params.min_recent,
@@ -1120,6 +1133,22 @@ impl SearchParams {
             );
         }
         request = request.highlight(flag_param("highlight", self.highlight.as_deref())?);
+        if self.highlight_fragments.is_some() || self.highlight_chars.is_some() {
+            request = request.highlight_fragments(
+                count_param(
+                    "highlight_fragments",
+                    self.highlight_fragments.as_deref(),
+                    DEFAULT_FRAGMENTS,
+                    MAX_FRAGMENTS,
+                )?,
+                count_param(
+                    "highlight_chars",
+                    self.highlight_chars.as_deref(),
+                    DEFAULT_FRAGMENT_CHARS,
+                    *FRAGMENT_CHARS.end(),
+                )?,
+            );
+        }
         let span = match self.trend_window.as_deref().map(str::trim) {
             None | Some("") => TrendSpan::default(),
             Some(span) => span
@@ -1461,6 +1490,10 @@ pub(crate) struct StoryParams {
     /// any whole number of seconds.
     #[param(value_type = Option<String>, default = "auto")]
     histogram: Option<String>,
+    /// Keywords (the list page's `q` the story was opened from): each member's `snippet` is
+    /// then its piece around their first match, and its `highlights` the fragments per field
+    /// as a list page gives them; absent: the snippet is the start of the member's text.
+    q: Option<String>,
 }
 
 impl StoryParams {
@@ -1493,6 +1526,9 @@ impl StoryParams {
                     .parse()
                     .map_err(|error| invalid("histogram", error))?,
             );
+        }
+        if let Some(query) = self.q {
+            request = request.highlight(query);
         }
         Ok(request)
     }

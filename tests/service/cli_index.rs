@@ -99,6 +99,61 @@ fn ingest_then_list_detail_and_stats() {
     ]));
     assert!(text.contains("came in through run-1"), "{text}");
     assert!(text.contains("articles per 1d"), "{text}");
+    // Its members highlighted by a list's keywords: per field with a match, fragments.
+    let marked = json(&run(&[
+        "story",
+        "--index",
+        index,
+        root,
+        "--highlight",
+        "马拉松",
+        "--json",
+    ]));
+    for member in marked["members"].as_array().unwrap() {
+        let fragments = member["highlights"]["content"].as_array().unwrap();
+        assert!(
+            fragments[0].as_str().unwrap().contains("<em>马拉松</em>"),
+            "{member}"
+        );
+        assert!(
+            member["snippet"].as_str().unwrap().contains("<em>"),
+            "{member}"
+        );
+    }
+    let text = stdout(&run(&[
+        "story",
+        "--index",
+        index,
+        root,
+        "--highlight",
+        "马拉松",
+    ]));
+    assert!(text.contains("     content: "), "{text}");
+    let listed = json(&run(&[
+        "search",
+        "--index",
+        index,
+        "马拉松",
+        "--highlight",
+        "--highlight-fragments",
+        "1",
+        "--json",
+    ]));
+    let highlights = &listed["clusters"][0]["representative"]["highlights"];
+    assert_eq!(
+        highlights["content"].as_array().map(Vec::len),
+        Some(1),
+        "{listed}"
+    );
+    let refused = run(&[
+        "search",
+        "--index",
+        index,
+        "马拉松",
+        "--highlight-fragments",
+        "11",
+    ]);
+    assert!(!refused.status.success());
 
     let stats = json(&run(&["stats", "--index", index, "--json"]));
     assert_eq!(

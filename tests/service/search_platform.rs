@@ -383,6 +383,32 @@ fn html_unescape(text: &str) -> String {
         .replace("&amp;", "&")
 }
 
+/// Checks a document's highlights: a field with a match in its text has up to `count`
+/// fragments, each a snippet of that field's text (as [`check_snippet`] checks one), in text
+/// order, and a field without one is left out.
+fn check_highlights(shown: &Value, doc: &Doc, word: &str, count: usize) {
+    let highlights = shown["highlights"].as_object().unwrap();
+    for (field, raw) in [("title", &doc.title), ("content", &doc.content)] {
+        let matched = has_word(raw, word);
+        assert_eq!(highlights.contains_key(field), matched, "{field}: {shown}");
+        let Some(fragments) = highlights.get(field).and_then(Value::as_array) else {
+            continue;
+        };
+        assert!(!fragments.is_empty() && fragments.len() <= count, "{shown}");
+        let text = html_escape(&readable(raw));
+        let mut from = 0;
+        for fragment in fragments {
+            let fragment = fragment.as_str().unwrap();
+            check_snippet(fragment, &[raw], word);
+            let plain = fragment.replace("<em>", "").replace("</em>", "");
+            let inner = plain.trim_matches('…');
+            let at = text[from..].find(inner).map(|at| at + from);
+            from = at.unwrap_or_else(|| panic!("{fragment:?} is not after the one before"))
+                + inner.len();
+        }
+    }
+}
+
 /// Checks a snippet against the raw texts it may come from: without its marks it is a piece of
 /// one of them as a reader sees it (no markup, entities decoded) HTML-escaped, marked `…`
 /// where it is cut, and each marked piece is `word` as written.
@@ -401,8 +427,10 @@ fn check_snippet(snippet: &str, raws: &[&str], word: &str) {
     plain.push_str(rest);
     assert!(!marked.is_empty(), "no mark in {snippet:?}");
     assert!(!plain.contains('<') && !plain.contains('>'), "{snippet:?}");
+    // Markup is gone (a full-width "<ｐ>" is text, shown escaped).
+    let text_has_brackets = raws.iter().any(|raw| readable(raw).contains('<'));
     assert!(
-        !plain.contains("&lt;") && !plain.contains("&amp;nbsp"),
+        (text_has_brackets || !plain.contains("&lt;")) && !plain.contains("&amp;nbsp"),
         "{snippet:?}"
     );
     let inner = plain.strip_prefix('…').unwrap_or(&plain);
@@ -771,7 +799,51 @@ fn list_page_parameters_against_a_model() {
             assert_eq!(representative["title"], doc.title.as_str());
             let snippet = representative["snippet"].as_str().unwrap();
             check_snippet(snippet, &[&doc.title, &doc.content], word);
+            check_highlights(representative, doc, word, 3);
         }
+    }
+    // Highlights to measure: one fragment of about 30 characters per field, on the list's
+    // members too; and on the story page, each member marked by the list's keywords.
+    let page = server.search(&format!(
+        "limit=50&q={}&highlight_fragments=1&highlight_chars=30&members=2",
+        pct("防汛")
+    ));
+    for cluster in page["clusters"].as_array().unwrap() {
+        let members = cluster["members"].as_array().unwrap();
+        for shown in std::iter::once(&cluster["representative"]).chain(members) {
+            let doc = by_id[shown["id"].as_str().unwrap()];
+            check_highlights(shown, doc, "防汛", 1);
+            for fragment in shown["highlights"]["content"].as_array().unwrap() {
+                let plain = html_unescape(
+                    &fragment
+                        .as_str()
+                        .unwrap()
+                        .replace("<em>", "")
+                        .replace("</em>", ""),
+                );
+                assert!(plain.trim_matches('…').chars().count() <= 31, "{fragment}");
+            }
+        }
+    }
+    let root = page["clusters"][0]["root"].as_str().unwrap();
+    let (status, story) = server.get(&format!("/v1/stories/{root}?q={}&limit=100", pct("防汛")));
+    assert_eq!(status, 200, "{story}");
+    for member in story["members"].as_array().unwrap() {
+        check_highlights(member, by_id[member["id"].as_str().unwrap()], "防汛", 3);
+    }
+    let (status, plain_story) = server.get(&format!("/v1/stories/{root}"));
+    assert_eq!(status, 200);
+    assert!(
+        plain_story["members"][0].get("highlights").is_none(),
+        "{plain_story}"
+    );
+    for bad in [
+        "highlight_fragments=0",
+        "highlight_fragments=11",
+        "highlight_chars=10",
+    ] {
+        let (status, refused) = server.get(&format!("/v1/search?q=gdp&{bad}"));
+        assert_eq!(status, 400, "{bad}: {refused}");
     }
     // Normalisation changed these texts' offsets: full-width letters, markup, lower case.
     let gdp_docs: Vec<&Doc> = docs

@@ -484,6 +484,46 @@ fn list_story_and_check_pages_show_what_the_api_answers() {
             .all(|(root, _)| root.len() == 16 && root.bytes().all(|b| b.is_ascii_hexdigit())),
         "{page_lines:?}"
     );
+    // Each story's highlights as the API gives them: its title with the words marked when
+    // they are in it, the fragments of its body one after the other; its link carries the
+    // keywords to the story page.
+    let lines: Vec<&str> = dom
+        .split("data-testid=\"cluster\"")
+        .skip(1)
+        .filter(|line| line.trim_start().starts_with("data-root"))
+        .collect();
+    let clusters = page["clusters"].as_array().unwrap();
+    assert_eq!(lines.len(), clusters.len());
+    let mut marked_titles = 0;
+    for (line, cluster) in lines.iter().zip(clusters) {
+        let highlights = &cluster["representative"]["highlights"];
+        let fragments = highlights["content"].as_array().map_or(0, Vec::len);
+        assert_eq!(
+            line.matches("class=\"fragment\"").count(),
+            fragments,
+            "{cluster}"
+        );
+        let title = &line[line.find("cluster-title").unwrap()..line.find("</h2>").unwrap()];
+        assert_eq!(
+            title.contains("<em>"),
+            highlights.get("title").is_some(),
+            "{title}"
+        );
+        marked_titles += usize::from(title.contains("<em>"));
+        let root = cluster["root"].as_str().unwrap();
+        assert!(
+            line.contains(&format!("href=\"/story/{root}?q={}\"", pct(QUERY))),
+            "{line}"
+        );
+    }
+    assert!(
+        marked_titles >= 1,
+        "a title with the keywords is marked:\n{dom}"
+    );
+    assert!(
+        dom.matches("class=\"fragment\"").count() > clusters.len(),
+        "{dom}"
+    );
     browser.screenshot(&list, "list");
 
     // The trending tab, looking back from the end of the second day over one day: the
@@ -572,6 +612,28 @@ fn list_story_and_check_pages_show_what_the_api_answers() {
         hooks(&dom, "first-published", "data-id"),
         [earliest.id.as_str()]
     );
+    // Opened from the list, its members show where they match the list's keywords.
+    let story = format!("{}/story/{biggest}?q={}", server.base, pct(QUERY));
+    let dom = browser.drawn_page(&story);
+    let (status, answer) = server.get(&format!("/v1/stories/{biggest}?q={}", pct(QUERY)));
+    assert_eq!(status, 200, "{answer}");
+    let fragments: usize = answer["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|member| {
+            member["highlights"]["content"]
+                .as_array()
+                .map_or(0, Vec::len)
+        })
+        .sum();
+    assert!(fragments >= api_members.len(), "{answer}");
+    assert_eq!(
+        dom.matches("class=\"fragment\"").count(),
+        fragments,
+        "{dom}"
+    );
+    assert!(dom.contains("<em>"), "{dom}");
     browser.screenshot(&story, "story");
 
     // The check page finds a repost of that story, linked to its story page.

@@ -20,7 +20,7 @@ const DEFAULT_WINDOW = "6h";
 /// The window's names on the page.
 const WINDOW_NAMES = { "1h": "1 小时", "6h": "6 小时", "24h": "24 小时", "7d": "7 天" };
 /// The story page's, as /v1/stories/{root} names them.
-const STORY_PARAMETERS = ["offset", "sort", "histogram"];
+const STORY_PARAMETERS = ["offset", "sort", "histogram", "q"];
 const DEFAULT_STORY_INTERVAL = "auto";
 /// The characters of a text shown as the title of a document that has none (a post).
 const TITLE_CHARS = 30;
@@ -359,9 +359,11 @@ function setTime(element, seconds) {
   element.textContent = formatTime(seconds);
 }
 
-/// The link to a story's page.
-function storyAddress(root) {
-  return `/story/${encodeURIComponent(root)}`;
+/// The link to a story's page; with the list's keywords `q`, its members show where they
+/// match.
+function storyAddress(root, q) {
+  const path = `/story/${encodeURIComponent(root)}`;
+  return q ? `${path}?${new URLSearchParams({ q })}` : path;
 }
 
 /// Whether a document's url may be a link: only http and https (never javascript: and the like).
@@ -409,6 +411,33 @@ function appendHighlighted(parent, snippet) {
       }
     }
   }
+}
+
+/// Shows the highlights of `shown`, a document (GET /v1/search with `highlight`, a story with
+/// `q`): its
+/// title with the matched words marked in `title` when the title matched, and the fragments of
+/// its body in `snippet` one after the other; without fragments, its snippet. Returns whether
+/// `snippet` got any text.
+function showHighlights(shown, title, snippet) {
+  const highlights = shown.highlights ?? {};
+  if (highlights.title?.length) {
+    title.textContent = "";
+    appendHighlighted(title, highlights.title[0]);
+  }
+  const fragments = highlights.content ?? [];
+  if (!fragments.length) {
+    if (shown.snippet) {
+      appendHighlighted(snippet, shown.snippet);
+    }
+    return Boolean(shown.snippet);
+  }
+  for (const fragment of fragments) {
+    const part = document.createElement("span");
+    part.className = "fragment";
+    appendHighlighted(part, fragment);
+    snippet.append(part);
+  }
+  return true;
 }
 
 /// Fills a pager: previous and next links and where we are, or hides it for one page.
@@ -511,6 +540,7 @@ async function listPage(params) {
   }
   const sort = shown.get("sort");
   const trending = sort === "trending";
+  const keywords = shown.get("q");
   const windowed = trending || sort === "hot";
   const query = new URLSearchParams(shown);
   query.set("limit", PAGE_SIZE);
@@ -539,6 +569,14 @@ async function listPage(params) {
     }
   }
   const form = view.querySelector("form.search");
+  const sorts = form.elements.sort;
+  if (![...sorts.options].some((option) => option.value === sort)) {
+    // An order the address names but the list does not (`sort=likes:desc`) stays chosen.
+    const option = document.createElement("option");
+    option.value = sort;
+    option.textContent = sort;
+    sorts.append(option);
+  }
   for (const name of ["q", "sort", "from", "to", "source"]) {
     form.elements[name].value = shown.get(name) ?? "";
   }
@@ -570,14 +608,13 @@ async function listPage(params) {
     form.elements[name].addEventListener("change", () => form.requestSubmit());
   }
 
-  const keywords = shown.get("q");
   const windowName = WINDOW_NAMES[shown.get("window") ?? DEFAULT_WINDOW] ?? shown.get("window");
   view.querySelector(".summary").textContent = trending
     ? `${keywords ? `“${keywords}”：` : ""}近 ${windowName}有新文章的报道 ${page.total_clusters} 篇，按新增文章数较前一时段的增长排序`
     : `${keywords ? `“${keywords}”：` : ""}${page.total_clusters} 篇报道，共 ${page.total_hits} 篇文章`;
   const list = view.querySelector(".clusters");
   for (const cluster of page.clusters) {
-    list.append(clusterLine(cluster, windowName));
+    list.append(clusterLine(cluster, windowName, keywords));
   }
   if (!page.clusters.length) {
     const empty = document.createElement("li");
@@ -630,8 +667,8 @@ const MEMBERS_SHOWN = 3;
 
 /// One story of a list page, with the hooks of SPEC §4 (data-testid, data-root,
 /// data-cluster-size) and, on a page that reads the trend window (`windowName`), its figures
-/// (data-recent, data-growth).
-function clusterLine(cluster, windowName) {
+/// (data-recent, data-growth); its link carries the list's `keywords`.
+function clusterLine(cluster, windowName, keywords) {
   const line = elementFromTemplate("cluster-line");
   line.dataset.root = cluster.root;
   line.dataset.clusterSize = cluster.cluster_size;
@@ -648,12 +685,10 @@ function clusterLine(cluster, windowName) {
   }
   const representative = cluster.representative;
   const title = line.querySelector(".cluster-title a");
-  title.href = storyAddress(cluster.root);
+  title.href = storyAddress(cluster.root, keywords);
   title.textContent = titleOf(representative);
   const snippet = line.querySelector(".snippet");
-  if (representative.snippet) {
-    appendHighlighted(snippet, representative.snippet);
-  } else {
+  if (!showHighlights(representative, title, snippet)) {
     snippet.remove();
   }
   const similar = line.querySelector(".similar");
@@ -672,6 +707,17 @@ function clusterLine(cluster, windowName) {
     const title = item.querySelector(".member-title");
     title.textContent = titleOf(member, member.id);
     linkDocument(title, member.url);
+    const fragment = member.highlights?.content?.[0];
+    const snippet = item.querySelector(".member-snippet");
+    if (member.highlights?.title?.length) {
+      title.textContent = "";
+      appendHighlighted(title, member.highlights.title[0]);
+    }
+    if (fragment) {
+      appendHighlighted(snippet, fragment);
+    } else {
+      snippet.remove();
+    }
     setTime(item.querySelector("time"), member.published_at);
     members.append(item);
   }
@@ -815,9 +861,7 @@ function memberRow(member) {
   const link = row.querySelector(".member-title a");
   link.textContent = titleOf(member, member.id);
   linkDocument(link, member.url);
-  if (member.snippet) {
-    row.querySelector(".snippet").textContent = unescapeHtml(member.snippet);
-  }
+  showHighlights(member, link, row.querySelector(".snippet"));
   row.querySelector(".distance").textContent = member.evidence?.distance ?? "—";
   const similarity = member.evidence?.similarity;
   row.querySelector(".similarity").textContent =
