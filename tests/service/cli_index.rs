@@ -100,15 +100,8 @@ fn ingest_then_list_detail_and_stats() {
     assert!(text.contains("came in through run-1"), "{text}");
     assert!(text.contains("articles per 1d"), "{text}");
     // Its members highlighted by a list's keywords: per field with a match, fragments.
-    let marked = json(&run(&[
-        "story",
-        "--index",
-        index,
-        root,
-        "--highlight",
-        "马拉松",
-        "--json",
-    ]));
+    let marked_story = ["story", "--index", index, root, "--highlight", "马拉松"];
+    let marked = json(&run(&[&marked_story[..], &["--json"]].concat()));
     for member in marked["members"].as_array().unwrap() {
         let fragments = member["highlights"]["content"].as_array().unwrap();
         assert!(
@@ -120,14 +113,7 @@ fn ingest_then_list_detail_and_stats() {
             "{member}"
         );
     }
-    let text = stdout(&run(&[
-        "story",
-        "--index",
-        index,
-        root,
-        "--highlight",
-        "马拉松",
-    ]));
+    let text = stdout(&run(&marked_story));
     assert!(text.contains("     content: "), "{text}");
     let listed = json(&run(&[
         "search",

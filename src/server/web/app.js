@@ -440,6 +440,16 @@ function showHighlights(shown, title, snippet) {
   return true;
 }
 
+/// Adds `value` to the options of `select` unless it is one of them already.
+function offerChoice(select, value) {
+  if (![...select.options].some((option) => option.value === value)) {
+    const option = document.createElement("option");
+    option.value = value;
+    option.textContent = value;
+    select.append(option);
+  }
+}
+
 /// Fills a pager: previous and next links and where we are, or hides it for one page.
 function fillPager(nav, total, offset, pageAddress) {
   const pages = Math.ceil(total / PAGE_SIZE);
@@ -569,14 +579,9 @@ async function listPage(params) {
     }
   }
   const form = view.querySelector("form.search");
-  const sorts = form.elements.sort;
-  if (![...sorts.options].some((option) => option.value === sort)) {
-    // An order the address names but the list does not (`sort=likes:desc`) stays chosen.
-    const option = document.createElement("option");
-    option.value = sort;
-    option.textContent = sort;
-    sorts.append(option);
-  }
+  // An order or a window the address names but the lists do not (`sort=likes:desc`,
+  // `window=2d`) stays chosen.
+  offerChoice(form.elements.sort, sort);
   for (const name of ["q", "sort", "from", "to", "source"]) {
     form.elements[name].value = shown.get(name) ?? "";
   }
@@ -584,13 +589,7 @@ async function listPage(params) {
   windowChoice.hidden = !windowed;
   const chosenWindow = shown.get("window") ?? DEFAULT_WINDOW;
   const windows = form.elements.window;
-  if (![...windows.options].some((option) => option.value === chosenWindow)) {
-    // A window the address names but the list does not (`window=2d`) stays chosen.
-    const option = document.createElement("option");
-    option.value = chosenWindow;
-    option.textContent = chosenWindow;
-    windows.append(option);
-  }
+  offerChoice(windows, chosenWindow);
   windows.value = chosenWindow;
   form.addEventListener("submit", (event) => {
     event.preventDefault();
