@@ -121,14 +121,16 @@ pub struct SearchArgs {
     /// <em>...</em>, HTML-escaped
     #[arg(long)]
     highlight: bool,
-    /// With --highlight: fragments per field, at most (1 to 10)
-    #[arg(long, value_name = "COUNT", default_value_t = DEFAULT_FRAGMENTS,
-          value_parser = clap::value_parser!(u16).range(1..=MAX_FRAGMENTS as i64).map(usize::from))]
-    highlight_fragments: usize,
-    /// With --highlight: about how many characters a fragment shows (20 to 1000)
-    #[arg(long, value_name = "CHARS", default_value_t = DEFAULT_FRAGMENT_CHARS,
+    /// Fragments per field, at most: 0 (the snippet alone) to 10 [default: 3]; implies
+    /// --highlight
+    #[arg(long, value_name = "COUNT",
+          value_parser = clap::value_parser!(u16).range(0..=MAX_FRAGMENTS as i64).map(usize::from))]
+    highlight_fragments: Option<usize>,
+    /// About how many characters a fragment shows: 20 to 1000 [default: 100]; implies
+    /// --highlight
+    #[arg(long, value_name = "CHARS",
           value_parser = clap::value_parser!(u16).range(*FRAGMENT_CHARS.start() as i64..=*FRAGMENT_CHARS.end() as i64).map(usize::from))]
-    highlight_chars: usize,
+    highlight_chars: Option<usize>,
     /// The trend window that --sort trending, --sort hot and --min-recent read: 6h, 30m, 1d
     /// or any whole number of seconds from 1s to 366d
     #[arg(long, value_name = "DURATION", default_value = "6h", value_parser = trend_span)]
@@ -312,8 +314,11 @@ pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
         .fields(list_items(args.fields.as_deref().unwrap_or_default()))
         .facets(list_items(args.facets.as_deref().unwrap_or_default()))
         .highlight(args.highlight);
-    if args.highlight {
-        request = request.highlight_fragments(args.highlight_fragments, args.highlight_chars);
+    if args.highlight_fragments.is_some() || args.highlight_chars.is_some() {
+        request = request.highlight_fragments(
+            args.highlight_fragments.unwrap_or(DEFAULT_FRAGMENTS),
+            args.highlight_chars.unwrap_or(DEFAULT_FRAGMENT_CHARS),
+        );
     }
     request.source = args.source;
     for filter in &args.filter {
@@ -577,7 +582,9 @@ pub fn story(args: StoryArgs) -> anyhow::Result<ExitCode> {
                 }
             }
             writeln!(out, "     {how}")?;
-            write_highlights(out, &member.document, "     ")?;
+            if args.highlight.is_some() {
+                write_highlights(out, &member.document, "     ")?;
+            }
         }
         Ok(())
     })
@@ -760,8 +767,9 @@ fn write_document(out: &mut dyn Write, document: &DocumentView, zone: TimeZone) 
     writeln!(out, "{line}")
 }
 
-/// Prints `document`'s highlights, a line per field (`title: …`, `content: … | …`), each
-/// line starting with `indent`; without any (no field matched), its snippet, when it has one.
+/// Prints `document`'s highlights, a line per field (`title: …` first, then `content: … |
+/// …`), each line starting with `indent`; without any (no field matched, or none asked
+/// for), its snippet, when it has one.
 fn write_highlights(out: &mut dyn Write, document: &DocumentView, indent: &str) -> io::Result<()> {
     let highlights = document
         .highlights
@@ -770,7 +778,9 @@ fn write_highlights(out: &mut dyn Write, document: &DocumentView, indent: &str) 
     if let (None, Some(snippet)) = (highlights, &document.snippet) {
         return writeln!(out, "{indent}{}", snippet.replace('\n', " "));
     }
-    for (field, fragments) in highlights.into_iter().flatten() {
+    let mut fields: Vec<_> = highlights.into_iter().flatten().collect();
+    fields.sort_by_key(|(field, _)| field.as_str() != "title");
+    for (field, fragments) in fields {
         let fragments: Vec<String> = fragments
             .iter()
             .map(|fragment| fragment.replace('\n', " "))

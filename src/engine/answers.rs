@@ -43,11 +43,12 @@ pub struct DocumentView {
     /// those in `<em>`, the rest HTML-escaped.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub snippet: Option<String>,
-    /// On a page asked to highlight, per text field with a match (`title`, `content`), its
-    /// fragments in text order: up to `highlight_fragments` pieces of about
-    /// `highlight_chars` characters, each around matches no earlier piece shows, the matched
-    /// words in `<em>`, the rest HTML-escaped, `…` where a piece is cut (a title shorter than
-    /// a piece is one piece, whole). Empty when no field has a match.
+    /// On a page asked to highlight (and a story page asked with `q`), per text field with a
+    /// match (`title`, `content`), its fragments in text order: up to `highlight_fragments`
+    /// pieces of about `highlight_chars` characters, each around matches no earlier piece
+    /// shows, the matched words in `<em>`, the rest HTML-escaped, `…` where a piece is cut;
+    /// the title whole, as one piece. Empty when no field has a match; absent with
+    /// `highlight_fragments=0`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub highlights: Option<BTreeMap<String, Vec<String>>>,
 }

@@ -83,8 +83,8 @@ pub use shards::{
 };
 pub use snapshot::{KEEP_ALIVE, MAX_PINNED, snapshot_id};
 pub use snippet::{
-    DEFAULT_FRAGMENT_CHARS, DEFAULT_FRAGMENTS, FRAGMENT_CHARS, Highlighter, MAX_FRAGMENTS, Marks,
-    SNIPPET_CHARS,
+    DEFAULT_FRAGMENT_CHARS, DEFAULT_FRAGMENTS, FRAGMENT_CHARS, FieldText, Highlighter,
+    MAX_FRAGMENTS, Marks, SNIPPET_CHARS,
 };
 pub use sort_field::{SortField, SortValue, compare_values};
 pub use story::{

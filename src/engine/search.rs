@@ -40,7 +40,8 @@ use crate::engine::schema::{self, NewsFields, fast_value};
 use crate::engine::shards::{self, PageShape, ShardCount, ShardPage, TermStatistics};
 use crate::engine::snapshot::{Snapshot, Snapshots, snapshot_id};
 use crate::engine::snippet::{
-    DEFAULT_FRAGMENT_CHARS, DEFAULT_FRAGMENTS, FRAGMENT_CHARS, Highlighter, MAX_FRAGMENTS,
+    DEFAULT_FRAGMENT_CHARS, DEFAULT_FRAGMENTS, FRAGMENT_CHARS, FieldText, Highlighter,
+    MAX_FRAGMENTS, Marks,
 };
 use crate::engine::sort_field::SortField;
 use crate::engine::trend::{StoryTrends, TrendSpan, TrendWindow};
@@ -133,9 +134,9 @@ fn check_request(request: &SearchRequest) -> Result<()> {
             request.facet_limit
         )));
     }
-    if !(1..=MAX_FRAGMENTS).contains(&request.highlight_fragments) {
+    if request.highlight_fragments > MAX_FRAGMENTS {
         return Err(Error::Query(format!(
-            "highlight_fragments must be 1 to {MAX_FRAGMENTS}, got {}",
+            "highlight_fragments must be 0 (the snippet alone) to {MAX_FRAGMENTS}, got {}",
             request.highlight_fragments
         )));
     }
@@ -213,8 +214,8 @@ pub struct SearchRequest {
     /// Whether each representative (and member) gets a [`DocumentView::snippet`] and its
     /// [`DocumentView::highlights`].
     pub highlight: bool,
-    /// How many fragments each field's highlights have, at most (1 to [`MAX_FRAGMENTS`],
-    /// default [`DEFAULT_FRAGMENTS`]).
+    /// How many fragments each field's highlights have, at most (0, no highlights but the
+    /// snippet, to [`MAX_FRAGMENTS`]; default [`DEFAULT_FRAGMENTS`]).
     pub highlight_fragments: usize,
     /// About how many characters a fragment shows ([`FRAGMENT_CHARS`], default
     /// [`DEFAULT_FRAGMENT_CHARS`]).
@@ -1064,7 +1065,7 @@ impl DedupSearcher {
     pub fn search(&self, request: &SearchRequest) -> Result<SearchPage> {
         check_request(request)?;
         let snapshot = self.snapshot_for(request)?;
-        let request = &self.fix_request(request, &snapshot)?;
+        let request = &self.fix_request(request, &snapshot);
         let page = self.collect_page(&snapshot, request, request.offset, None)?;
         let following = page.following;
         let snapshots = page.snapshot.into_iter().collect();
@@ -1094,7 +1095,7 @@ impl DedupSearcher {
         check_request(request)?;
         self.sort_field(request)?;
         let snapshot = self.snapshot_for(request)?;
-        let request = self.fix_request(request, &snapshot)?;
+        let request = self.fix_request(request, &snapshot);
         // Pinned whether this shard has stories after its page or not: the walk goes on while
         // any shard has, and every page counts this shard's part of the totals and facets.
         if request.cursor.is_some() {
@@ -1183,13 +1184,13 @@ impl DedupSearcher {
 
     /// `request` as `snapshot` answers it: an `auto` histogram's width fixed to fit the
     /// snapshot's publication times, the trend window's end fixed.
-    fn fix_request(&self, request: &SearchRequest, snapshot: &Snapshot) -> Result<SearchRequest> {
+    fn fix_request(&self, request: &SearchRequest, snapshot: &Snapshot) -> SearchRequest {
         let mut fixed = request.clone();
         if fixed.histogram == Some(HistogramWidth::Auto) {
             let span = publication_span(&snapshot.searcher, self.fields());
             fixed = fixed.fix_histogram(span, self.shared.config.index.time_zone);
         }
-        Ok(fixed.fix_trend_end(crate::dedup::now()))
+        fixed.fix_trend_end(crate::dedup::now())
     }
 
     /// The earliest and latest publication time of the documents in the index (those
@@ -1710,30 +1711,38 @@ impl DedupSearcher {
             highlights: None,
         };
         if let Extra::Snippet(highlighter) = extra {
-            self.highlight(&mut view, stored(fields.content), highlighter);
+            let marks = self.marks(stored(fields.title), stored(fields.content), highlighter);
+            view.snippet = marks.snippet;
+            // None asked for (`highlight_fragments=0`): the snippet alone.
+            view.highlights = highlighter.gives_fragments().then_some(marks.highlights);
         }
         Ok(view)
     }
 
-    /// Gives `view` its snippet and highlights by `highlighter`, over its title and its stored
-    /// body `content`.
-    pub(super) fn highlight(
+    /// What `highlighter` marks in a document's `title` and stored body `content` (the title
+    /// highlighted whole, the body in fragments).
+    pub(super) fn marks(
         &self,
-        view: &mut DocumentView,
+        title: Option<&str>,
         content: Option<&str>,
         highlighter: &Highlighter,
-    ) {
+    ) -> Marks {
         let fields = &self.shared.fields;
-        let texts: Vec<(&str, Field, &str)> = [
-            ("title", fields.title, view.title.as_deref()),
-            ("content", fields.content, content),
+        let texts: Vec<FieldText> = [
+            ("title", fields.title, title, true),
+            ("content", fields.content, content, false),
         ]
         .into_iter()
-        .filter_map(|(name, field, raw)| Some((name, field, raw?)))
+        .filter_map(|(name, field, raw, whole)| {
+            Some(FieldText {
+                name,
+                field,
+                raw: raw?,
+                whole,
+            })
+        })
         .collect();
-        let marks = highlighter.mark(&texts);
-        view.snippet = marks.snippet;
-        view.highlights = Some(marks.highlights);
+        highlighter.mark(&texts)
     }
 
     /// Document, cluster and tombstone counts, segments and disk use.

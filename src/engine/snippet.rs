@@ -43,13 +43,14 @@ pub const FRAGMENT_CHARS: std::ops::RangeInclusive<usize> = 20..=1000;
 /// use tantivy::query::TermQuery;
 /// use tantivy::schema::{IndexRecordOption, Schema, TEXT};
 /// use tantivy::Term;
-/// use tantivy_dedup::engine::Highlighter;
+/// use tantivy_dedup::engine::{FieldText, Highlighter};
 ///
 /// let mut builder = Schema::builder();
 /// let content = builder.add_text_field("content", TEXT);
 /// let query = TermQuery::new(Term::from_field_text(content, "cctv"), IndexRecordOption::Basic);
 /// let highlighter = Highlighter::new(&query);
-/// let marks = highlighter.mark(&[("content", content, "<b>ＣＣＴＶ</b>报道：A&amp;B<3")]);
+/// let text = FieldText { name: "content", field: content, raw: "<b>ＣＣＴＶ</b>报道：A&amp;B<3", whole: false };
+/// let marks = highlighter.mark(&[text]);
 /// assert_eq!(marks.snippet.unwrap(), "<em>ＣＣＴＶ</em>报道：A&amp;B&lt;3");
 /// ```
 #[derive(Debug, Clone)]
@@ -87,37 +88,46 @@ impl Highlighter {
         }
     }
 
-    /// Gives [`mark`](Self::mark) at most `count` fragments a field, each of about
-    /// `chars` characters (a title shorter than that is one fragment, whole).
+    /// Whether [`mark`](Self::mark) gives fragments (else the snippet alone).
+    pub fn gives_fragments(&self) -> bool {
+        self.fragments > 0
+    }
+
+    /// Gives [`mark`](Self::mark) at most `count` fragments a field (0: none, the snippet
+    /// only), each of about `chars` characters.
     pub fn fragments(mut self, count: usize, chars: usize) -> Self {
         self.fragments = count;
         self.fragment_chars = chars.max(1);
         self
     }
 
-    /// What the query's words mark in `texts` (each a field's name, the field and its stored
-    /// raw text), each text read and analysed once:
+    /// What the query's words mark in `texts`, each read and analysed once:
     /// - the snippet: of the first text in which a word of the query occurs, or, when none has
     ///   one, the start of the last non-empty text without marks (`None` when every text is
     ///   empty);
     /// - the highlights: per text with a match, its fragments in text order, each starting a
     ///   little before a match that no earlier fragment shows and running about the fragment
-    ///   length. Texts without a match are left out, as Elasticsearch leaves them out.
+    ///   length; a [`whole`](FieldText::whole) text (a title) as one fragment, all of it.
+    ///   Texts without a match are left out, as Elasticsearch leaves them out; with
+    ///   [`fragments`](Self::fragments) of 0 there are none, and the texts after the first
+    ///   match are not read (the snippet alone).
     ///
     /// ```
     /// use tantivy::query::TermQuery;
     /// use tantivy::schema::{IndexRecordOption, Schema, TEXT};
     /// use tantivy::Term;
-    /// use tantivy_dedup::engine::Highlighter;
+    /// use tantivy_dedup::engine::{FieldText, Highlighter};
     ///
     /// let mut builder = Schema::builder();
     /// let title = builder.add_text_field("title", TEXT);
     /// let content = builder.add_text_field("content", TEXT);
     /// let query = TermQuery::new(Term::from_field_text(content, "防汛"), IndexRecordOption::Basic);
     /// let body = format!("今年防汛形势严峻。{}各地防汛物资已就位。", "气象部门发布预警，".repeat(12));
-    /// let marks = Highlighter::new(&query)
-    ///     .fragments(3, 30)
-    ///     .mark(&[("title", title, "防汛动员会召开"), ("content", content, &body)]);
+    /// let texts = [
+    ///     FieldText { name: "title", field: title, raw: "防汛动员会召开", whole: true },
+    ///     FieldText { name: "content", field: content, raw: &body, whole: false },
+    /// ];
+    /// let marks = Highlighter::new(&query).fragments(3, 30).mark(&texts);
     /// assert_eq!(marks.highlights.len(), 1); // the query looks for 防汛 in the body only
     /// let fragments = &marks.highlights["content"];
     /// assert_eq!(fragments.len(), 2);
@@ -125,13 +135,13 @@ impl Highlighter {
     /// assert!(fragments[1].starts_with('…') && fragments[1].contains("各地<em>防汛</em>物资已就位。"));
     /// assert!(marks.snippet.unwrap().starts_with("今年<em>防汛</em>形势严峻"));
     /// ```
-    pub fn mark(&self, texts: &[(&str, Field, &str)]) -> Marks {
+    pub fn mark(&self, texts: &[FieldText<'_>]) -> Marks {
         let mut marks = Marks::default();
-        for &(name, field, raw) in texts {
-            let Some((_, words)) = self.words.iter().find(|(of, _)| *of == field) else {
+        for text in texts {
+            let Some((_, words)) = self.words.iter().find(|(of, _)| *of == text.field) else {
                 continue;
             };
-            let shown = readable(raw);
+            let shown = readable(text.raw);
             let matches = matches(&shown, words);
             if matches.is_empty() {
                 continue;
@@ -139,18 +149,37 @@ impl Highlighter {
             if marks.snippet.is_none() {
                 marks.snippet = Some(render(&shown, &matches));
             }
-            let fragments = fragments(&shown, &matches, self.fragments, self.fragment_chars);
-            marks.highlights.insert(name.to_owned(), fragments);
+            if self.fragments == 0 {
+                break;
+            }
+            let fragments = match text.whole {
+                true => fragments(&shown, &matches, 1, shown.len()),
+                false => fragments(&shown, &matches, self.fragments, self.fragment_chars),
+            };
+            marks.highlights.insert(text.name.to_owned(), fragments);
         }
         if marks.snippet.is_none() {
             marks.snippet = texts
                 .iter()
                 .rev()
-                .find(|(_, _, raw)| !raw.trim().is_empty())
-                .map(|(_, _, raw)| lead(raw));
+                .find(|text| !text.raw.trim().is_empty())
+                .map(|text| lead(text.raw));
         }
         marks
     }
+}
+
+/// A text that [`Highlighter::mark`] reads.
+#[derive(Debug, Clone, Copy)]
+pub struct FieldText<'a> {
+    /// The name its highlights go under.
+    pub name: &'a str,
+    /// The field whose words of the query are looked for in it.
+    pub field: Field,
+    /// The stored raw text.
+    pub raw: &'a str,
+    /// Whether its highlight is all of it, as one fragment (a title), rather than fragments.
+    pub whole: bool,
 }
 
 /// What [`Highlighter::mark`] finds in a document's texts.

@@ -54,9 +54,8 @@ impl SortField {
                 .filter(|other| SortField::find_known(schema, other).is_ok())
                 .collect();
             Error::Query(format!(
-                "cannot sort by {name:?}: it is no field of values (a text field holds words); the \
-                 fields to sort by are the declared fast fields holding a number, date or \
-                 boolean: {}",
+                "cannot sort by {name:?}: no declared field of that name holds numbers, dates or \
+                 booleans; the fields to sort by are the fast ones that do: {}",
                 if sortable.is_empty() {
                     "none in this index".to_owned()
                 } else {

@@ -70,8 +70,8 @@ pub struct StoryRequest {
     /// story's whole span in at most [`AUTO_MAX_BUCKETS`](crate::engine::AUTO_MAX_BUCKETS)
     /// (hours for a story of a week).
     pub interval: HistogramWidth,
-    /// Keywords (a list page's query) whose words each member's `snippet` and `highlights`
-    /// mark; empty: the snippet is the start of the member's text, without highlights.
+    /// Keywords (a list page's query) whose words each member's `highlights` mark (its
+    /// `snippet` stays the start of its text); empty: no highlights.
     pub query: String,
 }
 
@@ -107,8 +107,8 @@ impl StoryRequest {
         self
     }
 
-    /// Marks the words of `query` in each member's snippet and highlights, as the list page
-    /// the story was opened from marks them.
+    /// Marks the words of `query` in each member's highlights, as the list page the story was
+    /// opened from marks them.
     pub fn highlight(mut self, query: impl Into<String>) -> Self {
         self.query = query.into();
         self
@@ -317,9 +317,11 @@ impl DedupSearcher {
             let through = came_through(position);
             let mut document = self.view(&searcher, member.address, Extra::Content)?;
             let content = document.content.take().unwrap_or_default();
-            match &highlighter {
-                Some(highlighter) => self.highlight(&mut document, Some(&content), highlighter),
-                None => document.snippet = Some(snippet::lead(&content)),
+            // The snippet stays the start of the text (it names a post without a title).
+            document.snippet = Some(snippet::lead(&content));
+            if let Some(highlighter) = &highlighter {
+                let marks = self.marks(document.title.as_deref(), Some(&content), highlighter);
+                document.highlights = Some(marks.highlights);
             }
             let (similarity, containment) = match through {
                 Some(through) => {

@@ -641,6 +641,7 @@ pub(crate) async fn write_batch(
 
 impl PreparedBatch {
     /// Whether no document of the batch is to be written (every one was refused).
+    #[cfg(feature = "redis")]
     pub(crate) fn is_empty(&self) -> bool {
         self.prepared.is_empty()
     }
@@ -865,9 +866,9 @@ pub(crate) struct SearchParams {
     /// fragments in text order.
     #[param(value_type = Option<bool>)]
     highlight: Option<String>,
-    /// How many fragments a field's `highlights` have at most (1 to 10, default 3); given,
-    /// it turns `highlight` on.
-    #[param(value_type = Option<usize>, minimum = 1, maximum = 10)]
+    /// How many fragments a field's `highlights` have at most (0 to 10, default 3; 0: no
+    /// `highlights`, the `snippet` alone); given, it turns `highlight` on.
+    #[param(value_type = Option<usize>, minimum = 0, maximum = 10)]
     highlight_fragments: Option<String>,
     /// About how many characters a fragment shows (20 to 1,000, default 100); given, it turns
     /// `highlight` on.
@@ -1133,20 +1134,37 @@ impl SearchParams {
             );
         }
         request = request.highlight(flag_param("highlight", self.highlight.as_deref())?);
-        if self.highlight_fragments.is_some() || self.highlight_chars.is_some() {
+        let fragments = self
+            .highlight_fragments
+            .filter(|value| !value.trim().is_empty());
+        let chars = self
+            .highlight_chars
+            .filter(|value| !value.trim().is_empty());
+        if fragments.is_some() || chars.is_some() {
+            let chars = count_param(
+                "highlight_chars",
+                chars.as_deref(),
+                DEFAULT_FRAGMENT_CHARS,
+                *FRAGMENT_CHARS.end(),
+            )?;
+            if chars < *FRAGMENT_CHARS.start() {
+                return Err(ApiError::bad_request(
+                    "invalid_parameter",
+                    format!(
+                        "`highlight_chars` must be a whole number from {} to {}, got {chars}",
+                        FRAGMENT_CHARS.start(),
+                        FRAGMENT_CHARS.end()
+                    ),
+                ));
+            }
             request = request.highlight_fragments(
                 count_param(
                     "highlight_fragments",
-                    self.highlight_fragments.as_deref(),
+                    fragments.as_deref(),
                     DEFAULT_FRAGMENTS,
                     MAX_FRAGMENTS,
                 )?,
-                count_param(
-                    "highlight_chars",
-                    self.highlight_chars.as_deref(),
-                    DEFAULT_FRAGMENT_CHARS,
-                    *FRAGMENT_CHARS.end(),
-                )?,
+                chars,
             );
         }
         let span = match self.trend_window.as_deref().map(str::trim) {
@@ -1490,9 +1508,9 @@ pub(crate) struct StoryParams {
     /// any whole number of seconds.
     #[param(value_type = Option<String>, default = "auto")]
     histogram: Option<String>,
-    /// Keywords (the list page's `q` the story was opened from): each member's `snippet` is
-    /// then its piece around their first match, and its `highlights` the fragments per field
-    /// as a list page gives them; absent: the snippet is the start of the member's text.
+    /// Keywords (the list page's `q` the story was opened from): each member gets
+    /// `highlights`, its fragments per field around their matches as a list page gives them
+    /// (its `snippet` stays the start of its text).
     q: Option<String>,
 }
 
@@ -1547,8 +1565,9 @@ impl StoryParams {
     params(StoryRoot, StoryParams),
     responses(
         (status = 200, description = "The story", body = Story),
-        (status = 400, description = "The root is not 16 hex digits (`invalid_path`), or a \
-            parameter is unknown or invalid (`invalid_parameter`)", body = ErrorBody),
+        (status = 400, description = "The root is not 16 hex digits (`invalid_path`), a \
+            parameter is unknown or invalid (`invalid_parameter`), or `q` is not a query \
+            (`invalid_query`)", body = ErrorBody),
         (status = 404, description = "No live document belongs to the story", body = ErrorBody),
         (status = 503, description = READ_UNAVAILABLE, body = ErrorBody),
         (status = 500, description = SERVER_FAILED, body = ErrorBody),
@@ -1852,7 +1871,6 @@ pub(crate) async fn stats(State(state): State<Arc<AppState>>) -> AppResult<Json<
         recovery: state.recovery.clone(),
         uptime_seconds: state.started.elapsed().as_secs(),
         shard: state.shard.map(|shard| shard.to_string()),
-        #[cfg(feature = "redis")]
         replicas: state
             .replica
             .iter()

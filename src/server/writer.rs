@@ -57,6 +57,7 @@ enum Job {
     },
     /// Record that the changes queued before it come from an ordered log of writes up to
     /// `position` (a replica's log); the reply comes with the commit that records it.
+    #[cfg(feature = "redis")]
     LogPosition {
         position: String,
         reply: oneshot::Sender<Result<(), WriteError>>,
@@ -361,6 +362,7 @@ impl WriterHandle {
     /// ([`DedupIndex::log_position`] after a reopen). (A position that comes with the last
     /// change of its entry, [`queue_add`](Self::queue_add)'s, is committed with it; this one
     /// is for an entry that changes nothing.)
+    #[cfg(feature = "redis")]
     pub fn queue_log_position(&self, position: String) -> Result<Pending<()>, WriteError> {
         self.takes_work()?;
         self.queue(|reply| Job::LogPosition { position, reply })
@@ -448,6 +450,7 @@ enum Waiting {
         Vec<Decision>,
     ),
     Delete(oneshot::Sender<Result<bool, WriteError>>, bool),
+    #[cfg(feature = "redis")]
     LogPosition(oneshot::Sender<Result<(), WriteError>>),
 }
 
@@ -461,9 +464,11 @@ impl Waiting {
             (Waiting::Delete(reply, deleted), None) => {
                 let _ = reply.send(Ok(deleted));
             }
+            #[cfg(feature = "redis")]
             (Waiting::LogPosition(reply), None) => {
                 let _ = reply.send(Ok(()));
             }
+            #[cfg(feature = "redis")]
             (Waiting::LogPosition(reply), Some(error)) => {
                 let _ = reply.send(Err(error.clone()));
             }
@@ -605,6 +610,7 @@ impl Writer {
                     }
                 }
             }
+            #[cfg(feature = "redis")]
             Job::LogPosition { position, reply } => {
                 if self.recovery.is_some() {
                     let _ = reply.send(Err(self.shared.lost()));

@@ -837,10 +837,21 @@ fn list_page_parameters_against_a_model() {
         plain_story["members"][0].get("highlights").is_none(),
         "{plain_story}"
     );
+    // No fragments: the snippet alone.
+    let snippets = server.search(&format!("limit=5&q={}&highlight_fragments=0", pct("防汛")));
+    for cluster in snippets["clusters"].as_array().unwrap() {
+        let representative = &cluster["representative"];
+        assert!(representative.get("highlights").is_none(), "{cluster}");
+        assert!(
+            representative["snippet"].as_str().unwrap().contains("<em>"),
+            "{cluster}"
+        );
+    }
     for bad in [
-        "highlight_fragments=0",
         "highlight_fragments=11",
         "highlight_chars=10",
+        "highlight_chars=2000",
+        "highlight_fragments=x",
     ] {
         let (status, refused) = server.get(&format!("/v1/search?q=gdp&{bad}"));
         assert_eq!(status, 400, "{bad}: {refused}");
