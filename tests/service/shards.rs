@@ -389,9 +389,25 @@ fn every_answer_equals_one_index_with_one_to_four_shards() {
     }
 }
 
-/// The output of `child`, a process that should refuse to start: killed, and the test failed,
-/// if it is still running after 30 seconds.
-fn wait_exited(mut child: std::process::Child, what: &str) -> std::process::Output {
+/// What a coordinator over `shards` (their addresses, comma-separated) and `store`, with
+/// `more` arguments, says on standard error when it refuses to start (`what` names it):
+/// killed, and the test failed, if it is still running after 30 seconds or if it exits well.
+fn refused_coordinator(shards: &str, store: &str, more: &[&std::ffi::OsStr], what: &str) -> String {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tantivy-dedup"))
+        .args([
+            "serve",
+            "--coordinator",
+            "--shards",
+            shards,
+            "--store",
+            store,
+        ])
+        .args(["--addr", "127.0.0.1:0"])
+        .args(more)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while child.try_wait().unwrap().is_none() {
         if std::time::Instant::now() > deadline {
@@ -401,7 +417,9 @@ fn wait_exited(mut child: std::process::Child, what: &str) -> std::process::Outp
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    child.wait_with_output().unwrap()
+    let output = child.wait_with_output().unwrap();
+    assert!(!output.status.success(), "{what} started");
+    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 #[test]
@@ -418,23 +436,12 @@ fn a_shard_down_is_named_and_partial_pages_are_flagged() {
     let swapped = [&sharded.shards[1], &sharded.shards[0], &sharded.shards[2]]
         .map(|shard| shard.base.as_str())
         .join(",");
-    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_tantivy-dedup"))
-        .args([
-            "serve",
-            "--coordinator",
-            "--shards",
-            &swapped,
-            "--store",
-            &store,
-        ])
-        .args(["--addr", "127.0.0.1:0"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let output = wait_exited(refused, "a coordinator with its shards out of order");
-    let message = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success());
+    let message = refused_coordinator(
+        &swapped,
+        &store,
+        &[],
+        "a coordinator with its shards out of order",
+    );
     assert!(message.contains("in order, shard 0 first"), "{message}");
     // A coordinator that would fingerprint with a user dictionary its shards do not split
     // with is refused too.
@@ -447,17 +454,12 @@ fn a_shard_down_is_named_and_partial_pages_are_flagged() {
         .map(|shard| shard.base.as_str())
         .collect::<Vec<_>>()
         .join(",");
-    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_tantivy-dedup"))
-        .args(["serve", "--coordinator", "--shards", &in_order])
-        .args(["--store", &store, "--addr", "127.0.0.1:0", "--config"])
-        .arg(&settings)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let output = wait_exited(refused, "a coordinator with another user dictionary");
-    let message = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success());
+    let message = refused_coordinator(
+        &in_order,
+        &store,
+        &["--config".as_ref(), settings.as_os_str()],
+        "a coordinator with another user dictionary",
+    );
     assert!(
         message.contains("splits text with no user dictionary"),
         "{message}"
