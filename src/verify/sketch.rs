@@ -1,6 +1,6 @@
 //! A compact, consistent sample of a text's shingles.
 
-use xxhash_rust::xxh3::xxh3_64;
+use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 
 use crate::text::SENTENCE_ENDS;
 
@@ -41,7 +41,17 @@ pub const KEYS: usize = 8;
 /// larger of their shifts are exact samples of the same hash range, and their overlap estimates
 /// the overlap of the whole texts without bias.
 ///
+/// A whole sketch (one that kept every shingle) also keeps the titles of the works its text
+/// names in `《》` (a book, a speech, a commentary, a document): the hashes of each title's
+/// pairs of adjacent characters, at or above [`TITLE_FLOOR`], which no shingle hash reaches.
+/// They follow the shingles, take no part in the similarity or the keys, and tell two notices
+/// of one template that name different works apart ([`Verifier`]). A sampled sketch keeps
+/// none (its threshold is below the floor): a long text names many works, and its copies are
+/// told by their shingles.
+///
 /// Invariants: `hashes` is strictly increasing and every hash is below `2^32 >> shift`.
+///
+/// [`Verifier`]: super::Verifier
 ///
 /// ```
 /// use tantivy_dedup::verify::Sketch;
@@ -128,7 +138,29 @@ impl<'a> SketchView<'a> {
     /// most of it share some of them (a min-hash argument: each of the copy's smallest hashes is
     /// also among the original's smallest with a probability that grows with their overlap).
     pub fn keys(self) -> &'a [u32] {
-        &self.hashes[..self.hashes.len().min(KEYS)]
+        let smallest = &self.hashes[..self.hashes.len().min(KEYS)];
+        &smallest[..smallest.partition_point(|&hash| hash < TITLE_FLOOR)]
+    }
+
+    /// The hashes of the text's shingles: all of them but its titles'.
+    pub fn shingles(self) -> &'a [u32] {
+        if self.shift > 0 {
+            return self.hashes;
+        }
+        // Few texts name a work, and titles come last: a look at the last hash answers most
+        // sketches, where a binary search would read lines all over a stored candidate's.
+        match self.hashes.last() {
+            Some(&last) if last >= TITLE_FLOOR => {
+                &self.hashes[..self.hashes.partition_point(|&hash| hash < TITLE_FLOOR)]
+            }
+            _ => self.hashes,
+        }
+    }
+
+    /// The hashes of the titles the text names in `《》` (see [`Sketch`]): none unless the
+    /// sketch is whole.
+    pub fn titles(self) -> &'a [u32] {
+        &self.hashes[self.shingles().len()..]
     }
 
     /// How much the texts of two sketches have in common, estimated on the hash range both
@@ -149,8 +181,8 @@ impl<'a> SketchView<'a> {
         self.shift == 0
     }
 
-    /// The parts of two sketches that sample the same hash range: each one's hashes below the
-    /// threshold of the sparser sample.
+    /// The parts of two sketches that sample the same hash range: each one's shingle hashes
+    /// below the threshold of the sparser sample.
     pub(crate) fn comparable<'b>(self, other: SketchView<'b>) -> (&'a [u32], &'b [u32]) {
         let shift = self.shift.max(other.shift);
         (self.below(shift), other.below(shift))
@@ -161,8 +193,9 @@ impl<'a> SketchView<'a> {
         // The sparser sample is whole below the common threshold: no search, and no read of
         // its hashes (a stored candidate's are usually not in the cache).
         if self.shift == shift {
-            return self.hashes;
+            return self.shingles();
         }
+        // A sampled threshold is below the titles' floor: it leaves them out too.
         let limit = threshold(shift);
         let kept = self.hashes.partition_point(|&hash| u64::from(hash) < limit);
         &self.hashes[..kept]
@@ -181,7 +214,18 @@ pub struct Similarity {
 
 impl Sketch {
     /// The sketch of normalised texts taken together (an article's fingerprinted fields),
-    /// keeping at most `capacity` hashes (at least one).
+    /// keeping at most `capacity` shingle hashes (at least one), and the titles of a text it
+    /// keeps whole.
+    ///
+    /// ```
+    /// use tantivy_dedup::verify::Sketch;
+    ///
+    /// let notice = Sketch::of(&["《在科学家座谈会上的讲话》单行本出版发行"], 200);
+    /// let plain = Sketch::of(&["在科学家座谈会上的讲话单行本出版发行"], 200);
+    /// assert_eq!(notice.view().shingles(), plain.hashes());
+    /// assert_eq!(notice.view().titles().len(), 10, "a hash for each pair of the title's characters");
+    /// assert!(plain.view().titles().is_empty());
+    /// ```
     pub fn of(normalized: &[&str], capacity: usize) -> Sketch {
         let bytes: usize = normalized.iter().map(|text| text.len()).sum();
         // CJK text is three bytes a character, and each character starts one shingle.
@@ -204,6 +248,16 @@ impl Sketch {
             kept = hashes.partition_point(|&hash| u64::from(hash) < threshold(shift));
         }
         hashes.truncate(kept);
+        if shift == 0 {
+            for text in normalized {
+                push_titles(text, &mut hashes);
+            }
+            let shingles = hashes.partition_point(|&hash| hash < TITLE_FLOOR);
+            hashes[shingles..].sort_unstable();
+            let mut titles = hashes.split_off(shingles);
+            titles.dedup();
+            hashes.append(&mut titles);
+        }
         Sketch {
             shift,
             hashes: hashes.into_boxed_slice(),
@@ -330,7 +384,7 @@ pub fn degenerate_sketch(normalized: &[&str]) -> Option<Sketch> {
         bytes.push(0xff);
         bytes.extend_from_slice(code.as_bytes());
     }
-    let hash = ((xxh3_64(&bytes) >> 32) as u32) & !FIGURE_BIT;
+    let hash = shingle_hash(xxh3_64(&bytes), false);
     Some(Sketch {
         shift: 0,
         hashes: Box::new([hash]),
@@ -508,9 +562,77 @@ fn hash32(shingle: &[u32], figure: bool) -> u32 {
     for (slot, &unit) in bytes.chunks_exact_mut(4).zip(shingle) {
         slot.copy_from_slice(&unit.to_le_bytes());
     }
-    let hash = (xxh3_64(&bytes[..4 * shingle.len()]) >> 32) as u32;
+    shingle_hash(xxh3_64(&bytes[..4 * shingle.len()]), figure)
+}
+
+/// A shingle's 32-bit hash from a 64-bit one: its high half, below [`TITLE_FLOOR`] (a hash
+/// that would reach it loses its top bit), with the lowest bit telling a figure shingle.
+fn shingle_hash(hash: u64, figure: bool) -> u32 {
+    let mut hash = (hash >> 32) as u32;
+    if hash >= TITLE_FLOOR {
+        hash &= !(1 << 31);
+    }
     (hash & !FIGURE_BIT) | if figure { FIGURE_BIT } else { 0 }
 }
+
+/// The smallest hash of a title's pair of characters (see [`Sketch`]): titles hash to the top
+/// 1/256 of the range, which shingles leave free. It holds 2^24 values, so two different
+/// pairs of two short texts' titles rarely hash alike (a few dozen pairs a text: about one
+/// text in ten thousand).
+pub const TITLE_FLOOR: u32 = 0xff00_0000;
+
+/// The most characters a title in `《》` holds: a bracket left open, or closed a paragraph
+/// later, encloses no title.
+const MAX_TITLE_CHARACTERS: usize = 100;
+
+/// Appends the hashes of the titles a normalised text names in `《》` (see [`Sketch`]): for
+/// each title, those of its pairs of adjacent letters and digits (punctuation and spaces left
+/// out), or of its one letter. Pairs rather than whole titles, so that a typo in a copy's
+/// title changes two of them, where another title of one series (`一论…`, `二论…`; the
+/// speech at one meeting against another) changes most.
+fn push_titles(text: &str, hashes: &mut Vec<u32>) {
+    let mut rest = text;
+    while let Some(open) = rest.find('《') {
+        rest = &rest[open + '《'.len_utf8()..];
+        // A title ends at its `》`; a `《` or a line break first leaves it open, and the next
+        // search starts there, so that every character is read at most twice.
+        let Some(close) = rest.find(['《', '》', '\n']) else {
+            return;
+        };
+        let title = &rest[..close];
+        if !rest[close..].starts_with('》') || title.chars().count() > MAX_TITLE_CHARACTERS {
+            rest = &rest[close..];
+            continue;
+        }
+        let mut letters = title.chars().filter(|c| c.is_alphanumeric());
+        let Some(mut previous) = letters.next() else {
+            continue;
+        };
+        let mut pairs = 0;
+        for letter in letters {
+            hashes.push(title_hash(&[previous, letter]));
+            previous = letter;
+            pairs += 1;
+        }
+        if pairs == 0 {
+            hashes.push(title_hash(&[previous]));
+        }
+    }
+}
+
+/// The hash of one or two letters of a title, at or above [`TITLE_FLOOR`].
+fn title_hash(letters: &[char]) -> u32 {
+    let mut bytes = [0u8; 8];
+    for (slot, &letter) in bytes.chunks_exact_mut(4).zip(letters) {
+        slot.copy_from_slice(&u32::from(letter).to_le_bytes());
+    }
+    // A seed of its own: a title's pair hashes apart from a shingle of the same characters.
+    let hash = xxh3_64_with_seed(&bytes[..4 * letters.len()], TITLE_SEED);
+    TITLE_FLOOR | (hash >> 40) as u32
+}
+
+/// The seed of [`title_hash`].
+const TITLE_SEED: u64 = 0x7469_746c_6573;
 
 /// The bit of a shingle hash that tells a figure shingle (one that holds a digit) from a
 /// shingle of words. Taking it from the hash leaves 31 random bits, and the tag costs no
@@ -710,6 +832,70 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn titles_are_what_closed_brackets_enclose() {
+        let titles = |text: &str| {
+            let mut hashes = Vec::new();
+            push_titles(text, &mut hashes);
+            hashes
+        };
+        let pairs = |letters: &str| {
+            let letters: Vec<char> = letters.chars().collect();
+            let hashes: Vec<u32> = match letters.len() {
+                1 => vec![title_hash(&letters)],
+                _ => letters.windows(2).map(title_hash).collect(),
+            };
+            hashes
+        };
+        assert_eq!(titles("发表《把牢价值取向》一文"), pairs("把牢价值取向"));
+        // Punctuation and spaces inside are left out; a title of one letter is its letter.
+        assert_eq!(titles("《新征程上, 必须坚持》"), pairs("新征程上必须坚持"));
+        assert_eq!(titles("《诗》云"), pairs("诗"));
+        assert_eq!(
+            titles("《甲乙》和《丙丁》"),
+            [pairs("甲乙"), pairs("丙丁")].concat()
+        );
+        // A bracket left open, closed after a line break or by another opening, or around
+        // nothing but punctuation, encloses no title; the inner title of `《《…》` still counts.
+        assert!(titles("《没有闭合的书名号").is_empty());
+        assert!(titles("《第一行\n第二行》").is_empty());
+        assert!(titles("《——》").is_empty());
+        assert_eq!(titles("《外《内层标题》"), pairs("内层标题"));
+        let long = "长".repeat(MAX_TITLE_CHARACTERS + 1);
+        assert!(titles(&format!("《{long}》")).is_empty());
+        // Every title hash is at or above the floor, and no shingle's reaches it.
+        assert!(titles("《甲乙》").iter().all(|&hash| hash >= TITLE_FLOOR));
+        assert!(
+            (0..1000u64).all(
+                |seed| shingle_hash(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15), true) < TITLE_FLOOR
+            )
+        );
+    }
+
+    #[test]
+    fn stray_title_brackets_cost_linear_time() {
+        // Each `《` is read once by the search that finds it and once as the end of the title
+        // before it: 200,000 of them take a moment, not minutes.
+        let text = "《".repeat(200_000);
+        let mut hashes = Vec::new();
+        push_titles(&text, &mut hashes);
+        assert!(hashes.is_empty());
+        let closed = "《书》".repeat(100_000);
+        push_titles(&closed, &mut hashes);
+        assert_eq!(hashes.len(), 100_000);
+    }
+
+    #[test]
+    fn a_sampled_sketch_keeps_no_titles() {
+        let long: String = (0..400)
+            .map(|i| char::from_u32(0x4e00 + i).unwrap())
+            .collect();
+        let sketch = Sketch::of(&[&format!("《书名》{long}")], 200);
+        assert!(!sketch.view().is_whole());
+        assert!(sketch.view().titles().is_empty());
+        assert!(sketch.hashes().iter().all(|&hash| hash < TITLE_FLOOR));
     }
 
     #[test]

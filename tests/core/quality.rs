@@ -837,3 +837,69 @@ fn a_links_block_first_in_the_stream_gathers_no_more_than_a_few() {
         assert_ne!(decisions[i].root, decisions[0].root, "{}", texts[i]);
     }
 }
+
+/// A notice of one template (invented): a speech published as a booklet.
+fn booklet(speech: &str) -> String {
+    format!(
+        "《{speech}》单行本出版。本台消息：《{speech}》单行本已由人民出版社出版，\
+         即日起在全国新华书店发行。各地新华书店将设立专门展台，同步开展展销和读书分享活动，\
+         方便广大干部群众购买学习。"
+    )
+}
+
+/// A notice of one template (invented): a day's commentary of one series.
+fn commentary(title: &str) -> String {
+    format!(
+        "市报评论员文章：{title}。本台消息：明天出版的市报将发表评论员文章，题目是《{title}——\
+         论学习贯彻全市科技创新大会精神》。文章指出，要把大会部署落到实处，推动全市高质量发展。"
+    )
+}
+
+#[test]
+fn notices_of_one_template_naming_other_works_are_not_merged() {
+    let (first, second) = (
+        booklet("在滨海新区建设座谈会上的讲话"),
+        booklet("在全市科学家座谈会上的讲话"),
+    );
+    // Their words alone verify: without the titles rule they are one story.
+    let sketch = |text: &str| Sketch::of(&[&normalize(text)], 200);
+    let verifier = Verifier::default();
+    let similarity = sketch(&first).similarity(&sketch(&second));
+    assert!(
+        similarity.containment >= verifier.min_containment
+            && similarity.jaccard >= verifier.min_jaccard,
+        "{similarity:?}"
+    );
+    assert_apart("booklets of two speeches", &first, &second);
+    let series = [
+        commentary("科技创新要突出企业主体"),
+        commentary("科技创新要把牢人才引领"),
+        commentary("科技创新要讲求方式方法"),
+    ];
+    assert_all_apart(
+        "commentaries of one series",
+        &series.each_ref().map(String::as_str),
+    );
+    // A repost still joins, as do a copy with a typo in the title, a copy that writes the
+    // title without its brackets, and a copy that names one more work.
+    assert_found(
+        "a reposted booklet notice",
+        &first,
+        &format!("转发：{first}"),
+    );
+    assert_found(
+        "a booklet notice with a typo in the title",
+        &first,
+        &first.replace("新区建设", "新区建没"),
+    );
+    assert_found(
+        "a commentary without title brackets",
+        &series[0],
+        &series[0].replace(['《', '》'], ""),
+    );
+    assert_found(
+        "a commentary that names one more work",
+        &series[0],
+        &format!("{}延伸阅读：《科技创新年度报告》。", series[0]),
+    );
+}
