@@ -1233,7 +1233,8 @@ impl DedupConfig {
         })
     }
 
-    /// Hashes a sketch keeps at most in default mode; `None` in seed mode, which keeps none.
+    /// Shingle hashes a sketch keeps at most in default mode (a whole one also keeps its
+    /// titles'); `None` in seed mode, which keeps none.
     pub fn sketch_capacity(&self) -> Option<usize> {
         (self.mode == Mode::Default).then_some(self.short_text_chars)
     }

@@ -35,7 +35,8 @@ const MAX_CHUNKS: usize = 1 << (32 - OFFSET_BITS);
 /// byte) and number of hashes (low 24 bits).
 const HEADER_WORDS: usize = 3;
 
-/// The longest sketch a record holds (a 24-bit count; sketches keep at most 100,000).
+/// The longest sketch a record holds (a 24-bit count; sketches keep at most 100,000 shingle
+/// hashes, and a whole one also its titles' distinct pairs of letters).
 const MAX_HASHES: usize = (1 << 24) - 1;
 
 /// Where a record is: its chunk's number (high bits) and its offset in units (low bits).

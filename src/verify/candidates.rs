@@ -361,13 +361,26 @@ fn unreadable(address: Address) -> String {
 #[cfg(test)]
 mod tests {
     use super::super::arena::CHUNK_WORDS;
+    use super::super::sketch::{TITLE_FLOOR, TITLES_END};
     use super::*;
     use proptest::prelude::*;
 
     /// A sketch of exactly these hashes (shift 0).
+    /// The sketch of `hashes` (each below 5,000): those from 4,000 on are moved to the titles'
+    /// range, and end the sketch's titles when it holds 4,999 (else they are the shingle
+    /// hashes of a sketch stored before titles were kept), so that keys leave titles out.
     fn sketch(hashes: &std::collections::BTreeSet<u32>) -> Sketch {
-        let values = hashes.iter().map(|&hash| u64::from(hash));
-        Sketch::from_values(std::iter::once(0).chain(values)).unwrap_or_default()
+        let high = |hash: u32| {
+            if hash >= 4_000 {
+                TITLE_FLOOR + hash
+            } else {
+                hash
+            }
+        };
+        let values = hashes.iter().map(|&hash| u64::from(high(hash)));
+        let titled = hashes.contains(&4_999) && hashes.len() > 1;
+        let end = titled.then_some(u64::from(TITLES_END));
+        Sketch::from_values(std::iter::once(0).chain(values).chain(end)).unwrap_or_default()
     }
 
     /// One step of churn: node `node` is removed if its number is even and it is there (so

@@ -19,7 +19,7 @@ pub use evidence::{BOILERPLATE_STORIES, Candidates, Compared, RIVALS, Verdict};
 pub use postings::POSTING_CAPACITY;
 pub use sketch::{
     KEYS, SHINGLE_CHARACTERS, SHINGLE_WORDS, Similarity, Sketch, SketchView, TITLE_FLOOR,
-    degenerate_sketch, digest_of,
+    TITLES_END, degenerate_sketch, digest_of,
 };
 
 /// Why a document starts a story of its own whatever else the stream holds, and nothing joins
@@ -329,8 +329,10 @@ mod tests {
     /// [`exact`] with these titles' hashes after the shingles.
     fn titled(shingles: impl IntoIterator<Item = u32>, titles: &[u32]) -> Sketch {
         let words = shingles.into_iter().map(|hash| 2 * u64::from(hash));
+        let end = (!titles.is_empty()).then_some(u64::from(TITLES_END));
         let titles = titles.iter().map(|&title| u64::from(TITLE_FLOOR | title));
-        Sketch::from_values(std::iter::once(0).chain(words).chain(titles)).unwrap()
+        let values = std::iter::once(0).chain(words).chain(titles).chain(end);
+        Sketch::from_values(values).unwrap()
     }
 
     #[test]
@@ -363,6 +365,15 @@ mod tests {
         // A sampled sketch keeps no titles.
         let sampled = Sketch::from_values([1u64, 2, 4, 6].into_iter()).unwrap();
         assert!(sampled.view().titles().is_empty());
+        // A sketch stored before titles were kept has shingle hashes at the floor and above,
+        // and no end of titles: they stay shingles, and keys.
+        let old = Sketch::from_values([0, 4, u64::from(TITLE_FLOOR) + 2].into_iter()).unwrap();
+        assert_eq!(old.view().shingles(), old.hashes());
+        assert_eq!(old.keys(), old.hashes());
+        assert!(old.view().titles().is_empty());
+        assert!(verifier.matches(&old, &old));
+        let degenerate = Sketch::from_values([0, u64::from(TITLE_FLOOR) + 8].into_iter()).unwrap();
+        assert!(verifier.matches(&degenerate, &degenerate));
     }
 
     #[test]

@@ -43,11 +43,13 @@ pub const KEYS: usize = 8;
 ///
 /// A whole sketch (one that kept every shingle) also keeps the titles of the works its text
 /// names in `《》` (a book, a speech, a commentary, a document): the hashes of each title's
-/// pairs of adjacent characters, at or above [`TITLE_FLOOR`], which no shingle hash reaches.
-/// They follow the shingles, take no part in the similarity or the keys, and tell two notices
-/// of one template that name different works apart ([`Verifier`]). A sampled sketch keeps
-/// none (its threshold is below the floor): a long text names many works, and its copies are
-/// told by their shingles.
+/// pairs of adjacent characters, at or above [`TITLE_FLOOR`], which no shingle hash reaches,
+/// then [`TITLES_END`]. They follow the shingles, take no part in the similarity or the keys,
+/// and tell two notices of one template that name different works apart ([`Verifier`]). A
+/// sampled sketch keeps none (its threshold is below the floor): a long text names many
+/// works, and its copies are told by their shingles. A sketch that does not end with
+/// `TITLES_END` has no titles, whatever its hashes: one stored before titles were kept
+/// (whose shingle hashes could reach the floor) reads as it did then.
 ///
 /// Invariants: `hashes` is strictly increasing and every hash is below `2^32 >> shift`.
 ///
@@ -133,24 +135,22 @@ impl<'a> SketchView<'a> {
         }
     }
 
-    /// The sketch's candidate keys: its [`KEYS`] smallest hashes (all of them if it has fewer).
-    /// They are the smallest shingle hashes of the whole text, so a text and a copy that keeps
-    /// most of it share some of them (a min-hash argument: each of the copy's smallest hashes is
-    /// also among the original's smallest with a probability that grows with their overlap).
+    /// The sketch's candidate keys: its [`KEYS`] smallest shingle hashes (all of them if it
+    /// has fewer). They are the smallest shingle hashes of the whole text, so a text and a copy
+    /// that keeps most of it share some of them (a min-hash argument: each of the copy's
+    /// smallest hashes is also among the original's smallest with a probability that grows
+    /// with their overlap).
     pub fn keys(self) -> &'a [u32] {
-        let smallest = &self.hashes[..self.hashes.len().min(KEYS)];
-        &smallest[..smallest.partition_point(|&hash| hash < TITLE_FLOOR)]
+        let shingles = self.shingles();
+        &shingles[..shingles.len().min(KEYS)]
     }
 
     /// The hashes of the text's shingles: all of them but its titles'.
     pub fn shingles(self) -> &'a [u32] {
-        if self.shift > 0 {
-            return self.hashes;
-        }
         // Few texts name a work, and titles come last: a look at the last hash answers most
         // sketches, where a binary search would read lines all over a stored candidate's.
         match self.hashes.last() {
-            Some(&last) if last >= TITLE_FLOOR => {
+            Some(&TITLES_END) if self.shift == 0 => {
                 &self.hashes[..self.hashes.partition_point(|&hash| hash < TITLE_FLOOR)]
             }
             _ => self.hashes,
@@ -160,7 +160,8 @@ impl<'a> SketchView<'a> {
     /// The hashes of the titles the text names in `《》` (see [`Sketch`]): none unless the
     /// sketch is whole.
     pub fn titles(self) -> &'a [u32] {
-        &self.hashes[self.shingles().len()..]
+        let shingles = self.shingles().len();
+        &self.hashes[shingles..self.hashes.len().max(shingles + 1) - 1]
     }
 
     /// How much the texts of two sketches have in common, estimated on the hash range both
@@ -253,10 +254,13 @@ impl Sketch {
                 push_titles(text, &mut hashes);
             }
             let shingles = hashes.partition_point(|&hash| hash < TITLE_FLOOR);
-            hashes[shingles..].sort_unstable();
-            let mut titles = hashes.split_off(shingles);
-            titles.dedup();
-            hashes.append(&mut titles);
+            if shingles < hashes.len() {
+                hashes[shingles..].sort_unstable();
+                let mut titles = hashes.split_off(shingles);
+                titles.dedup();
+                hashes.append(&mut titles);
+                hashes.push(TITLES_END);
+            }
         }
         Sketch {
             shift,
@@ -555,8 +559,8 @@ fn weighted_shingles(units: &[u32], out: &mut Vec<u32>) {
     }
 }
 
-/// The hash of a shingle: xxh3 of its units, high half, with the lowest bit replaced by
-/// whether the shingle holds a digit (see [`is_figure`]).
+/// The hash of a shingle: xxh3 of its units, high half, below [`TITLE_FLOOR`], with the
+/// lowest bit replaced by whether the shingle holds a digit (see [`shingle_hash`]).
 fn hash32(shingle: &[u32], figure: bool) -> u32 {
     let mut bytes = [0u8; 4 * MAX_SHINGLE_UNITS];
     for (slot, &unit) in bytes.chunks_exact_mut(4).zip(shingle) {
@@ -580,6 +584,9 @@ fn shingle_hash(hash: u64, figure: bool) -> u32 {
 /// pairs of two short texts' titles rarely hash alike (a few dozen pairs a text: about one
 /// text in ten thousand).
 pub const TITLE_FLOOR: u32 = 0xff00_0000;
+
+/// The last hash of a sketch with titles (see [`Sketch`]), which no title's hash takes.
+pub const TITLES_END: u32 = u32::MAX;
 
 /// The most characters a title in `《》` holds: a bracket left open, or closed a paragraph
 /// later, encloses no title.
@@ -620,7 +627,8 @@ fn push_titles(text: &str, hashes: &mut Vec<u32>) {
     }
 }
 
-/// The hash of one or two letters of a title, at or above [`TITLE_FLOOR`].
+/// The hash of one or two letters of a title, at or above [`TITLE_FLOOR`] and below
+/// [`TITLES_END`].
 fn title_hash(letters: &[char]) -> u32 {
     let mut bytes = [0u8; 8];
     for (slot, &letter) in bytes.chunks_exact_mut(4).zip(letters) {
@@ -628,7 +636,7 @@ fn title_hash(letters: &[char]) -> u32 {
     }
     // A seed of its own: a title's pair hashes apart from a shingle of the same characters.
     let hash = xxh3_64_with_seed(&bytes[..4 * letters.len()], TITLE_SEED);
-    TITLE_FLOOR | (hash >> 40) as u32
+    (TITLE_FLOOR | (hash >> 40) as u32).min(TITLES_END - 1)
 }
 
 /// The seed of [`title_hash`].
@@ -736,6 +744,12 @@ mod tests {
                 state ^= state >> 7;
                 state ^= state << 17;
                 out.push(alphabet[(state % alphabet.len() as u64) as usize]);
+                // Now and then a bracket, so that some texts name works: titles to round-trip.
+                match state % 61 {
+                    0 => out.push('《'),
+                    1 => out.push('》'),
+                    _ => {}
+                }
             }
             out.push('。');
         }
@@ -921,6 +935,10 @@ mod tests {
         fn values_round_trip_and_garbage_is_refused(seed in any::<u64>(), sentences in 0usize..30, capacity in 1usize..300, garbage in proptest::collection::vec(any::<u64>(), 0..64)) {
             let sketch = Sketch::of(&[&text(seed, sentences)], capacity);
             prop_assert_eq!(Sketch::from_values(sketch.to_values()), Some(sketch.clone()));
+            let view = sketch.view();
+            prop_assert_eq!([view.shingles(), view.titles()].concat().len() + usize::from(!view.titles().is_empty()), sketch.hashes().len());
+            prop_assert!(view.shingles().iter().all(|&hash| hash < TITLE_FLOOR));
+            prop_assert!(view.is_whole() || view.titles().is_empty());
             if let Some(read) = Sketch::from_values(garbage.into_iter()) {
                 prop_assert!(read.hashes().windows(2).all(|pair| pair[0] < pair[1]));
             }

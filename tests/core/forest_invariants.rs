@@ -527,6 +527,15 @@ fn text_pool() -> &'static [Sketch] {
             texts.extend(variants.iter().map(|text| Sketch::of(&[text], 200)));
         }
         texts.extend(with_footer);
+        // Notices of one template that name two works (whole sketches with titles): apart,
+        // each joined by its repost.
+        for work in ["在江城防汛工作会议上的讲话", "在海州乡村振兴座谈会上的讲话"] {
+            let notice = format!(
+                "《{work}》单行本已由人民出版社出版，即日起在全国新华书店发行，各地书店同步开展展销活动"
+            );
+            texts.push(Sketch::of(&[&notice], 200));
+            texts.push(Sketch::of(&[&format!("转发：{notice}")], 200));
+        }
         texts
     })
 }
@@ -1219,7 +1228,7 @@ fn long_verified_sequence_matches_model_and_keeps_invariants() {
     // The pool's stories share template sentences, so some keys are posted by far more than
     // POSTING_CAPACITY nodes: the model's postings forget their oldest nodes as the forest's
     // do. The footer and the short articles that carry it exercise the boilerplate rules.
-    let events = seeded_events(20, 1_000, 3_600, true);
+    let events = seeded_events(25, 1_000, 3_600, true);
     let stats = compare_with_model(Mode::Verified, 3, WINDOW, &events, 50).unwrap();
     eprintln!("{stats:?}");
     assert!(
