@@ -1167,7 +1167,8 @@ impl DedupWriter {
             }
         }
         for insert in &inserts {
-            add_tombstone(writer, &self.fields, insert).map_err(self.error())?;
+            add_tombstone(writer, &self.fields, insert, self.next_sequence)
+                .map_err(self.error())?;
             self.pending_tombstones.push(insert.sequence);
             if !self.placed_elsewhere {
                 self.dedup.remove_document(insert.simhash)?;
@@ -1293,7 +1294,7 @@ impl DedupWriter {
         self.uncommitted.insert(id.to_owned(), None);
         writer.delete_term(Term::from_field_text(id_field, id));
         self.pending_tombstones.push(insert.sequence);
-        add_tombstone(writer, &self.fields, insert).map_err(self.error())
+        add_tombstone(writer, &self.fields, insert, self.next_sequence).map_err(self.error())
     }
 }
 
@@ -1305,13 +1306,19 @@ impl Drop for DedupWriter {
     }
 }
 
+/// Adds the tombstone of `insert`, whose document is deleted before the insert numbered
+/// `next_sequence` (see [`schema::DELETED_AT`]).
 fn add_tombstone<D: DedupDocument>(
     writer: &IndexWriter<D>,
     fields: &DedupFields,
     insert: &Insert,
+    next_sequence: u64,
 ) -> tantivy::Result<()> {
     let mut tombstone = D::default();
     add_insert_fields(&mut tombstone, fields, insert);
+    if let Some(field) = fields.deleted_at {
+        tombstone.add_u64(field, next_sequence);
+    }
     writer.add_document(tombstone).map(drop)
 }
 

@@ -369,6 +369,7 @@ pub(crate) fn open_tantivy(dir: &Path, config: &Config) -> Result<(Index, NewsFi
     let index = Index::open(open_directory(dir)?).map_err(|source| index_error(dir, source))?;
     schema::check_schema(&index.schema(), &schema)?;
     fields.dedup.via = index.schema().get_field(schema::VIA).ok();
+    fields.dedup.deleted_at = index.schema().get_field(schema::DELETED_AT).ok();
     tokenizer::register(&index);
     Ok((index, fields))
 }
@@ -438,30 +439,38 @@ mod tests {
     use super::*;
 
     /// An index whose schema is `config`'s without the fields named in `leave_out`.
-    fn index_without(dir: &Path, config: &Config, leave_out: &str) {
+    fn index_without(dir: &Path, config: &Config, leave_out: &[&str]) {
         let layout = BlockLayout::new(config.dedup.max_distance).unwrap();
         let (full, _) = build_schema(&config.fields, &layout);
         let mut builder = Schema::builder();
-        for (_, entry) in full.fields().filter(|(_, entry)| entry.name() != leave_out) {
+        for (_, entry) in full
+            .fields()
+            .filter(|(_, entry)| !leave_out.contains(&entry.name()))
+        {
             builder.add_field(entry.clone());
         }
         Index::create_in_dir(dir, builder.build()).unwrap();
     }
 
     #[test]
-    fn an_index_made_before_the_via_field_opens_without_it() {
-        let dir = tempfile::tempdir().unwrap();
+    fn an_index_made_before_the_later_fields_opens_without_them() {
         let config = Config::default();
-        index_without(dir.path(), &config, schema::VIA);
+        let dir = tempfile::tempdir().unwrap();
+        index_without(dir.path(), &config, &[schema::DELETED_AT]);
         let (_, fields) = open_tantivy(dir.path(), &config).unwrap();
-        assert_eq!(fields.dedup.via, None);
+        assert_eq!(fields.dedup.deleted_at, None);
+        assert!(fields.dedup.via.is_some());
+        let dir = tempfile::tempdir().unwrap();
+        index_without(dir.path(), &config, &[schema::VIA, schema::DELETED_AT]);
+        let (_, fields) = open_tantivy(dir.path(), &config).unwrap();
+        assert_eq!((fields.dedup.via, fields.dedup.deleted_at), (None, None));
     }
 
     #[test]
     fn an_index_without_another_dedup_field_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let config = Config::default();
-        index_without(dir.path(), &config, schema::ROOT);
+        index_without(dir.path(), &config, &[schema::ROOT]);
         let error = open_tantivy(dir.path(), &config).unwrap_err().to_string();
         assert!(error.contains("different schema"), "{error}");
     }

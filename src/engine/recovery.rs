@@ -12,7 +12,11 @@
 //! forest as it was after every insert numbered below the checkpoint's sequence number, with
 //! the tombstones the index held then. Opening loads it and replays only the inserts numbered
 //! from there on; a delete made after the checkpoint of an insert made before it takes its
-//! document off the node's count, as a full replay would. The forest that gives is the one a
+//! document off the node's count, as a full replay would. A delete is replayed where the writer
+//! made it, right before the insert its tombstone names ([`DELETED_AT`]): replayed at the end,
+//! it could find its node expired and a node of the same value made by a later insert, and
+//! take the document off that one. (A tombstone of an index made before that field existed is
+//! still replayed at the end.) The forest that gives is the one a
 //! full replay gives (tested), and a checkpoint that cannot be used (missing, damaged, of
 //! other settings, newer than the index's last commit) means a full replay. Damaged includes
 //! its sketch chunk files: each one's words the checkpoint covers must match the checksum it
@@ -32,7 +36,7 @@ use std::time::{Duration, Instant};
 use tantivy::Searcher;
 
 use crate::dedup::Deduplicator;
-use crate::engine::schema::{EVENT_TIME, ROOT, SEQUENCE, SIMHASH, SKETCH, sketch_in};
+use crate::engine::schema::{DELETED_AT, EVENT_TIME, ROOT, SEQUENCE, SIMHASH, SKETCH, sketch_in};
 use crate::forest::checkpoint::{CheckpointReader, CheckpointWriter, SavedCheckpoint};
 use crate::forest::{Forest, Signature, Timestamp};
 use crate::verify::Sketch;
@@ -215,6 +219,15 @@ struct InsertEvent {
     root: Option<Fingerprint>,
 }
 
+/// One delete as its tombstone remembers it.
+#[derive(Debug, Clone, Copy)]
+struct Delete {
+    /// The insert it came before ([`DELETED_AT`]; `u64::MAX` when not recorded).
+    before: u64,
+    /// The node it took the document off.
+    simhash: Fingerprint,
+}
+
 /// One past the largest sequence number of a live insert (what [`replay`] gives), read
 /// without decoding anything else.
 fn next_sequence(searcher: &Searcher) -> tantivy::Result<u64> {
@@ -272,8 +285,9 @@ pub(crate) fn replay(
     let start = checkpoint.map_or(0, |mark| mark.next_sequence);
     let mut events = Vec::new();
     let mut tombstones = Vec::new();
-    // Deletes since the checkpoint of inserts it holds: only their node counts change.
-    let mut deleted_since = Vec::new();
+    // The deletes to replay: those of inserts replayed, and those since the checkpoint of
+    // inserts it holds. They change node counts only, each where the writer made it.
+    let mut deletes = Vec::new();
     for segment in searcher.segment_readers() {
         let fast = segment.fast_fields();
         let sequences = fast.u64(SEQUENCE)?;
@@ -281,6 +295,7 @@ pub(crate) fn replay(
         let times = fast.i64(EVENT_TIME)?;
         let roots = fast.u64(ROOT)?;
         let sketches = fast.column_opt::<u64>(SKETCH)?;
+        let deleted_at = fast.column_opt::<u64>(DELETED_AT)?;
         for doc in segment.doc_ids_alive() {
             let (Some(sequence), Some(simhash), Some(time)) =
                 (sequences.first(doc), simhashes.first(doc), times.first(doc))
@@ -290,13 +305,21 @@ pub(crate) fn replay(
             let root = roots.first(doc).map(Fingerprint);
             if root.is_none() {
                 tombstones.push(sequence);
+                let known = sequence < start
+                    && checkpoint
+                        .is_some_and(|mark| mark.tombstones.binary_search(&sequence).is_ok());
+                if !known {
+                    deletes.push(Delete {
+                        // A tombstone written before its place was recorded: at the end.
+                        before: deleted_at
+                            .as_ref()
+                            .and_then(|column| column.first(doc))
+                            .unwrap_or(u64::MAX),
+                        simhash: Fingerprint(simhash),
+                    });
+                }
             }
             if sequence < start {
-                let known =
-                    checkpoint.is_some_and(|mark| mark.tombstones.binary_search(&sequence).is_ok());
-                if root.is_none() && !known {
-                    deleted_since.push(Fingerprint(simhash));
-                }
                 continue;
             }
             let sketch = match &sketches {
@@ -314,6 +337,8 @@ pub(crate) fn replay(
     }
     tombstones.sort_unstable();
     events.sort_unstable_by_key(|event| event.sequence);
+    deletes.sort_by_key(|delete| delete.before);
+    let mut deletes = deletes.into_iter().peekable();
     let mut report = RecoveryReport {
         checkpoint_sequence: checkpoint.map(|mark| mark.next_sequence),
         ..RecoveryReport::default()
@@ -328,6 +353,9 @@ pub(crate) fn replay(
     // a tombstone: a number missing is a pruned tombstone.
     report.pruned_inserts = (next_sequence - start).saturating_sub(events.len() as u64);
     for event in &mut events {
+        while let Some(delete) = deletes.next_if(|delete| delete.before <= event.sequence) {
+            forest.remove_document(delete.simhash);
+        }
         let signature = Signature {
             fingerprint: event.simhash,
             sketch: event.sketch.take(),
@@ -348,12 +376,8 @@ pub(crate) fn replay(
     }
     // Deleted documents no longer count on their nodes (the nodes stay: they may tie later
     // leaves to their trees).
-    let replayed_deletes = events.iter().filter(|event| event.root.is_none());
-    for simhash in replayed_deletes
-        .map(|event| event.simhash)
-        .chain(deleted_since)
-    {
-        forest.remove_document(simhash);
+    for delete in deletes {
+        forest.remove_document(delete.simhash);
     }
     report.elapsed = started.elapsed();
     Ok(Replayed {

@@ -74,6 +74,11 @@ pub const SKETCH: &str = "_sketch";
 /// document (u64, fast). Indexes made before this field
 /// existed have none; their story view shows no reprint path.
 pub const VIA: &str = "_via";
+/// A tombstone's place among the inserts: the sequence number the next insert after its
+/// delete took (u64, fast), so that a replay takes the document off its node when the writer
+/// did, before a node of the same value could expire and be made again. Indexes made before
+/// this field existed have none; their replay takes such deletes off at its end.
+pub const DELETED_AT: &str = "_deleted_at";
 /// Default mode: the sketch's candidate keys ([`crate::verify::Sketch::keys`]; u64, indexed),
 /// so that the check before publishing finds the candidates the forest finds.
 pub const SKETCH_KEYS: &str = "_keys";
@@ -199,6 +204,8 @@ pub struct DedupFields {
     pub sketch_keys: Field,
     /// See [`VIA`]; `None` in an index made before it.
     pub via: Option<Field>,
+    /// See [`DELETED_AT`]; `None` in an index made before it.
+    pub deleted_at: Option<Field>,
 }
 
 impl DedupFields {
@@ -229,6 +236,7 @@ impl DedupFields {
             sketch_keys: builder
                 .add_u64_field(SKETCH_KEYS, NumericOptions::default().set_indexed()),
             via: Some(builder.add_u64_field(VIA, fast())),
+            deleted_at: Some(builder.add_u64_field(DELETED_AT, fast())),
         }
     }
 
@@ -263,6 +271,7 @@ impl DedupFields {
             sketch: field(SKETCH)?,
             sketch_keys: field(SKETCH_KEYS)?,
             via: schema.get_field(VIA).ok(),
+            deleted_at: schema.get_field(DELETED_AT).ok(),
         })
     }
 
@@ -535,11 +544,11 @@ pub fn build_schema(declared: &FieldsConfig, layout: &BlockLayout) -> (Schema, N
 /// Dedup fields added after the first release, in the order they were added. They come
 /// last in a schema, so an index made before one of them has the same schema without it and
 /// keeps working without what that field gives ([`DedupFields::via`] is `None`).
-const ADDED_LATER: [&str; 1] = [VIA];
+const ADDED_LATER: [&str; 2] = [VIA, DELETED_AT];
 
 /// Checks that an existing index's schema is the one these settings build, so that an index
 /// is never written with fields it was not created with. An index that lacks only fields
-/// added in later releases ([`VIA`]) passes.
+/// added in later releases ([`VIA`], [`DELETED_AT`]) passes.
 pub fn check_schema(existing: &Schema, expected: &Schema) -> Result<()> {
     if existing == expected || *existing == without_absent_later_fields(existing, expected) {
         return Ok(());

@@ -832,6 +832,7 @@ fn q_searches_only_the_declared_text_fields() {
         ("_digest:1", "_digest"),
         ("_time:[* TO 9999999999]", "_time"),
         ("_via:1", "_via"),
+        ("_deleted_at:1", "_deleted_at"),
         ("_duplicate:false", "_duplicate"),
         ("source:本地晚报", "source"),
         ("id:lamp", "id"),
