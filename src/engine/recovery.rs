@@ -16,9 +16,10 @@
 //! made it, right before the insert its tombstone names ([`DELETED_AT`]): replayed at the end,
 //! it could find its node expired and a node of the same value made by a later insert, and
 //! take the document off that one. (A tombstone of an index made before that field existed is
-//! still replayed at the end.) The forest that gives is the one a
-//! full replay gives (tested), and a checkpoint that cannot be used (missing, damaged, of
-//! other settings, newer than the index's last commit) means a full replay. Damaged includes
+//! still replayed at the end, and counted in [`RecoveryReport::deletes_at_end`].) The forest
+//! that gives is the one a full replay gives (tested; but for such a node's count), and a
+//! checkpoint that cannot be used (missing, damaged, of other settings, newer than the
+//! index's last commit) means a full replay. Damaged includes
 //! its sketch chunk files: each one's words the checkpoint covers must match the checksum it
 //! recorded of them, so that zeroed or overwritten sketches are never loaded as real ones.
 //!
@@ -188,6 +189,11 @@ pub struct RecoveryReport {
     /// in their payload; for older ones, pruned inserts numbered after every recorded one go
     /// uncounted.)
     pub pruned_inserts: u64,
+    /// Deletes whose tombstone records no place among the inserts (written in an index made
+    /// before [`DELETED_AT`]), taken off their nodes at the end of the replay: where a node
+    /// expired after such a delete and a later insert made one of the same value, that
+    /// node's document count differs from the writer's (nothing else does).
+    pub deletes_at_end: u64,
     /// Inserts numbered below this came from the forest checkpoint, not from a replay; `None`
     /// when no checkpoint was used.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -309,12 +315,11 @@ pub(crate) fn replay(
                     && checkpoint
                         .is_some_and(|mark| mark.tombstones.binary_search(&sequence).is_ok());
                 if !known {
+                    let place = deleted_at.as_ref().and_then(|column| column.first(doc));
                     deletes.push(Delete {
-                        // A tombstone written before its place was recorded: at the end.
-                        before: deleted_at
-                            .as_ref()
-                            .and_then(|column| column.first(doc))
-                            .unwrap_or(u64::MAX),
+                        // After its own insert whatever the field says; a tombstone written
+                        // before its place was recorded: at the end.
+                        before: place.map_or(u64::MAX, |before| before.max(sequence + 1)),
                         simhash: Fingerprint(simhash),
                     });
                 }
@@ -377,6 +382,7 @@ pub(crate) fn replay(
     // Deleted documents no longer count on their nodes (the nodes stay: they may tie later
     // leaves to their trees).
     for delete in deletes {
+        report.deletes_at_end += u64::from(delete.before == u64::MAX);
         forest.remove_document(delete.simhash);
     }
     report.elapsed = started.elapsed();

@@ -15,7 +15,7 @@ use tantivy::schema::{
     TextFieldIndexing, TextOptions,
 };
 use tantivy::{DateTime, Index, IndexWriter, TantivyDocument, Term};
-use tantivy_dedup::engine::schema::{DedupFields, TOKENIZER};
+use tantivy_dedup::engine::schema::{DELETED_AT, DedupFields, TOKENIZER};
 use tantivy_dedup::engine::{ClusterOrdinals, CollapseCollector, DedupIndex, DedupWriter, Sort};
 use tantivy_dedup::{Article, DedupConfig, Fingerprint};
 
@@ -147,6 +147,52 @@ impl Platform {
         drop(self.dedup);
         self.writer.wait_merging_threads().unwrap();
     }
+}
+
+/// [`platform_schema`] as a build before [`DELETED_AT`] made it.
+fn platform_schema_before_deleted_at(config: &DedupConfig) -> PlatformSchema {
+    let mut fields = platform_schema(config);
+    let mut builder = Schema::builder();
+    for (_, entry) in fields.schema.fields() {
+        if entry.name() != DELETED_AT {
+            builder.add_field(entry.clone());
+        }
+    }
+    fields.schema = builder.build();
+    fields.dedup = DedupFields::from_schema(&fields.schema).unwrap();
+    fields
+}
+
+#[test]
+fn an_index_made_before_deleted_at_replays_its_deletes_at_the_end() {
+    // Its tombstones record no place among the inserts: the replay takes their documents off
+    // at its end, as it did when the index was made, and says how many.
+    let steps = workload(7, 300);
+    let dir = tempfile::tempdir().unwrap();
+    let fields = platform_schema_before_deleted_at(&config().dedup);
+    assert_eq!(fields.dedup.deleted_at, None);
+    let index = Index::create_in_dir(dir.path(), fields.schema.clone()).unwrap();
+    let mut platform = Platform::with_index(fields, index);
+    let mut live = BTreeMap::new();
+    let mut roots = platform.run(&steps[..200], 37, &mut live);
+    platform.close();
+
+    let index = Index::open_in_dir(dir.path()).unwrap();
+    let fields = platform_schema_before_deleted_at(&config().dedup);
+    assert_eq!(index.schema(), fields.schema);
+    let mut platform = Platform::with_index(fields, index);
+    let deletes = steps[..200]
+        .iter()
+        .filter(|step| matches!(step, Step::Delete(_)))
+        .count();
+    let recovery = platform.dedup.recovery();
+    assert!(deletes > 0 && recovery.deletes_at_end > 0, "{recovery:?}");
+    assert_eq!(recovery.mismatched_roots, 0);
+    roots.extend(platform.run(&steps[200..], 37, &mut live));
+    platform.dedup.forest().check_invariants().unwrap();
+    let news_dir = tempfile::tempdir().unwrap();
+    let mut news = DedupIndex::create(news_dir.path(), config()).unwrap();
+    assert_eq!(roots, run(&mut news, &steps), "decisions as before");
 }
 
 #[test]
