@@ -188,12 +188,13 @@ fn replay_both_ways(
     let checkpoint_file = checkpoint_dir.join(CHECKPOINT_FILE);
     let has_checkpoint = checkpoint_file.exists();
     // One forest at a time: the full replay's goes before the checkpoint is loaded, and only
-    // its nodes stay for the comparison.
+    // its nodes stay for the comparison (with whether their document counts can be compared).
     let (full_report, full_nodes) = match replay_every_insert(&searcher, config, recorded_next) {
         Ok((dedup, full)) => {
             let compare = has_checkpoint && full.pruned_inserts == 0;
             let counts_known = full.deletes_at_end == 0;
-            let nodes = compare.then(|| comparable_nodes(dedup.forest(), counts_known));
+            let nodes =
+                compare.then(|| (comparable_nodes(dedup.forest(), counts_known), counts_known));
             (Some(full), nodes)
         }
         Err(problem) => {
@@ -245,12 +246,9 @@ fn replay_both_ways(
             replayed: Some((dedup, replayed)),
             ..
         })) => {
-            let counts_known = full_report
-                .as_ref()
-                .is_some_and(|full| full.deletes_at_end == 0);
-            if full_nodes
-                .is_some_and(|nodes| nodes != comparable_nodes(dedup.forest(), counts_known))
-            {
+            if full_nodes.is_some_and(|(nodes, counts_known)| {
+                nodes != comparable_nodes(dedup.forest(), counts_known)
+            }) {
                 damage(
                     &checkpoint_file,
                     "it and the inserts after it give another forest than replaying every \
