@@ -16,11 +16,11 @@
 //!   after it in the sequence, even before they have a ticket: they are neither its edges nor
 //!   rivals in the evidence of others.
 //! - **One clock per position.** An insert judges expiry by the newest event time of the
-//!   documents up to its own ([`ForestStore::judge_expiry_at`]), not by the shared clock that
+//!   documents up to its own ([`ForestStore::judge_expiry_at`]), not by the writer's clock that
 //!   later inserts have already moved. The store may do so while the clock is at most half the
-//!   sweep's grace ahead ([`CLOCK_SLACK_SECONDS`]); so an insert raises the shared clock no
+//!   sweep's grace ahead ([`CLOCK_SLACK_SECONDS`]); so an insert raises the writer's clock no
 //!   further than that past the earliest insert still in flight (the clock catches up with
-//!   the next inserts), and the sweep goes by the shared clock.
+//!   the next inserts), and the sweep goes by the oldest clock of the writers alive.
 //! - **One value, one insert at a time.** An insert whose fingerprint is that of an unfinished
 //!   earlier insert waits for it, so that the earlier one creates the node and the later one
 //!   joins it, as in turn.
@@ -73,11 +73,16 @@ pub struct Pipeline {
 impl Pipeline {
     /// A pipeline with one insert in flight per store; every store must be a connection to
     /// the same forest.
-    pub fn new(stores: Vec<Box<dyn ForestStore + Send>>) -> Result<Self, StoreError> {
+    pub fn new(mut stores: Vec<Box<dyn ForestStore + Send>>) -> Result<Self, StoreError> {
         if stores.is_empty() {
             return Err(StoreError::Config(
                 "a pipeline needs at least one store connection".into(),
             ));
+        }
+        // One sequence, one writer: its connections keep one clock.
+        let writer = new_token();
+        for store in &mut stores {
+            store.join_writer(writer);
         }
         Ok(Pipeline { stores })
     }
@@ -196,7 +201,7 @@ impl Pipeline {
                 })
             })
             .collect::<Result<_, _>>()?;
-        // The inserts raised the shared clock only as far as the earliest one in flight
+        // The inserts raised the writer's clock only as far as the earliest one in flight
         // allowed: bring it to the batch's newest time, as one writer would have left it.
         self.stores[0].advance_to(last)?;
         Ok(placed)
@@ -271,7 +276,7 @@ impl Sequence<'_> {
     /// Claims the next position once it may start (it is at most [`LATER_INSERTS_AT_MOST`]
     /// past the earliest unfinished insert, and no unfinished earlier insert has its
     /// fingerprint), with the clock it goes by: its own position's newest time, and a raise
-    /// of the shared clock no further than the clock's slack past the earliest unfinished
+    /// of the writer's clock no further than the clock's slack past the earliest unfinished
     /// insert's. `None` once all are started, or one failed.
     fn start_next(&self) -> Option<(usize, SequenceClock)> {
         let mut state = self.lock();

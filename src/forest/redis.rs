@@ -11,11 +11,14 @@
 //! | `b{t}:{key}` | set | table `t`'s bucket: the fingerprints (as signed 64-bit integers, so Redis keeps small sets as compact int sets) whose key in table `t` is `key` |
 //! | `k:{hash}` | sorted set | default mode's key posting: the nodes whose sketch has that key, scored by post order (a writer's sequence in its order), the newest kept: the in-memory cap, plus the node being placed, plus [`LATER_INSERTS_AT_MOST`] |
 //! | `x:{hour}` | set | the nodes seen in that hour of event time: what the sweep reads when the hour leaves the window |
-//! | `clock`, `ticket`, `posts`, `swept`, `config` | strings | the newest event time, the ticket counter, the post order counter, the last hour swept, the layout and settings every writer must share |
+//! | `clocks` | hash | each writer's clock (the newest event time it has placed, and until when its lease runs), and `m`, the low mark: the oldest clock of the writers alive, never lowered |
+//! | `ticket`, `posts`, `swept`, `config` | strings | the ticket counter, the post order counter, the last hour swept, the layout and settings every writer must share |
 //!
-//! Expiry is by event time, so it works for replays: readers treat a node last seen before
-//! `newest - window` as gone at once, and the sweep deletes it (and takes it out of its buckets
-//! and off its root's child count) once its hour is an hour past the window.
+//! Expiry is by event time, so it works for replays: a writer treats a node last seen before
+//! its own `newest - window` as gone at once, and the sweep deletes it (and takes it out of its
+//! buckets and off its root's child count) once its hour is an hour past the window of the low
+//! mark, so that a writer whose stream is behind the others' still finds the stories of its
+//! own window (docs/scaling.md, "Expiry").
 //!
 //! The store is synchronous (the forest's writer is one thread); each call runs on the
 //! store's own single-threaded tokio runtime and connection. The operations of one step of the
@@ -27,7 +30,7 @@
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
@@ -58,9 +61,15 @@ const MAX_HOURS_WALKED: i64 = 24 * 14;
 /// One hour: the time partition of the expiry sets.
 const PARTITION_SECONDS: i64 = 3_600;
 
-/// The first line of the settings a store records: the layout of its keys. Layout 2 keeps key
-/// postings as sorted sets by post order (layout 1, lists by arrival, had no such line).
-const LAYOUT: &str = "# tantivy-dedup store layout 2";
+/// The first line of the settings a store records: the layout of its keys. Layout 3 keeps a
+/// clock for each writer (layout 2 had one shared clock; both keep key postings as sorted sets
+/// by post order, where layout 1, lists by arrival, had no such line).
+const LAYOUT: &str = "# tantivy-dedup store layout 3";
+
+/// How long a writer's clock holds the sweep back after it last reached the store (the low
+/// mark leaves out writers whose lease ran out: a writer that stopped). A writer renews its
+/// lease with whatever it sends once a quarter of it has passed.
+const WRITER_LEASE: Duration = Duration::from_secs(60);
 
 /// The hash slots of a Redis Cluster.
 const SLOTS: usize = 16_384;
@@ -203,6 +212,46 @@ if (not v) or tonumber(ARGV[1]) > tonumber(v) then
   return {ARGV[1], v or ''}
 end
 return {v, v}
+",
+);
+
+/// Raises writer `ARGV[1]`'s clock to `ARGV[2]` and renews its lease for `ARGV[3]` seconds
+/// (by the server's time); drops the writers whose lease ran out, and raises the low mark `m`
+/// to the oldest clock of the writers left. A writer that joins (or joins again, once its
+/// lease ran out) starts no further back than the low mark: the sweep may already have
+/// deleted what is older. Replies {the writer's clock, the low mark, the mark before ('' if
+/// none)}.
+static CLOCKS: Lua = Lua::new(
+    r"
+local now = tonumber(redis.call('TIME')[1])
+local mine = tonumber(ARGV[2])
+local mark = redis.call('HGET', KEYS[1], 'm')
+local entries = redis.call('HGETALL', KEYS[1])
+local joined = true
+local low = nil
+for i = 1, #entries, 2 do
+  local writer = entries[i]
+  if writer ~= 'm' then
+    local clock, deadline = string.match(entries[i + 1], '^(%d+) (%d+)$')
+    clock = tonumber(clock)
+    if writer == ARGV[1] then
+      joined = false
+      if clock > mine then mine = clock end
+    elseif tonumber(deadline) < now then
+      redis.call('HDEL', KEYS[1], writer)
+    elseif low == nil or clock < low then
+      low = clock
+    end
+  end
+end
+if joined and mark and tonumber(mark) > mine then mine = tonumber(mark) end
+redis.call('HSET', KEYS[1], ARGV[1], string.format('%d %d', mine, now + tonumber(ARGV[3])))
+if low == nil or mine < low then low = mine end
+if (not mark) or low > tonumber(mark) then
+  redis.call('HSET', KEYS[1], 'm', string.format('%d', low))
+  return {string.format('%d', mine), string.format('%d', low), mark or ''}
+end
+return {string.format('%d', mine), mark, mark}
 ",
 );
 
@@ -361,11 +410,22 @@ pub struct RedisStore {
     layout: BlockLayout,
     window: Timestamp,
     verifier: Option<Verifier>,
-    /// The newest event time expiry is judged by: the shared clock as last read, or the time
-    /// an insert of a sequence was told to judge by ([`ForestStore::judge_expiry_at`]).
+    /// The newest event time expiry is judged by: this writer's clock, or the time an insert
+    /// of a sequence was told to judge by ([`ForestStore::judge_expiry_at`]).
     newest: Option<Timestamp>,
-    /// The shared clock as last read.
+    /// This writer's clock, as the store last gave it: the newest event time its connections
+    /// placed (or the low mark, when it joined behind it).
     clock: Option<Timestamp>,
+    /// The low mark, as last read: no writer alive judges expiry by an older time (less
+    /// [`CLOCK_SLACK_SECONDS`]), so the sweep goes by it.
+    low_mark: Option<Timestamp>,
+    /// This writer's name among the clocks: its own, or that of the writer whose connection it
+    /// is ([`ForestStore::join_writer`]).
+    writer: u64,
+    /// How long this writer's clock holds the sweep back after its last insert.
+    lease: Duration,
+    /// When this writer last renewed its lease.
+    lease_renewed: Option<Instant>,
     /// The clock the inserts of a sequence go by, when they do.
     sequence_clock: Option<SequenceClock>,
     /// The last hour of event time this store knows to be swept.
@@ -463,6 +523,10 @@ impl RedisStore {
             verifier: config.verifier(),
             newest: None,
             clock: None,
+            low_mark: None,
+            writer: super::new_token(),
+            lease: WRITER_LEASE,
+            lease_renewed: None,
             sequence_clock: None,
             swept_hour: None,
             pending_timeout: Duration::from_secs(5),
@@ -484,6 +548,15 @@ impl RedisStore {
     /// How long a pending neighbour is waited for before it is abandoned (default 5 s).
     pub fn with_pending_timeout(mut self, timeout: Duration) -> Self {
         self.pending_timeout = timeout;
+        self
+    }
+
+    /// How long this writer's clock holds the sweep back after it last reached the store
+    /// (default 60 s, at least 4 s; it renews the lease with whatever it sends once a quarter
+    /// of it has passed): a writer that stops for longer than its lease then joins again no
+    /// further back than the others' oldest clock.
+    pub fn with_writer_lease(mut self, lease: Duration) -> Self {
+        self.lease = lease.max(Duration::from_secs(4));
         self
     }
 
@@ -593,6 +666,14 @@ impl RedisStore {
     /// redirection by sending the whole pipeline again elsewhere, which could run twice the
     /// commands that had run.
     fn send(&mut self, batch: &Batch) -> Result<Vec<Value>, StoreError> {
+        // The lease is renewed with whatever goes out once a quarter of it has passed (the
+        // waits on pending neighbours included), so that no step of an insert outlives it.
+        if let Some(clock) = self.clock.filter(|_| self.lease_due()) {
+            let mut renewal = Batch::default();
+            self.raise_clock_into(&mut renewal, clock);
+            renewal.ignore_last();
+            self.deferred.requests.append(&mut renewal.requests);
+        }
         let deferred = std::mem::take(&mut self.deferred);
         let requests: Vec<&Request> = deferred.requests.iter().chain(&batch.requests).collect();
         if requests.is_empty() {
@@ -827,12 +908,12 @@ impl RedisStore {
     /// Deletes the nodes of hours that have left the window (plus the grace hour) and were
     /// not seen since: out of their buckets and postings, off their roots' child counts.
     fn sweep(&mut self) -> Result<(), StoreError> {
-        // By the shared clock, never by a sequence's time ahead of it: an earlier insert of
-        // the sequence still in flight may take as live what that time has expired.
-        let Some(newest) = self.newest.min(self.clock) else {
+        // By the low mark: no writer alive judges by an older time than it, less the slack,
+        // so none takes as live what the sweep deletes.
+        let Some(low_mark) = self.low_mark else {
             return Ok(());
         };
-        let delete_before = newest - self.window - SWEEP_GRACE_SECONDS;
+        let delete_before = low_mark - self.window - SWEEP_GRACE_SECONDS;
         let last_due = delete_before.div_euclid(PARTITION_SECONDS) - 1;
         if self.swept_hour.is_some_and(|swept| swept >= last_due) {
             return Ok(());
@@ -870,8 +951,8 @@ impl RedisStore {
     fn sweep_hour(&mut self, hour: i64, delete_before: Timestamp) -> Result<(), StoreError> {
         let partition = self.partition_key(hour);
         let sweeper = super::new_token();
-        // The marker must look live to claims, whatever their clock.
-        let marker_seen = self.newest.max(self.clock).unwrap_or(0).max(0);
+        // The marker must look live to claims, whatever their writer's clock.
+        let marker_seen = u32::MAX;
         let mut swept = Vec::new();
         let mut members = redis::cmd("SMEMBERS");
         members.arg(&partition);
@@ -944,29 +1025,61 @@ impl RedisStore {
         raised_numbers(name, raised)
     }
 
-    /// Takes in the shared clock as raised by this store (`newest`, and the time it held
-    /// before), and sweeps what has left the window since.
-    fn clock_read(
-        &mut self,
-        newest: Timestamp,
-        previous: Option<Timestamp>,
-    ) -> Result<(), StoreError> {
-        if previous.is_none() {
-            // The first insert of a cluster: nothing is older than its window, so the sweep
-            // starts there.
-            let start = (newest - self.window).div_euclid(PARTITION_SECONDS) - 2;
+    /// Raises this writer's clock to `time` (at least) and renews its lease, in `batch`; its
+    /// reply is read back by [`clock_read`](Self::clock_read).
+    fn raise_clock_into(&mut self, batch: &mut Batch, time: Timestamp) {
+        // Never below the clock the writer has: should the store have lost its entry (the
+        // cluster was emptied), the writer joins again with it, or at the low mark if that is
+        // ahead.
+        let time = self.clock.map_or(time, |clock| clock.max(time));
+        batch.script(
+            &CLOCKS,
+            &self.key("clocks"),
+            &[
+                self.writer.to_string(),
+                time.to_string(),
+                self.lease.as_secs().to_string(),
+            ],
+        );
+        self.lease_renewed = Some(Instant::now());
+    }
+
+    /// Whether this writer's lease is due for renewal: a quarter of it has passed.
+    fn lease_due(&self) -> bool {
+        self.lease_renewed
+            .is_none_or(|renewed| renewed.elapsed() >= self.lease / 4)
+    }
+
+    /// Takes in the reply of [`CLOCKS`]: this writer's clock, the low mark and the mark before;
+    /// sweeps what has left the low mark's window since.
+    fn clock_read(&mut self, reply: Value) -> Result<(), StoreError> {
+        let (clock, low_mark, previous): (String, String, String) =
+            redis::from_redis_value(reply).map_err(parsing)?;
+        let number = |name: &str, text: &str| {
+            text.parse::<Timestamp>()
+                .map_err(|_| StoreError::Inconsistent(format!("{name} holds {text:?}")))
+        };
+        let clock = number("this writer's clock", &clock)?;
+        let low_mark = number("the low mark", &low_mark)?;
+        if previous.is_empty() {
+            // The first insert of a cluster (or of one emptied since this writer last
+            // swept): nothing is older than its window, so the sweep starts there.
+            self.swept_hour = None;
+            let start = (low_mark - self.window).div_euclid(PARTITION_SECONDS) - 2;
             let mut mark = redis::cmd("SET");
             mark.arg(self.key("swept")).arg(start).arg("NX");
             let _: Value = self.run(mark)?;
         }
-        self.clock = Some(newest);
-        self.newest = Some(self.judged(newest));
+        self.clock = Some(clock);
+        self.low_mark = Some(low_mark);
+        self.newest = Some(self.judged(clock));
         self.sweep()
     }
 
-    /// The newest event time to judge expiry by when the shared clock reads `clock`: the time
-    /// this store was told to judge by, unless the clock is ahead of it by more than half the
-    /// sweep's grace (the sweep could then be deleting what that time takes as live).
+    /// The newest event time to judge expiry by when this writer's clock reads `clock`: the
+    /// time this store was told to judge by, unless the clock is ahead of it by more than half
+    /// the sweep's grace (the sweep, by a low mark up to the clock, could then be deleting
+    /// what that time takes as live).
     fn judged(&self, clock: Timestamp) -> Timestamp {
         match self.sequence_clock {
             Some(SequenceClock { newest, .. }) if clock - newest <= CLOCK_SLACK_SECONDS => newest,
@@ -974,7 +1087,7 @@ impl RedisStore {
         }
     }
 
-    /// The time an insert of event time `time` raises the shared clock to.
+    /// The time an insert of event time `time` raises this writer's clock to.
     fn raised_to(&self, time: Timestamp) -> Timestamp {
         match self.sequence_clock {
             Some(SequenceClock { raise_at_most, .. }) => time.min(raise_at_most),
@@ -1461,9 +1574,11 @@ impl ForestStore for RedisStore {
 
     fn advance_to(&mut self, time: Timestamp) -> Result<Timestamp, StoreError> {
         let time = Timestamp::from(clamp_time(time));
-        let (clock, previous) = self.raise("clock", time)?;
-        self.clock_read(clock, previous)?;
-        Ok(self.judged(clock))
+        let mut batch = Batch::default();
+        self.raise_clock_into(&mut batch, time);
+        let (reply,): (Value,) = self.run_batch(&batch)?;
+        self.clock_read(reply)?;
+        Ok(self.judged(self.clock.unwrap_or(time)))
     }
 
     fn newest_time(&self) -> Option<Timestamp> {
@@ -1484,6 +1599,10 @@ impl ForestStore for RedisStore {
         self.sequence_post = order;
     }
 
+    fn join_writer(&mut self, writer: u64) {
+        self.writer = writer;
+    }
+
     fn judge_expiry_at(&mut self, clock: Option<SequenceClock>) {
         self.sequence_clock = clock.map(|clock| SequenceClock {
             newest: Timestamp::from(clamp_time(clock.newest)),
@@ -1496,9 +1615,11 @@ impl ForestStore for RedisStore {
 
     /// Raises the clock, reads the node's sketch and claims the node in one batch, then checks
     /// what the sequential order (clock, look, claim) would have checked first. The claim
-    /// judges expiry by the newest time this store read last (raised to the document's own):
-    /// the shared clock, read in the same batch, is at least that, and when it turns out to
-    /// be ahead by more than half the sweep's grace (the sweep could be deleting what the
+    /// judges expiry by this writer's clock as last read (raised to the document's own). Only
+    /// this writer moves its clock, so the clock read in the same batch differs from that
+    /// only when another connection of the writer raised it, or the writer joined again at
+    /// the low mark (its lease ran out, or the store lost its entry): when it is
+    /// then ahead by more than half the sweep's grace (the sweep could be deleting what the
     /// claim took as live) or the document turns out late (its seen time, the window's start,
     /// moved), the claim is taken back and made again with the clock just read.
     fn open(
@@ -1509,12 +1630,11 @@ impl ForestStore for RedisStore {
         token: u64,
     ) -> Result<Opening, StoreError> {
         let time = Timestamp::from(clamp_time(time));
-        // A late document (or a store's first insert) reads the clock first: its seen time
-        // depends on the clock, which moves.
-        let late = self.newest.is_none_or(|newest| time < newest - self.window);
+        // A store's first insert raises its clock first: its seen time depends on the clock,
+        // which may start at the low mark.
         let assumed = match self.newest {
-            Some(newest) if !late => newest.max(time),
-            _ => self.advance_to(self.raised_to(time))?.max(time),
+            Some(newest) => newest.max(time),
+            None => self.advance_to(self.raised_to(time))?.max(time),
         };
         let seen = seen_at(time, assumed, self.window);
         let verify = sketch.filter(|_| self.verifier.is_some());
@@ -1524,14 +1644,12 @@ impl ForestStore for RedisStore {
         if take_post {
             batch.cmd("INCR", &self.key("posts"));
         }
-        // Only a document newer than any this store has seen can move the clock; the others
-        // read it (a plain GET: a script costs Redis several times more).
+        // Only a document newer than any this writer has placed moves its clock; the others
+        // leave it alone, but for renewing the writer's lease now and then.
         let raise_to = self.raised_to(time);
-        let raise = self.clock.is_some_and(|clock| raise_to > clock);
+        let raise = self.clock.is_none_or(|clock| raise_to > clock) || self.lease_due();
         if raise {
-            batch.script(&RAISE, &self.key("clock"), &[raise_to.to_string()]);
-        } else if !late {
-            batch.cmd("GET", &self.key("clock"));
+            self.raise_clock_into(&mut batch, raise_to);
         }
         if verify.is_some() {
             batch.cmd("GET", &self.sketch_key(node));
@@ -1552,32 +1670,11 @@ impl ForestStore for RedisStore {
         };
         let claim = self.read_claim(node, &claimed)?;
         let mut again = false;
-        if let Some(clock) = replies.pop() {
-            let read = if raise {
-                Some(raised_numbers(
-                    "clock",
-                    redis::from_redis_value(clock).map_err(parsing)?,
-                )?)
-            } else {
-                let newest: Option<String> = redis::from_redis_value(clock).map_err(parsing)?;
-                newest
-                    .map(|newest| raised_numbers("clock", (newest.clone(), newest)))
-                    .transpose()?
-            };
-            match read {
-                Some((clock, previous)) => {
-                    self.clock_read(clock, previous)?;
-                    let newest = self.judged(clock);
-                    again = seen_at(time, newest, self.window) != seen
-                        || newest - assumed > CLOCK_SLACK_SECONDS;
-                }
-                // No clock (the cluster was emptied): look again, raising it first.
-                None => {
-                    self.newest = None;
-                    self.clock = None;
-                    again = true;
-                }
-            }
+        if let Some(reply) = replies.pop() {
+            self.clock_read(reply)?;
+            let newest = self.newest.unwrap_or(assumed);
+            again = seen_at(time, newest, self.window) != seen
+                || newest - assumed > CLOCK_SLACK_SECONDS;
         }
         let stored = stored.as_deref().and_then(decode_sketch);
         let verified = match (verify, claim) {

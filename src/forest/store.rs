@@ -196,8 +196,11 @@ pub trait ForestStore {
     /// The expiry window in seconds.
     fn window(&self) -> Timestamp;
 
-    /// Moves the clock to at least `time` (it never goes back) and returns the newest event time
-    /// seen by any writer. Nodes last seen before `newest - window` are gone from then on.
+    /// Moves this writer's clock to at least `time` (it never goes back) and returns the newest
+    /// event time it judges expiry by. Nodes last seen before `newest - window` are gone for it
+    /// from then on. (On a shared store each writer has a clock of its own, and the sweep waits
+    /// for the oldest clock of the writers alive, so that a writer whose stream is behind the
+    /// others' still finds the stories of its own window.)
     fn advance_to(&mut self, time: Timestamp) -> Result<Timestamp, StoreError>;
 
     /// The newest event time this store has seen, without asking anyone.
@@ -290,14 +293,22 @@ pub trait ForestStore {
     ) -> Result<Vec<Edge>, StoreError>;
 
     /// For the inserts that follow, until called with `None`: judge expiry by
-    /// `clock.newest` rather than the shared clock, while the clock is at most
-    /// [`CLOCK_SLACK_SECONDS`] ahead of it, and raise the shared clock to no more than
+    /// `clock.newest` rather than this connection's clock, while the clock is at most
+    /// [`CLOCK_SLACK_SECONDS`] ahead of it, and raise the clock to no more than
     /// `clock.raise_at_most` ([`Pipeline`](super::Pipeline): an insert of a sequence judges
     /// by the newest time of the documents up to its own, as one writer placing them in turn
     /// would, and does not move the clock so far that an earlier insert still in flight could
-    /// not). A store whose clock only its one writer moves has nothing to do.
+    /// not). A store with one connection, whose clock only its inserts move, has nothing to
+    /// do.
     fn judge_expiry_at(&mut self, clock: Option<SequenceClock>) {
         let _ = clock;
+    }
+
+    /// Makes this connection one of writer `writer`'s (a name from [`new_token`]): the
+    /// connections of one writer, a [`Pipeline`](super::Pipeline)'s, keep one clock on a
+    /// shared store, as they place one sequence. A store with one writer has nothing to do.
+    fn join_writer(&mut self, writer: u64) {
+        let _ = writer;
     }
 
     /// Takes `count` consecutive numbers of the order in which nodes are posted under their
@@ -408,14 +419,14 @@ pub struct SequenceClock {
     /// The newest event time of the sequence's documents up to this insert's: what it judges
     /// expiry by.
     pub newest: Timestamp,
-    /// The furthest it may raise the shared clock: [`CLOCK_SLACK_SECONDS`] past the time of
+    /// The furthest it may raise its connection's clock: [`CLOCK_SLACK_SECONDS`] past the time of
     /// the earliest insert of the sequence still in flight.
     pub raise_at_most: Timestamp,
 }
 
-/// How far ahead of the time an insert judges expiry by the shared clock may be
-/// ([`ForestStore::judge_expiry_at`]): half the sweep's grace, so that the sweep never
-/// deletes what that time takes as live.
+/// How far ahead of the time an insert judges expiry by its connection's clock may be
+/// ([`ForestStore::judge_expiry_at`]): half the sweep's grace, so that the sweep, which goes
+/// by the oldest clock of the writers alive, never deletes what that time takes as live.
 pub const CLOCK_SLACK_SECONDS: Timestamp = 1_800;
 
 /// How many inserts after a given one of the same sequence may have started while it is in

@@ -173,6 +173,13 @@ impl RedisCluster {
             .collect()
     }
 
+    /// The fields of hash `key`, from the node that owns its slot (the others answer MOVED).
+    pub fn hash_fields(&self, key: &str) -> Vec<String> {
+        self.running()
+            .find_map(|(_, node)| node.query::<Vec<String>>(redis::cmd("HKEYS").arg(key)).ok())
+            .unwrap_or_default()
+    }
+
     /// Sets `key` to `value` on the node that owns its slot (the others answer MOVED).
     pub fn set(&self, key: &str, value: &str) {
         let owners = self

@@ -3,7 +3,7 @@
 //! postings past their cap; two such writers at once, and
 //! eight concurrent writers (with bursts of identical and near-identical documents released at one
 //! instant) keep the forest's invariants (docs/algorithm.md, "Invariants") and split no story the
-//! sequential run keeps whole; a node
+//! sequential run keeps whole; a writer far behind another in event time keeps its window; a node
 //! killed and restarted during ingest loses no acknowledged insert; processes (`dedup`, `ingest`,
 //! `serve`) share the forest through the command line.
 
@@ -424,6 +424,11 @@ fn a_pipelined_writer_decides_as_the_in_memory_forest() {
     let expected = sequential_roots(&config, &documents);
     let got = pipeline_all(&cluster.store_arg(), &config, &documents, 8, 500);
     assert_same_roots(&got, &expected, "expiry");
+    // The pipeline's connections are one writer, with one clock (and the low mark).
+    let mut clocks = cluster.hash_fields("td:clocks");
+    clocks.sort();
+    assert_eq!(clocks.len(), 2, "{clocks:?}");
+    assert_eq!(clocks[1], "m", "{clocks:?}");
     // Inserts raise the shared clock only as far as the earliest one in flight allows; after
     // the last batch it holds the stream's newest time, as one writer would have left it.
     let newest = documents.last().map_or(T0, |document| document.time);
@@ -593,6 +598,116 @@ fn expiry_matches_the_in_memory_forest_and_the_sweep_deletes_old_nodes() {
     }
 }
 
+/// Two writers whose streams are far apart in event time, as in a backfill split between
+/// processes that run at different speeds: each judges expiry by its own clock, and the sweep
+/// waits for the writer behind, so the copies the slower writer places still join the stories
+/// of its own window, as one writer placing the documents in date order would. (With one
+/// shared clock, the faster writer's made every document of the slower one late: its stories
+/// had left the window, and each copy started a story of its own.) A writer that stops holds
+/// the sweep back only for its lease, and one that joins behind the others starts at the
+/// oldest clock of those alive.
+#[test]
+fn a_writer_behind_another_in_event_time_keeps_its_window() {
+    const DAY: Timestamp = 86_400;
+    let cluster = RedisCluster::start(3);
+    let config = DedupConfig {
+        window: Duration::from_secs(DAY as u64),
+        ..Default::default()
+    };
+    let signer = Signer::new(&config);
+    let mut rng = SmallRng::seed_from_u64(41);
+    // 60 stories, one every half day: the first writer places the originals, the second a
+    // copy of each, dated as its original.
+    let document = |content: String, story: usize| Document {
+        story,
+        signature: signer.sign(&Article {
+            id: format!("{story}"),
+            content,
+            ..Default::default()
+        }),
+        time: T0 + story as Timestamp * DAY / 2,
+    };
+    let (originals, copies): (Vec<Document>, Vec<Document>) = (0..60)
+        .map(|story_number| {
+            let base = story(&mut rng);
+            (
+                document(variant(&base, 0), story_number),
+                document(variant(&base, 1 + story_number % 4), story_number),
+            )
+        })
+        .unzip();
+    let mut ahead = connect(&cluster.store_arg(), &config);
+    let mut behind = connect(&cluster.store_arg(), &config);
+    let first_copy = place_all(&mut behind, &copies[..1]);
+    // The first writer runs thirty days ahead, thirty windows, before the second goes on.
+    let original_roots = place_all(&mut ahead, &originals);
+    let copy_roots = [first_copy, place_all(&mut behind, &copies[1..])].concat();
+    let split: Vec<usize> = (0..60)
+        .filter(|&story| copy_roots[story] != original_roots[story])
+        .collect();
+    assert!(
+        split.is_empty(),
+        "the copies of stories {split:?} did not join their originals"
+    );
+    let stories: HashSet<Fingerprint> = original_roots.iter().copied().collect();
+    assert_eq!(stories.len(), 60, "different stories joined");
+    // Both writers have caught up: the sweep deleted what left the window of the older clock.
+    let newest = T0 + 59 * DAY / 2;
+    let nodes = behind.dump().unwrap();
+    assert!(
+        nodes.len() < 12,
+        "{} nodes left: the sweep did not follow",
+        nodes.len()
+    );
+    for node in &nodes {
+        assert!(
+            node.last_seen >= newest - DAY - 3 * 3_600,
+            "{} last seen {} s before the newest time was not swept",
+            node.fingerprint,
+            newest - node.last_seen
+        );
+    }
+
+    // A writer that stops holds the sweep back for its lease only.
+    cluster.flush_all();
+    let later = stream(&config, 3, 1, 43);
+    let mut stopped =
+        connect(&cluster.store_arg(), &config).with_writer_lease(Duration::from_secs(4));
+    let mut going = connect(&cluster.store_arg(), &config);
+    let stored = |store: &mut RedisStore, node: Fingerprint| {
+        store
+            .dump()
+            .unwrap()
+            .iter()
+            .any(|stored| stored.fingerprint == node)
+    };
+    let old = place(&mut stopped, &later[0].signature, T0, new_token())
+        .unwrap()
+        .node;
+    place(&mut going, &later[1].signature, T0 + 10 * DAY, new_token()).unwrap();
+    assert!(
+        stored(&mut going, old),
+        "swept while its writer's lease ran"
+    );
+    drop(stopped);
+    std::thread::sleep(Duration::from_secs(5));
+    place(
+        &mut going,
+        &later[2].signature,
+        T0 + 10 * DAY + 60,
+        new_token(),
+    )
+    .unwrap();
+    assert!(
+        !stored(&mut going, old),
+        "the sweep still waits for a writer whose lease ran out"
+    );
+    // A writer that joins now starts at the oldest clock of those alive, not at its first
+    // document's time: the sweep may have deleted what is older.
+    let mut joining = connect(&cluster.store_arg(), &config);
+    assert_eq!(joining.advance_to(T0).unwrap(), T0 + 10 * DAY + 60);
+}
+
 #[test]
 fn other_settings_are_refused() {
     let cluster = RedisCluster::start(3);
@@ -609,19 +724,25 @@ fn other_settings_are_refused() {
         error.to_string().contains("other [dedup] settings"),
         "{error}"
     );
-    // A store an earlier version wrote (key postings as lists, no layout line in its settings).
-    cluster.flush_all();
+    // Stores earlier versions wrote: key postings as lists, with no layout line in their
+    // settings; one clock shared by every writer (layout 2).
     let settings = toml::to_string(&DedupConfig::default()).unwrap();
-    cluster.set("td:config", &settings);
-    let error = RedisStore::connect(&address, &DedupConfig::default())
-        .err()
-        .expect("refused");
-    assert!(
-        error
-            .to_string()
-            .contains("earlier version of tantivy-dedup"),
-        "{error}"
-    );
+    for earlier in [
+        settings.clone(),
+        format!("# tantivy-dedup store layout 2\n{settings}"),
+    ] {
+        cluster.flush_all();
+        cluster.set("td:config", &earlier);
+        let error = RedisStore::connect(&address, &DedupConfig::default())
+            .err()
+            .expect("refused");
+        assert!(
+            error
+                .to_string()
+                .contains("earlier version of tantivy-dedup"),
+            "{error}"
+        );
+    }
 }
 
 /// What one writer thread does, in order: a document, or a burst document released with the
