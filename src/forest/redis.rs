@@ -11,7 +11,7 @@
 //! | `b{t}:{key}` | set | table `t`'s bucket: the fingerprints (as signed 64-bit integers, so Redis keeps small sets as compact int sets) whose key in table `t` is `key` |
 //! | `k:{hash}` | sorted set | default mode's key posting: the nodes whose sketch has that key, scored by post order (a writer's sequence in its order), the newest kept: the in-memory cap, plus the node being placed, plus [`LATER_INSERTS_AT_MOST`] |
 //! | `x:{hour}` | set | the nodes seen in that hour of event time: what the sweep reads when the hour leaves the window |
-//! | `clocks` | hash | each writer's clock (the newest event time it has placed, and until when its lease runs), and `m`, the low mark: the oldest clock of the writers alive, never lowered |
+//! | `clocks` | hash | each writer's clock (the newest event time it has placed, or `-` before its first document on a store with no mark yet, and until when its lease runs), and `m`, the low mark: the oldest clock of the writers alive, never lowered |
 //! | `ticket`, `posts`, `swept`, `config` | strings | the ticket counter, the post order counter, the last hour swept, the layout and settings every writer must share |
 //!
 //! Expiry is by event time, so it works for replays: a writer treats a node last seen before
@@ -215,43 +215,51 @@ return {v, v}
 ",
 );
 
-/// Raises writer `ARGV[1]`'s clock to `ARGV[2]` and renews its lease for `ARGV[3]` seconds
-/// (by the server's time); drops the writers whose lease ran out, and raises the low mark `m`
-/// to the oldest clock of the writers left. A writer that joins (or joins again, once its
-/// lease ran out) starts no further back than the low mark: the sweep may already have
-/// deleted what is older. Replies {the writer's clock, the low mark, the mark before ('' if
-/// none)}.
+/// Raises writer `ARGV[1]`'s clock to `ARGV[2]` (`-` to leave it: a writer that connects
+/// and has no time yet) and renews its lease for `ARGV[3]` seconds (by the server's time);
+/// drops the writers whose lease ran out, and raises the low mark `m` to the oldest clock of
+/// the writers left. A writer that joins (or joins again, once its lease ran out) starts no
+/// further back than the low mark: the sweep may already have deleted what is older. A
+/// writer with no clock yet (`-`, only while there is no mark) holds the mark back until it
+/// has one. Replies {the writer's clock or `-`, the low mark or '', the mark before or ''}.
 static CLOCKS: Lua = Lua::new(
     r"
 local now = tonumber(redis.call('TIME')[1])
-local mine = tonumber(ARGV[2])
+local raise = tonumber(ARGV[2])
 local mark = redis.call('HGET', KEYS[1], 'm')
 local entries = redis.call('HGETALL', KEYS[1])
-local joined = true
+local found = false
+local mine = nil
 local low = nil
+local held = false
 for i = 1, #entries, 2 do
   local writer = entries[i]
   if writer ~= 'm' then
-    local clock, deadline = string.match(entries[i + 1], '^(%d+) (%d+)$')
-    clock = tonumber(clock)
+    local clock, deadline = string.match(entries[i + 1], '^(%S+) (%d+)$')
     if writer == ARGV[1] then
-      joined = false
-      if clock > mine then mine = clock end
+      found = true
+      mine = tonumber(clock)
     elseif tonumber(deadline) < now then
       redis.call('HDEL', KEYS[1], writer)
-    elseif low == nil or clock < low then
-      low = clock
+    elseif clock == '-' then
+      held = true
+    elseif low == nil or tonumber(clock) < low then
+      low = tonumber(clock)
     end
   end
 end
-if joined and mark and tonumber(mark) > mine then mine = tonumber(mark) end
-redis.call('HSET', KEYS[1], ARGV[1], string.format('%d %d', mine, now + tonumber(ARGV[3])))
+if (not found) and mark then mine = tonumber(mark) end
+if raise and (mine == nil or raise > mine) then mine = raise end
+local stored = '-'
+if mine then stored = string.format('%d', mine) else held = true end
+redis.call('HSET', KEYS[1], ARGV[1], stored .. ' ' .. string.format('%d', now + tonumber(ARGV[3])))
+if held then return {stored, mark or '', mark or ''} end
 if low == nil or mine < low then low = mine end
 if (not mark) or low > tonumber(mark) then
   redis.call('HSET', KEYS[1], 'm', string.format('%d', low))
-  return {string.format('%d', mine), string.format('%d', low), mark or ''}
+  return {stored, string.format('%d', low), mark or ''}
 end
-return {string.format('%d', mine), mark, mark}
+return {stored, mark, mark}
 ",
 );
 
@@ -414,7 +422,8 @@ pub struct RedisStore {
     /// of a sequence was told to judge by ([`ForestStore::judge_expiry_at`]).
     newest: Option<Timestamp>,
     /// This writer's clock, as the store last gave it: the newest event time its connections
-    /// placed (or the low mark, when it joined behind it).
+    /// placed (or the low mark, when it joined behind it); none before its first document
+    /// on a store with no low mark yet.
     clock: Option<Timestamp>,
     /// The low mark, as last read: no writer alive judges expiry by an older time (less
     /// [`CLOCK_SLACK_SECONDS`]), so the sweep goes by it.
@@ -542,6 +551,15 @@ impl RedisStore {
         };
         store.load_slots()?;
         store.check_settings(config)?;
+        // A writer holds the sweep back from the moment it connects, before its first
+        // document: several started together then find the window their streams begin in.
+        let mut batch = Batch::default();
+        store.raise_clock_into(&mut batch, None);
+        let (reply,): (Value,) = store.run_batch(&batch)?;
+        store.clock_read(reply)?;
+        // It has seen no event time itself (an undated document is dated by the wall clock
+        // until it has): its first insert raises the clock from where it was entered.
+        store.newest = None;
         Ok(store)
     }
 
@@ -557,6 +575,8 @@ impl RedisStore {
     /// further back than the others' oldest clock.
     pub fn with_writer_lease(mut self, lease: Duration) -> Self {
         self.lease = lease.max(Duration::from_secs(4));
+        // The entry made at connect has the default lease: renewed with the next request.
+        self.lease_renewed = None;
         self
     }
 
@@ -668,9 +688,9 @@ impl RedisStore {
     fn send(&mut self, batch: &Batch) -> Result<Vec<Value>, StoreError> {
         // The lease is renewed with whatever goes out once a quarter of it has passed (the
         // waits on pending neighbours included), so that no step of an insert outlives it.
-        if let Some(clock) = self.clock.filter(|_| self.lease_due()) {
+        if self.lease_due() {
             let mut renewal = Batch::default();
-            self.raise_clock_into(&mut renewal, clock);
+            self.raise_clock_into(&mut renewal, None);
             renewal.ignore_last();
             self.deferred.requests.append(&mut renewal.requests);
         }
@@ -1025,19 +1045,22 @@ impl RedisStore {
         raised_numbers(name, raised)
     }
 
-    /// Raises this writer's clock to `time` (at least) and renews its lease, in `batch`; its
-    /// reply is read back by [`clock_read`](Self::clock_read).
-    fn raise_clock_into(&mut self, batch: &mut Batch, time: Timestamp) {
+    /// Raises this writer's clock to `time` (at least; `None` leaves it) and renews its
+    /// lease, in `batch`; its reply is read back by [`clock_read`](Self::clock_read).
+    fn raise_clock_into(&mut self, batch: &mut Batch, time: Option<Timestamp>) {
         // Never below the clock the writer has: should the store have lost its entry (the
         // cluster was emptied), the writer joins again with it, or at the low mark if that is
         // ahead.
-        let time = self.clock.map_or(time, |clock| clock.max(time));
+        let time = match (time, self.clock) {
+            (Some(time), Some(clock)) => Some(time.max(clock)),
+            (time, clock) => time.or(clock),
+        };
         batch.script(
             &CLOCKS,
             &self.key("clocks"),
             &[
                 self.writer.to_string(),
-                time.to_string(),
+                time.map_or_else(|| "-".to_owned(), |time| time.to_string()),
                 self.lease.as_secs().to_string(),
             ],
         );
@@ -1050,29 +1073,33 @@ impl RedisStore {
             .is_none_or(|renewed| renewed.elapsed() >= self.lease / 4)
     }
 
-    /// Takes in the reply of [`CLOCKS`]: this writer's clock, the low mark and the mark before;
-    /// sweeps what has left the low mark's window since.
+    /// Takes in the reply of [`CLOCKS`]: this writer's clock, the low mark and the mark before
+    /// (each may be none yet); sweeps what has left the low mark's window since.
     fn clock_read(&mut self, reply: Value) -> Result<(), StoreError> {
         let (clock, low_mark, previous): (String, String, String) =
             redis::from_redis_value(reply).map_err(parsing)?;
-        let number = |name: &str, text: &str| {
+        let number = |name: &str, text: &str, none: &str| {
+            if text == none {
+                return Ok(None);
+            }
             text.parse::<Timestamp>()
+                .map(Some)
                 .map_err(|_| StoreError::Inconsistent(format!("{name} holds {text:?}")))
         };
-        let clock = number("this writer's clock", &clock)?;
-        let low_mark = number("the low mark", &low_mark)?;
-        if previous.is_empty() {
-            // The first insert of a cluster (or of one emptied since this writer last
-            // swept): nothing is older than its window, so the sweep starts there.
+        let clock = number("this writer's clock", &clock, "-")?;
+        let low_mark = number("the low mark", &low_mark, "")?;
+        if let Some(low_mark) = low_mark.filter(|_| previous.is_empty()) {
+            // The first mark of a cluster (or of one emptied since this writer last swept):
+            // nothing is older than its window, so the sweep starts there.
             self.swept_hour = None;
             let start = (low_mark - self.window).div_euclid(PARTITION_SECONDS) - 2;
             let mut mark = redis::cmd("SET");
             mark.arg(self.key("swept")).arg(start).arg("NX");
             let _: Value = self.run(mark)?;
         }
-        self.clock = Some(clock);
-        self.low_mark = Some(low_mark);
-        self.newest = Some(self.judged(clock));
+        self.clock = clock;
+        self.low_mark = low_mark;
+        self.newest = clock.map(|clock| self.judged(clock));
         self.sweep()
     }
 
@@ -1575,7 +1602,7 @@ impl ForestStore for RedisStore {
     fn advance_to(&mut self, time: Timestamp) -> Result<Timestamp, StoreError> {
         let time = Timestamp::from(clamp_time(time));
         let mut batch = Batch::default();
-        self.raise_clock_into(&mut batch, time);
+        self.raise_clock_into(&mut batch, Some(time));
         let (reply,): (Value,) = self.run_batch(&batch)?;
         self.clock_read(reply)?;
         Ok(self.judged(self.clock.unwrap_or(time)))
@@ -1600,7 +1627,20 @@ impl ForestStore for RedisStore {
     }
 
     fn join_writer(&mut self, writer: u64) {
+        if writer == self.writer {
+            return;
+        }
+        // The connection's own entry goes, and it holds the sweep back as the writer's, both
+        // with its next batch.
+        let mut moved = Batch::default();
+        moved
+            .cmd("HDEL", &self.key("clocks"))
+            .arg(self.writer.to_string());
+        moved.ignore_last();
         self.writer = writer;
+        self.raise_clock_into(&mut moved, None);
+        moved.ignore_last();
+        self.deferred.requests.append(&mut moved.requests);
     }
 
     fn judge_expiry_at(&mut self, clock: Option<SequenceClock>) {
@@ -1649,7 +1689,7 @@ impl ForestStore for RedisStore {
         let raise_to = self.raised_to(time);
         let raise = self.clock.is_none_or(|clock| raise_to > clock) || self.lease_due();
         if raise {
-            self.raise_clock_into(&mut batch, raise_to);
+            self.raise_clock_into(&mut batch, Some(raise_to));
         }
         if verify.is_some() {
             batch.cmd("GET", &self.sketch_key(node));

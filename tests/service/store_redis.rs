@@ -603,9 +603,9 @@ fn expiry_matches_the_in_memory_forest_and_the_sweep_deletes_old_nodes() {
 /// waits for the writer behind, so the copies the slower writer places still join the stories
 /// of its own window, as one writer placing the documents in date order would. (With one
 /// shared clock, the faster writer's made every document of the slower one late: its stories
-/// had left the window, and each copy started a story of its own.) A writer that stops holds
-/// the sweep back only for its lease, and one that joins behind the others starts at the
-/// oldest clock of those alive.
+/// had left the window, and each copy started a story of its own.) A writer holds the sweep
+/// back from the moment it connects, one that stops only for its lease, and one that joins
+/// behind the others starts at the oldest clock of those alive.
 #[test]
 fn a_writer_behind_another_in_event_time_keeps_its_window() {
     const DAY: Timestamp = 86_400;
@@ -636,12 +636,12 @@ fn a_writer_behind_another_in_event_time_keeps_its_window() {
             )
         })
         .unzip();
-    let mut ahead = connect(&cluster.store_arg(), &config);
+    // Both connect; the first writer runs thirty days ahead, thirty windows, before the
+    // second places its first document.
     let mut behind = connect(&cluster.store_arg(), &config);
-    let first_copy = place_all(&mut behind, &copies[..1]);
-    // The first writer runs thirty days ahead, thirty windows, before the second goes on.
+    let mut ahead = connect(&cluster.store_arg(), &config);
     let original_roots = place_all(&mut ahead, &originals);
-    let copy_roots = [first_copy, place_all(&mut behind, &copies[1..])].concat();
+    let copy_roots = place_all(&mut behind, &copies);
     let split: Vec<usize> = (0..60)
         .filter(|&story| copy_roots[story] != original_roots[story])
         .collect();
