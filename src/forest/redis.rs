@@ -58,6 +58,11 @@ const _: () = assert!(CLOCK_SLACK_SECONDS * 2 <= SWEEP_GRACE_SECONDS);
 /// of visiting every hour.
 const MAX_HOURS_WALKED: i64 = 24 * 14;
 
+/// The sweep reads up to this many hours' partitions in one round trip, and reads more than one
+/// while the hours it read held fewer than [`SWEPT_TOGETHER`] nodes.
+const MAX_HOURS_TOGETHER: usize = 256;
+const SWEPT_TOGETHER: usize = 1_024;
+
 /// One hour: the time partition of the expiry sets.
 const PARTITION_SECONDS: i64 = 3_600;
 
@@ -946,37 +951,57 @@ impl RedisStore {
             Some(previous) => previous + 1,
             None => last_due - self.window / PARTITION_SECONDS - 2,
         };
-        if last_due - first <= MAX_HOURS_WALKED {
-            for hour in first..=last_due {
-                self.sweep_hour(hour, delete_before)?;
-            }
-            return Ok(());
-        }
-        // A jump of event time over a long empty stretch: list the partitions that exist.
-        let mut list = redis::cmd("KEYS");
-        list.arg(format!("{}x:*", self.prefix));
-        let partitions: Vec<String> = self.run(list)?;
-        let mut hours: Vec<i64> = partitions
-            .iter()
-            .filter_map(|key| key.rsplit(':').next()?.parse().ok())
-            .filter(|&hour| hour <= last_due)
-            .collect();
-        hours.sort_unstable();
-        for hour in hours {
-            self.sweep_hour(hour, delete_before)?;
+        let hours: Vec<i64> = if last_due - first <= MAX_HOURS_WALKED {
+            (first..=last_due).collect()
+        } else {
+            // A jump of event time over a long empty stretch: list the partitions that exist.
+            let mut list = redis::cmd("KEYS");
+            list.arg(format!("{}x:*", self.prefix));
+            let partitions: Vec<String> = self.run(list)?;
+            let mut hours: Vec<i64> = partitions
+                .iter()
+                .filter_map(|key| key.rsplit(':').next()?.parse().ok())
+                .filter(|&hour| hour <= last_due)
+                .collect();
+            hours.sort_unstable();
+            hours
+        };
+        // Hours read together, as many as their nodes allow: a sparse stream (a few documents
+        // a day, or a replay of years) would otherwise take a round trip or two an hour.
+        let mut together = 1;
+        let mut rest = &hours[..];
+        while !rest.is_empty() {
+            let (group, after) = rest.split_at(together.min(rest.len()));
+            rest = after;
+            let nodes = self.sweep_hours(group, delete_before)?;
+            together = if nodes < SWEPT_TOGETHER {
+                (together * 2).min(MAX_HOURS_TOGETHER)
+            } else {
+                1
+            };
         }
         Ok(())
     }
 
-    fn sweep_hour(&mut self, hour: i64, delete_before: Timestamp) -> Result<(), StoreError> {
-        let partition = self.partition_key(hour);
+    /// Sweeps the partitions of `hours`; gives how many nodes they listed.
+    fn sweep_hours(
+        &mut self,
+        hours: &[i64],
+        delete_before: Timestamp,
+    ) -> Result<usize, StoreError> {
         let sweeper = super::new_token();
         // The marker must look live to claims, whatever their writer's clock.
         let marker_seen = u32::MAX;
         let mut swept = Vec::new();
-        let mut members = redis::cmd("SMEMBERS");
-        members.arg(&partition);
-        let members: Vec<i64> = self.run(members)?;
+        let mut read = Batch::default();
+        for &hour in hours {
+            read.cmd("SMEMBERS", &self.partition_key(hour));
+        }
+        let listed: Vec<Vec<i64>> = self.run_batch(&read)?;
+        // A node seen in several of these hours is listed by each.
+        let mut members: Vec<i64> = listed.into_iter().flatten().collect();
+        members.sort_unstable();
+        members.dedup();
         for chunk in members.chunks(256) {
             let mut batch = Batch::default();
             for &member in chunk {
@@ -1031,10 +1056,12 @@ impl RedisStore {
             }
             let _: Value = self.run_batch(&release)?;
         }
-        let mut delete = redis::cmd("DEL");
-        delete.arg(&partition);
-        let _: Value = self.run(delete)?;
-        Ok(())
+        let mut delete = Batch::default();
+        for &hour in hours {
+            delete.cmd("DEL", &self.partition_key(hour));
+        }
+        let _: Value = self.run_batch(&delete)?;
+        Ok(members.len())
     }
 
     /// Raises the number kept under `name` to `value`; gives the number kept and the one before.
