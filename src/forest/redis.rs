@@ -58,8 +58,9 @@ const _: () = assert!(CLOCK_SLACK_SECONDS * 2 <= SWEEP_GRACE_SECONDS);
 /// of visiting every hour.
 const MAX_HOURS_WALKED: i64 = 24 * 14;
 
-/// The sweep reads up to this many hours' partitions in one round trip, and reads more than one
-/// while the hours it read held fewer than [`SWEPT_TOGETHER`] nodes.
+/// The sweep reads the sizes of up to this many hours' partitions in one round trip, then as
+/// many of those partitions at once as hold [`SWEPT_TOGETHER`] nodes together (one, whatever
+/// its size, when it alone holds more).
 const MAX_HOURS_TOGETHER: usize = 256;
 const SWEPT_TOGETHER: usize = 1_024;
 
@@ -966,29 +967,33 @@ impl RedisStore {
             hours.sort_unstable();
             hours
         };
-        // Hours read together, as many as their nodes allow: a sparse stream (a few documents
+        // Hours read together, as many as their sizes allow: a sparse stream (a few documents
         // a day, or a replay of years) would otherwise take a round trip or two an hour.
-        let mut together = 1;
-        let mut rest = &hours[..];
-        while !rest.is_empty() {
-            let (group, after) = rest.split_at(together.min(rest.len()));
-            rest = after;
-            let nodes = self.sweep_hours(group, delete_before)?;
-            together = if nodes < SWEPT_TOGETHER {
-                (together * 2).min(MAX_HOURS_TOGETHER)
-            } else {
-                1
-            };
+        for ahead in hours.chunks(MAX_HOURS_TOGETHER) {
+            let mut sizes = Batch::default();
+            for &hour in ahead {
+                sizes.cmd("SCARD", &self.partition_key(hour));
+            }
+            let sizes: Vec<usize> = self.run_batch(&sizes)?;
+            let mut start = 0;
+            while start < ahead.len() {
+                let mut end = start + 1;
+                let mut nodes = sizes.get(start).copied().unwrap_or(0);
+                while end < ahead.len()
+                    && nodes + sizes.get(end).copied().unwrap_or(0) <= SWEPT_TOGETHER
+                {
+                    nodes += sizes.get(end).copied().unwrap_or(0);
+                    end += 1;
+                }
+                self.sweep_hours(&ahead[start..end], delete_before)?;
+                start = end;
+            }
         }
         Ok(())
     }
 
-    /// Sweeps the partitions of `hours`; gives how many nodes they listed.
-    fn sweep_hours(
-        &mut self,
-        hours: &[i64],
-        delete_before: Timestamp,
-    ) -> Result<usize, StoreError> {
+    /// Sweeps the partitions of `hours`.
+    fn sweep_hours(&mut self, hours: &[i64], delete_before: Timestamp) -> Result<(), StoreError> {
         let sweeper = super::new_token();
         // The marker must look live to claims, whatever their writer's clock.
         let marker_seen = u32::MAX;
@@ -1061,7 +1066,7 @@ impl RedisStore {
             delete.cmd("DEL", &self.partition_key(hour));
         }
         let _: Value = self.run_batch(&delete)?;
-        Ok(members.len())
+        Ok(())
     }
 
     /// Raises the number kept under `name` to `value`; gives the number kept and the one before.
