@@ -437,7 +437,7 @@ pub struct RedisStore {
     /// This writer's name among the clocks: its own, or that of the writer whose connection it
     /// is ([`ForestStore::join_writer`]).
     writer: u64,
-    /// How long this writer's clock holds the sweep back after its last insert.
+    /// How long this writer's clock holds the sweep back after it last reached the store.
     lease: Duration,
     /// When this writer last renewed its lease.
     lease_renewed: Option<Instant>,
