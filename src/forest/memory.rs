@@ -855,6 +855,20 @@ impl ForestStore for Forest {
         }))
     }
 
+    fn containment_with_node(
+        &mut self,
+        node: Fingerprint,
+        sketch: &Sketch,
+    ) -> Result<Option<f64>, StoreError> {
+        if self.index.get(node).is_none() {
+            return Ok(None);
+        }
+        Ok(self.verification.as_ref().and_then(|verification| {
+            let stored = verification.sketches.get(node)?;
+            Some(sketch.view().similarity(stored).containment)
+        }))
+    }
+
     fn publish(
         &mut self,
         _fingerprint: Fingerprint,

@@ -655,6 +655,19 @@ impl RedisStore {
             .map_or(Timestamp::MIN, |newest| newest - self.window)
     }
 
+    /// The sketch of the live node stored under `node`: `None` when it is gone, expired (its
+    /// records wait for the sweep) or not yet published.
+    fn live_sketch(&mut self, node: Fingerprint) -> Result<Option<Sketch>, StoreError> {
+        let mut batch = Batch::default();
+        batch.cmd("HGET", &self.node_key(node)).arg("t");
+        batch.cmd("GET", &self.sketch_key(node));
+        let (last_seen, bytes): (Option<String>, Option<Vec<u8>>) = self.run_batch(&batch)?;
+        let live = last_seen
+            .and_then(|seen| seen.parse::<Timestamp>().ok())
+            .is_some_and(|seen| seen >= self.cutoff());
+        Ok(bytes.as_deref().and_then(decode_sketch).filter(|_| live))
+    }
+
     /// Round trips to the cluster made so far: each batch counts one (however many nodes it
     /// goes to), and one more when some of its commands had to be sent again.
     pub fn round_trips(&self) -> u64 {
@@ -1797,23 +1810,25 @@ impl ForestStore for RedisStore {
         node: Fingerprint,
         sketch: &Sketch,
     ) -> Result<Option<bool>, StoreError> {
-        let mut batch = Batch::default();
-        batch.cmd("HGET", &self.node_key(node)).arg("t");
-        batch.cmd("GET", &self.sketch_key(node));
-        let (last_seen, bytes): (Option<String>, Option<Vec<u8>>) = self.run_batch(&batch)?;
-        // Gone, expired (its records wait for the sweep) or not yet published: nothing to
-        // refuse; the claim decides.
-        let live = last_seen
-            .and_then(|seen| seen.parse::<Timestamp>().ok())
-            .is_some_and(|seen| seen >= self.cutoff());
-        let Some(stored) = bytes.as_deref().and_then(decode_sketch).filter(|_| live) else {
-            return Ok(None);
-        };
-        Ok(Some(
+        // Gone, expired or not yet published: nothing to refuse; the claim decides.
+        Ok(self.live_sketch(node)?.map(|stored| {
             self.verifier
                 .as_ref()
-                .is_none_or(|verifier| verifier.matches(sketch, &stored)),
-        ))
+                .is_none_or(|verifier| verifier.matches(sketch, &stored))
+        }))
+    }
+
+    fn containment_with_node(
+        &mut self,
+        node: Fingerprint,
+        sketch: &Sketch,
+    ) -> Result<Option<f64>, StoreError> {
+        if self.verifier.is_none() {
+            return Ok(None);
+        }
+        Ok(self
+            .live_sketch(node)?
+            .map(|stored| sketch.similarity(&stored).containment))
     }
 
     fn publish(

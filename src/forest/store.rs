@@ -32,7 +32,9 @@ use std::time::{Duration, Instant};
 use super::placement::{ForestStats, Placement, PlacementKind, Signature, Timestamp};
 use crate::Fingerprint;
 use crate::config::DedupConfig;
-use crate::verify::{BOILERPLATE_STORIES, Reason, Sketch, Verdict, digest_of};
+use crate::verify::{
+    BOILERPLATE_STORIES, Reason, SHARED_WITH_THE_ROOT, Sketch, Verdict, digest_of,
+};
 
 /// A store's failure: the store could not be reached or answered something unusable. The
 /// insert that met it was not acknowledged; retrying it is safe.
@@ -260,6 +262,15 @@ pub trait ForestStore {
         node: Fingerprint,
         sketch: &Sketch,
     ) -> Result<Option<bool>, StoreError>;
+
+    /// How much of the smaller of two texts they share: that of the live node stored under
+    /// `node` and `sketch`'s ([`Similarity::containment`](crate::verify::Similarity)); `None`
+    /// as for [`verifies_node`](Self::verifies_node), and in a store that does not verify.
+    fn containment_with_node(
+        &mut self,
+        node: Fingerprint,
+        sketch: &Sketch,
+    ) -> Result<Option<f64>, StoreError>;
 
     /// Publishes the claimed node under its bucket keys. Gives the ticket that an earlier
     /// attempt of the same insert (same token) already recorded on the node, which the insert
@@ -730,7 +741,8 @@ fn place_once<S: ForestStore + ?Sized>(
                 .collect();
             best_tree(store, &copies, rank_lone_tree)?
         } else {
-            best_tree(store, &edges, rank_lone_tree)?
+            let joinable = without_containers_of_others(store, edges, sketch)?;
+            best_tree(store, &joinable, rank_lone_tree)?
         };
         let reason = boilerplate.then_some(Reason::Boilerplate);
         let settlement = match best {
@@ -806,6 +818,57 @@ fn is_boilerplate(edges: &[Edge]) -> bool {
     containing.sort_unstable();
     containing.dedup();
     containing.len() >= BOILERPLATE_STORIES
+}
+
+/// The edges a text may join by, without the trees it reaches only as a part of a member that
+/// is not their root (SPEC §1, "no bridges": a document that contains two stories may join one
+/// of them but must not join them to each other).
+///
+/// A page carrying two reports, or a roundup, joins the story of one of them and hangs there
+/// as a leaf that contains its root. A later text that is only a part of that leaf (the other
+/// report, or a copy of it) would join through it the story of a report it shares nothing
+/// with. So a tree reached only by [`Verdict::Contained`] edges to members other than its root
+/// is joined only when the text shares [`SHARED_WITH_THE_ROOT`] of itself (or of the root,
+/// whichever is smaller) with the root: an excerpt of a story's reprint shares most of
+/// itself with the story's first report, an excerpt that runs past a short first report
+/// shares its lead or its end, the other report of a page shares nothing. Trees reached by a
+/// copy, by a text the new one contains, or at their root keep every edge. In seed mode
+/// (`sketch` is `None`) every edge is a copy.
+///
+/// The order that makes a page the root comes first (the page, then each of its reports) is
+/// not caught: it is the order of an article whose pages follow it, which must join.
+fn without_containers_of_others<S: ForestStore + ?Sized>(
+    store: &mut S,
+    mut edges: Vec<Edge>,
+    sketch: Option<&Sketch>,
+) -> Result<Vec<Edge>, StoreError> {
+    let Some(sketch) = sketch else {
+        return Ok(edges);
+    };
+    let root_of = |edge: &Edge| match edge.state {
+        EdgeState::Settled { root, .. } => Some(root),
+        EdgeState::Pending { .. } => None,
+    };
+    let mut only_through_parts: Vec<Fingerprint> = edges
+        .iter()
+        .filter_map(|edge| {
+            root_of(edge).filter(|&root| edge.verdict == Verdict::Contained && edge.node != root)
+        })
+        .collect();
+    only_through_parts.sort_unstable();
+    only_through_parts.dedup();
+    only_through_parts.retain(|&root| {
+        !edges.iter().any(|edge| {
+            root_of(edge) == Some(root) && (edge.verdict != Verdict::Contained || edge.node == root)
+        })
+    });
+    for root in only_through_parts {
+        let shared = store.containment_with_node(root, sketch)?;
+        if shared.is_none_or(|shared| shared < SHARED_WITH_THE_ROOT) {
+            edges.retain(|edge| root_of(edge) != Some(root));
+        }
+    }
+    Ok(edges)
 }
 
 /// The next of a document's [`node_candidates`], once the one tried is refused (a node with

@@ -19,6 +19,13 @@
 //!   ([`Verdict::Contained`]) of nodes of [`BOILERPLATE_STORIES`] different trees or more
 //!   belongs to none of them: it joins only a copy of itself, or starts a story, and its
 //!   decision says why ([`Reason::Boilerplate`](super::Reason::Boilerplate)).
+//!
+//! One more rule keeps a text that contains two stories from joining them to each other: a
+//! page carrying two reports, or a roundup, joins the story of one of them as a leaf that
+//! contains its root. A text that is only a part of such a leaf joins that story only if it
+//! shares [`SHARED_WITH_THE_ROOT`] of itself with the root (the forest's `place` asks the
+//! store for the root's sketch; the postings cannot tell, since the root need not share a key
+//! with the text).
 
 use crate::Fingerprint;
 
@@ -188,3 +195,13 @@ pub struct Compared {
 /// would also cut 15 of neardup-dev's true pairs: pages that carry a paragraph of another
 /// story beside most of their own, which rival each other over their story's text.)
 pub const RIVALS: usize = 3;
+
+/// How much of itself a text must share with a story's root to join the story through a
+/// member it is only a part of ([`Verdict::Contained`] by a member that is not the root): the
+/// rule that keeps a page carrying two reports, or a roundup, from joining its reports'
+/// stories to each other (SPEC §1, "no bridges"; the forest's `place`). Containment of the
+/// smaller text ([`Similarity::containment`](super::Similarity)): excerpts of one article
+/// that run past a short first report share their lead or their end with it (on
+/// neardup-dev, 0.4 of the smaller text and more), two reports on one page share a phrase at
+/// most.
+pub const SHARED_WITH_THE_ROOT: f64 = 0.3;

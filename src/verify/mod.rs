@@ -15,7 +15,9 @@ mod postings;
 mod sketch;
 
 pub use candidates::SketchStore;
-pub use evidence::{BOILERPLATE_STORIES, Candidates, Compared, RIVALS, Verdict};
+pub use evidence::{
+    BOILERPLATE_STORIES, Candidates, Compared, RIVALS, SHARED_WITH_THE_ROOT, Verdict,
+};
 pub use postings::POSTING_CAPACITY;
 pub use sketch::{
     KEYS, SHINGLE_CHARACTERS, SHINGLE_WORDS, Similarity, Sketch, SketchView, TITLE_FLOOR,

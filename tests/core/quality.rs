@@ -838,6 +838,112 @@ fn a_links_block_first_in_the_stream_gathers_no_more_than_a_few() {
     }
 }
 
+/// A newspaper page that carries two unrelated reports (issue 34, "No chaining through a
+/// container"): it contains both, verifies against both, and joins the story of one. Neither
+/// report may join the other's story through it, whichever comes before the page, and a
+/// repost of each report joins that report. Before the change, the second report and the
+/// repost of the first report the page did not join went into the page's story (whose tree
+/// holds more nodes).
+#[test]
+fn a_page_carrying_two_reports_joins_no_two_stories() {
+    let page = format!("本报综合消息\n{HARBOUR}\n\n{SCHOOL}");
+    let repost = |report: &str| format!("【转载】{report}（来源：滨江日报）");
+    // Both reports, then the page, then a repost of each.
+    let texts = [
+        HARBOUR.to_owned(),
+        SCHOOL.to_owned(),
+        page.clone(),
+        repost(HARBOUR),
+        repost(SCHOOL),
+    ];
+    let decisions = decide_all(&texts);
+    assert_stories_apart("reports before the page", &texts, &decisions, &[0, 1]);
+    assert!(
+        [decisions[0].root, decisions[1].root].contains(&decisions[2].root),
+        "the page joins one of its reports"
+    );
+    assert_eq!(
+        decisions[3].root, decisions[0].root,
+        "a repost of the first"
+    );
+    assert_eq!(
+        decisions[4].root, decisions[1].root,
+        "a repost of the second"
+    );
+
+    // One report, the page (which joins it), then the other report and its repost.
+    let texts = [
+        HARBOUR.to_owned(),
+        page,
+        SCHOOL.to_owned(),
+        repost(SCHOOL),
+        repost(HARBOUR),
+    ];
+    let decisions = decide_all(&texts);
+    assert_eq!(
+        decisions[1].root, decisions[0].root,
+        "the page joins the report"
+    );
+    assert_stories_apart(
+        "the other report after the page",
+        &texts,
+        &decisions,
+        &[0, 2],
+    );
+    assert_eq!(
+        decisions[3].root, decisions[2].root,
+        "a repost of the other report"
+    );
+    assert_eq!(
+        decisions[4].root, decisions[0].root,
+        "a repost of the first report"
+    );
+}
+
+/// A tournament roundup that carries two match reports whole, with the day's other results
+/// (issue 34): after one report, the roundup joins its story; the other report, arriving later,
+/// starts its own; excerpts of the first report that the roundup carries, and a longer report
+/// that contains the first, still join the first report's story.
+#[test]
+fn a_roundup_joins_one_match_report_and_no_other_joins_through_it() {
+    let first = "在昨晚进行的城市足球联赛第十二轮比赛中，东港海鸥队主场以三比一战胜北川山鹰队。\
+        上半场第二十分钟，东港队前锋王力接队友传中头球破门，第三十八分钟北川队利用角球扳平比分。\
+        下半场东港队加强进攻，第六十分钟和第八十五分钟连进两球锁定胜局，赛后积分升至联赛第二位。";
+    let second = "同日进行的另一场焦点战中，南湖蓝鲸队客场与西坪猎豹队战成零比零平。双方在开场后均采取\
+        稳守反击的打法，全场比赛射正次数合计只有五次。西坪队门将李强多次化解险情，被评为本场最佳\
+        球员。南湖队主教练表示，球队将利用两周的休赛期调整阵容，全力备战下一阶段比赛。";
+    let roundup = format!(
+        "联赛第十二轮综述\n{first}\n{second}\n本轮其他比赛结果：临江队二比二青田队，白石队一比零中原队。"
+    );
+    let lead: String = first.split('。').take(2).collect::<Vec<_>>().join("。");
+    let texts = [
+        first.to_owned(),
+        roundup,
+        second.to_owned(),
+        format!("转发：{second}"),
+        format!("{first}赛后，两队主教练都出席了新闻发布会。"),
+        format!("{lead}。"),
+    ];
+    let decisions = decide_all(&texts);
+    assert_eq!(
+        decisions[1].root, decisions[0].root,
+        "the roundup joins the first report"
+    );
+    assert_stories_apart("the second report", &texts, &decisions, &[0, 2]);
+    assert_eq!(
+        decisions[3].root, decisions[2].root,
+        "a repost of the second report"
+    );
+    assert_eq!(
+        decisions[4].root, decisions[0].root,
+        "a longer first report"
+    );
+    assert_eq!(
+        decisions[5].root, decisions[0].root,
+        "the first report's lead"
+    );
+}
+
 /// A notice of one template (invented): a speech published as a booklet.
 fn booklet(speech: &str) -> String {
     format!(

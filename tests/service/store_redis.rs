@@ -344,6 +344,46 @@ fn one_writer_decides_as_the_in_memory_forest() {
         2,
         "the first insert and the one that claimed three times"
     );
+
+    // Pages that carry two stories, after one of them: the page joins it, and the other
+    // story and its repost stay apart from it, as in memory (the rule reads the root's
+    // sketch from the store).
+    cluster.flush_all();
+    let mut rng = SmallRng::seed_from_u64(9);
+    let signer = Signer::new(&config);
+    let mut documents = Vec::new();
+    for pair in 0..20 {
+        let (first, second) = (story(&mut rng), story(&mut rng));
+        let texts = [
+            first.clone(),
+            format!("{first}\n{second}"),
+            second.clone(),
+            format!("【转载】{second}"),
+        ];
+        for (i, content) in texts.into_iter().enumerate() {
+            let article = Article {
+                id: format!("{pair}-{i}"),
+                content,
+                ..Default::default()
+            };
+            documents.push(Document {
+                story: 2 * pair + usize::from(i >= 2),
+                signature: signer.sign(&article),
+                time: T0 + documents.len() as Timestamp,
+            });
+        }
+    }
+    let expected = sequential_roots(&config, &documents);
+    let got = place_all(&mut connect(&cluster.store_arg(), &config), &documents);
+    assert_eq!(got, expected, "pages carrying two stories");
+    for pair in got.chunks(4) {
+        assert_eq!(pair[1], pair[0], "the page joins the first story");
+        assert_ne!(
+            pair[2], pair[0],
+            "the second story joins the first through the page"
+        );
+        assert_eq!(pair[3], pair[2], "the repost of the second story");
+    }
 }
 
 /// Places every document through a [`Pipeline`] of `depth` connections, in batches of 500 as
