@@ -122,6 +122,16 @@ pub struct Edge {
     pub state: EdgeState,
 }
 
+impl Edge {
+    /// The root of the neighbour's tree: `None` while it is pending.
+    pub fn root(&self) -> Option<Fingerprint> {
+        match self.state {
+            EdgeState::Settled { root, .. } => Some(root),
+            EdgeState::Pending { .. } => None,
+        }
+    }
+}
+
 /// A neighbour's state when it was read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EdgeState {
@@ -266,6 +276,10 @@ pub trait ForestStore {
     /// How much of the smaller of two texts they share: that of the live node stored under
     /// `node` and `sketch`'s ([`Similarity::containment`](crate::verify::Similarity)); `None`
     /// as for [`verifies_node`](Self::verifies_node), and in a store that does not verify.
+    /// [`place`] asks it of a tree's root when the new text reaches the tree only through
+    /// members that contain it, and leaves the tree out on `None` or on too little shared.
+    /// Required (no default): a store that answered `None` to everything would split every
+    /// excerpt that reaches its story that way.
     fn containment_with_node(
         &mut self,
         node: Fingerprint,
@@ -741,7 +755,7 @@ fn place_once<S: ForestStore + ?Sized>(
                 .collect();
             best_tree(store, &copies, rank_lone_tree)?
         } else {
-            let joinable = without_containers_of_others(store, edges, sketch)?;
+            let joinable = without_trees_reached_through_containers(store, edges, sketch)?;
             best_tree(store, &joinable, rank_lone_tree)?
         };
         let reason = boilerplate.then_some(Reason::Boilerplate);
@@ -810,34 +824,36 @@ fn is_boilerplate(edges: &[Edge]) -> bool {
     let mut containing: Vec<Fingerprint> = edges
         .iter()
         .filter(|edge| edge.verdict == Verdict::Contained)
-        .filter_map(|edge| match edge.state {
-            EdgeState::Settled { root, .. } => Some(root),
-            EdgeState::Pending { .. } => None,
-        })
+        .filter_map(Edge::root)
         .collect();
     containing.sort_unstable();
     containing.dedup();
     containing.len() >= BOILERPLATE_STORIES
 }
 
-/// The edges a text may join by, without the trees it reaches only as a part of a member that
-/// is not their root (SPEC §1, "no bridges": a document that contains two stories may join one
-/// of them but must not join them to each other).
+/// The edges a text may join by: all of them but those of the trees it reaches only as a part
+/// of members other than their root, when it shares too little with the root (SPEC §1, "no
+/// bridges": a document that contains two stories may join one of them but must not join them
+/// to each other). Only whole trees are left out, never one the text reaches by a copy, by a
+/// text it contains, or at its root; so no leaf hangs from a node it does not verify against,
+/// and no text that copies a live root starts a story beside it.
 ///
 /// A page carrying two reports, or a roundup, joins the story of one of them and hangs there
 /// as a leaf that contains its root. A later text that is only a part of that leaf (the other
 /// report, or a copy of it) would join through it the story of a report it shares nothing
-/// with. So a tree reached only by [`Verdict::Contained`] edges to members other than its root
-/// is joined only when the text shares [`SHARED_WITH_THE_ROOT`] of itself (or of the root,
-/// whichever is smaller) with the root: an excerpt of a story's reprint shares most of
-/// itself with the story's first report, an excerpt that runs past a short first report
-/// shares its lead or its end, the other report of a page shares nothing. Trees reached by a
-/// copy, by a text the new one contains, or at their root keep every edge. In seed mode
-/// (`sketch` is `None`) every edge is a copy.
+/// with. So such a tree is joined only when the text shares [`SHARED_WITH_THE_ROOT`] of itself
+/// (or of the root, whichever is smaller) with the root: an excerpt of a story's reprint shares
+/// most of itself with the story's first report, an excerpt that runs past a short first
+/// excerpt shares its lead or its end, the other report of a page shares nothing. A root that
+/// is gone, or has no sketch, shares nothing. In seed mode (`sketch` is `None`) every edge is
+/// a copy.
 ///
-/// The order that makes a page the root comes first (the page, then each of its reports) is
-/// not caught: it is the order of an article whose pages follow it, which must join.
-fn without_containers_of_others<S: ForestStore + ?Sized>(
+/// Two orders come out as the texts alone allow: the page first, then each of its reports,
+/// joins them (it is the order of an article followed by its pages, which must join); a short
+/// first excerpt, then the article, then an excerpt of the article that shares nothing with
+/// the first, splits the last (it is the order of one report, a page carrying it, then the
+/// page's other report).
+fn without_trees_reached_through_containers<S: ForestStore + ?Sized>(
     store: &mut S,
     mut edges: Vec<Edge>,
     sketch: Option<&Sketch>,
@@ -845,27 +861,23 @@ fn without_containers_of_others<S: ForestStore + ?Sized>(
     let Some(sketch) = sketch else {
         return Ok(edges);
     };
-    let root_of = |edge: &Edge| match edge.state {
-        EdgeState::Settled { root, .. } => Some(root),
-        EdgeState::Pending { .. } => None,
-    };
-    let mut only_through_parts: Vec<Fingerprint> = edges
-        .iter()
-        .filter_map(|edge| {
-            root_of(edge).filter(|&root| edge.verdict == Verdict::Contained && edge.node != root)
-        })
-        .collect();
-    only_through_parts.sort_unstable();
-    only_through_parts.dedup();
-    only_through_parts.retain(|&root| {
-        !edges.iter().any(|edge| {
-            root_of(edge) == Some(root) && (edge.verdict != Verdict::Contained || edge.node == root)
-        })
-    });
-    for root in only_through_parts {
+    // Each tree, and whether every edge into it is a part of a member other than its root.
+    let mut trees: Vec<(Fingerprint, bool)> = Vec::new();
+    for edge in &edges {
+        let Some(root) = edge.root() else { continue };
+        let only_as_a_part = edge.verdict == Verdict::Contained && edge.node != root;
+        match trees.iter_mut().find(|(tree, _)| *tree == root) {
+            Some((_, only)) => *only &= only_as_a_part,
+            None => trees.push((root, only_as_a_part)),
+        }
+    }
+    for (root, only_as_a_part) in trees {
+        if !only_as_a_part {
+            continue;
+        }
         let shared = store.containment_with_node(root, sketch)?;
         if shared.is_none_or(|shared| shared < SHARED_WITH_THE_ROOT) {
-            edges.retain(|edge| root_of(edge) != Some(root));
+            edges.retain(|edge| edge.root() != Some(root));
         }
     }
     Ok(edges)
@@ -932,7 +944,7 @@ fn best_tree<S: ForestStore + ?Sized>(
     // Each tree's best contact: the nearest, then the root itself, then the smaller fingerprint.
     let mut trees: Vec<(Fingerprint, (u32, bool, Fingerprint))> = Vec::new();
     for edge in edges {
-        let EdgeState::Settled { root, .. } = edge.state else {
+        let Some(root) = edge.root() else {
             continue;
         };
         let contact = (edge.distance, edge.node != root, edge.node);

@@ -944,6 +944,45 @@ fn a_roundup_joins_one_match_report_and_no_other_joins_through_it() {
     );
 }
 
+/// Excerpts of one long article when a short excerpt of it came first (the story's root) and
+/// the article joined it as a leaf that contains the root (issue 34's rule against joining
+/// through a container, as it must cut): an excerpt that reaches the story only through the
+/// article joins when it shares at least 0.3 of itself with the first excerpt (its lead, or
+/// the paragraph after it); one that shares nothing with it starts its own story, as the
+/// other report of a page must, since the texts alone cannot tell the two apart.
+#[test]
+fn an_excerpt_reaching_its_story_through_the_article_needs_a_share_of_the_first() {
+    // No figures: whole texts with figures the other lacks are other stories, which is not
+    // what this test is about.
+    let paragraphs = [
+        "滨江市地铁东线今天开通试运营，线路连接城市东部新区与老城区。",
+        "市轨道交通集团介绍，东线采用新型节能列车，车厢设有无障碍区域。",
+        "开通首日沿线各站客流平稳有序，不少市民专程前来乘车体验。",
+        "据测算，东线开通后新区居民到市中心上班的通勤时间大大缩短。",
+        "按照规划，东线还将向北延伸至高铁站，市民出行将更加便捷。",
+    ];
+    let article = paragraphs.join("\n");
+    let texts = [
+        paragraphs[..2].join("\n"),
+        article,
+        paragraphs[1..4].join("\n"),
+        paragraphs[3..].join("\n"),
+    ];
+    let decisions = decide_all(&texts);
+    assert_eq!(
+        decisions[1].root, decisions[0].root,
+        "the article joins its first excerpt"
+    );
+    assert_eq!(
+        decisions[2].root, decisions[0].root,
+        "an excerpt that shares a paragraph with the first"
+    );
+    assert_ne!(
+        decisions[3].root, decisions[0].root,
+        "an excerpt that shares nothing with the first"
+    );
+}
+
 /// A notice of one template (invented): a speech published as a booklet.
 fn booklet(speech: &str) -> String {
     format!(
