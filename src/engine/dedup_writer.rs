@@ -1327,7 +1327,11 @@ fn add_insert_fields<D: DedupDocument>(document: &mut D, fields: &DedupFields, i
     document.add_u64(fields.sequence, insert.sequence);
     document.add_u64(fields.simhash, insert.simhash.0);
     document.add_i64(fields.event_time, insert.time);
-    for value in insert.sketch.iter().flat_map(|sketch| sketch.to_values()) {
+    for value in insert
+        .sketch
+        .iter()
+        .flat_map(|sketch| sketch.to_packed_values())
+    {
         document.add_u64(fields.sketch, value);
     }
 }

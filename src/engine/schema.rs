@@ -65,8 +65,10 @@ pub const DIGEST: &str = "_digest";
 /// Whether the document joined an existing cluster when it was added (bool, fast).
 pub const DUPLICATE: &str = "_duplicate";
 /// Default mode: the shingle sketch the forest verified the insert with
-/// ([`crate::verify::Sketch::to_values`]; u64 values in order, fast), on live documents and
-/// tombstones, so that recovery replays the same decisions.
+/// ([`crate::verify::Sketch::to_packed_values`], two hashes a value; indexes written before
+/// 2026-11-30 hold [`crate::verify::Sketch::to_values`], one a value, which reads as well;
+/// u64 values in order, fast), on live documents and tombstones, so that recovery replays the
+/// same decisions.
 pub const SKETCH: &str = "_sketch";
 /// The node a live document came into its cluster through
 /// ([`Placement::via`](crate::forest::Placement::via)): its own node when an earlier document
@@ -111,7 +113,7 @@ pub fn sketch_in(
     if values.peek().is_none() {
         return Ok(None);
     }
-    Sketch::from_values(values).map(Some).ok_or_else(|| {
+    Sketch::from_packed_values(values).map(Some).ok_or_else(|| {
         tantivy::TantivyError::InternalError(format!("document {doc} has a damaged {SKETCH}"))
     })
 }
@@ -586,4 +588,46 @@ fn without_absent_later_fields(existing: &Schema, expected: &Schema) -> Schema {
         }
     }
     builder.build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tantivy::schema::NumericOptions;
+    use tantivy::{Index, TantivyDocument};
+
+    /// Indexes written before the sketches were packed two hashes a value keep them one a
+    /// value: both read back as the same sketch.
+    #[test]
+    fn sketches_read_the_same_packed_or_one_hash_a_value() {
+        let sketch = Sketch::of(
+            &["国务院常务会议今天召开。会议部署推进新型城镇化建设工作。"],
+            200,
+        );
+        let mut builder = tantivy::schema::Schema::builder();
+        let field = builder.add_u64_field(SKETCH, NumericOptions::default().set_fast());
+        let index = Index::create_in_ram(builder.build());
+        let mut writer = index.writer_with_num_threads(1, 15_000_000).unwrap();
+        for values in [
+            sketch.to_values().collect::<Vec<_>>(),
+            sketch.to_packed_values().collect(),
+            Vec::new(),
+        ] {
+            let mut document = TantivyDocument::new();
+            for value in values {
+                document.add_u64(field, value);
+            }
+            writer.add_document(document).unwrap();
+        }
+        writer.commit().unwrap();
+        let searcher = index.reader().unwrap().searcher();
+        let column = searcher
+            .segment_reader(0)
+            .fast_fields()
+            .u64(SKETCH)
+            .unwrap();
+        assert_eq!(sketch_in(&column, 0).unwrap(), Some(sketch.clone()));
+        assert_eq!(sketch_in(&column, 1).unwrap(), Some(sketch));
+        assert_eq!(sketch_in(&column, 2).unwrap(), None);
+    }
 }

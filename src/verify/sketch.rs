@@ -308,14 +308,65 @@ impl Sketch {
             .chain(self.hashes.iter().map(|&hash| u64::from(hash)))
     }
 
+    /// The sketch as half as many numbers, for a multi-valued fast field: a header (the
+    /// shift, the number of hashes and a mark no value of [`to_values`](Self::to_values)
+    /// has), then the hashes two to a value, the first in the high half (a last odd hash
+    /// alone in the high half). A column's cost grows with its values, and a sketch has up
+    /// to 144.
+    ///
+    /// ```
+    /// use tantivy_dedup::verify::Sketch;
+    ///
+    /// let sketch = Sketch::of(&["国务院常务会议今天召开。会议部署推进新型城镇化建设工作。"], 200);
+    /// let values: Vec<u64> = sketch.to_packed_values().collect();
+    /// assert_eq!(values.len(), 1 + sketch.hashes().len().div_ceil(2));
+    /// assert_eq!(Sketch::from_packed_values(values.into_iter()), Some(sketch.clone()));
+    /// // What indexes written before the packing hold reads as well.
+    /// assert_eq!(Sketch::from_packed_values(sketch.to_values()), Some(sketch));
+    /// ```
+    pub fn to_packed_values(&self) -> impl Iterator<Item = u64> + '_ {
+        let header = PACKED | (self.hashes.len() as u64) << 8 | u64::from(self.shift);
+        std::iter::once(header).chain(self.hashes.chunks(2).map(|pair| {
+            let low = pair.get(1).copied().unwrap_or(0);
+            u64::from(pair[0]) << 32 | u64::from(low)
+        }))
+    }
+
+    /// Reads [`to_packed_values`](Self::to_packed_values) back, or
+    /// [`to_values`](Self::to_values) (told apart by the header's mark); `None` when the
+    /// values are not a sketch.
+    pub fn from_packed_values(mut values: impl Iterator<Item = u64>) -> Option<Sketch> {
+        let header = values.next()?;
+        if header & PACKED == 0 {
+            return Sketch::from_values(std::iter::once(header).chain(values));
+        }
+        let count = usize::try_from((header & !PACKED) >> 8).ok()?;
+        let shift = u8::try_from(header & 0xff).ok()?;
+        let mut hashes: Vec<u32> = values
+            .flat_map(|pair| [(pair >> 32) as u32, pair as u32])
+            .collect();
+        if hashes.len() != count.next_multiple_of(2) {
+            return None;
+        }
+        hashes.truncate(count);
+        Sketch::checked(shift, hashes.into_boxed_slice())
+    }
+
     /// Reads [`to_values`](Self::to_values) back; `None` when the values are not a sketch.
     pub fn from_values(mut values: impl Iterator<Item = u64>) -> Option<Sketch> {
-        let shift = u8::try_from(values.next()?)
-            .ok()
-            .filter(|&shift| shift <= MAX_SHIFT)?;
+        let shift = u8::try_from(values.next()?).ok()?;
         let hashes = values
             .map(|value| u32::try_from(value).ok())
             .collect::<Option<Box<[u32]>>>()?;
+        Sketch::checked(shift, hashes)
+    }
+
+    /// A sketch of these parts, if they make one: a shift a sketch can have, hashes in
+    /// ascending order and below the shift's threshold.
+    fn checked(shift: u8, hashes: Box<[u32]>) -> Option<Sketch> {
+        if shift > MAX_SHIFT {
+            return None;
+        }
         let ordered = hashes.windows(2).all(|pair| pair[0] < pair[1]);
         let in_range = hashes
             .last()
@@ -461,6 +512,10 @@ fn is_word_letter(c: char) -> bool {
 /// no capacity needs more. A shift read from disk is refused above it (from 64 on, the shift
 /// in [`threshold`] would overflow).
 pub(crate) const MAX_SHIFT: u8 = 32;
+
+/// The mark of [`Sketch::to_packed_values`]' header: the top bit, which no value of
+/// [`Sketch::to_values`] (a shift, or a 32-bit hash) has.
+const PACKED: u64 = 1 << 63;
 
 /// The sample's bound for a shift (at most [`MAX_SHIFT`]): hashes below it are kept.
 fn threshold(shift: u8) -> u64 {
@@ -939,7 +994,23 @@ mod tests {
             prop_assert_eq!([view.shingles(), view.titles()].concat().len() + usize::from(!view.titles().is_empty()), sketch.hashes().len());
             prop_assert!(view.shingles().iter().all(|&hash| hash < TITLE_FLOOR));
             prop_assert!(view.is_whole() || view.titles().is_empty());
-            if let Some(read) = Sketch::from_values(garbage.into_iter()) {
+            if let Some(read) = Sketch::from_values(garbage.iter().copied()) {
+                prop_assert!(read.hashes().windows(2).all(|pair| pair[0] < pair[1]));
+            }
+            // Packed two hashes a value: the same sketch back, from either layout, and
+            // nothing from a header whose count its values do not hold.
+            let packed: Vec<u64> = sketch.to_packed_values().collect();
+            prop_assert_eq!(packed.len(), 1 + sketch.hashes().len().div_ceil(2));
+            prop_assert_eq!(Sketch::from_packed_values(packed.iter().copied()), Some(sketch.clone()));
+            prop_assert_eq!(Sketch::from_packed_values(sketch.to_values()), Some(sketch.clone()));
+            if packed.len() > 1 {
+                prop_assert_eq!(Sketch::from_packed_values(packed[..packed.len() - 1].iter().copied()), None);
+            }
+            let mut marked = garbage;
+            if let Some(first) = marked.first_mut() {
+                *first |= PACKED;
+            }
+            if let Some(read) = Sketch::from_packed_values(marked.into_iter()) {
                 prop_assert!(read.hashes().windows(2).all(|pair| pair[0] < pair[1]));
             }
         }
