@@ -65,10 +65,10 @@ pub const DIGEST: &str = "_digest";
 /// Whether the document joined an existing cluster when it was added (bool, fast).
 pub const DUPLICATE: &str = "_duplicate";
 /// Default mode: the shingle sketch the forest verified the insert with
-/// ([`crate::verify::Sketch::to_packed_values`], two hashes a value; indexes written before
-/// 2026-11-30 hold [`crate::verify::Sketch::to_values`], one a value, which reads as well;
-/// u64 values in order, fast), on live documents and tombstones, so that recovery replays the
-/// same decisions.
+/// ([`crate::verify::Sketch::to_packed_values`]: a header, then two hashes a value; older
+/// indexes hold [`crate::verify::Sketch::to_values`], one a value, told apart by the header's
+/// top bit, and read as well; u64 values in order, fast), on live documents and tombstones,
+/// so that recovery replays the same decisions.
 pub const SKETCH: &str = "_sketch";
 /// The node a live document came into its cluster through
 /// ([`Placement::via`](crate::forest::Placement::via)): its own node when an earlier document
@@ -608,10 +608,13 @@ mod tests {
         let field = builder.add_u64_field(SKETCH, NumericOptions::default().set_fast());
         let index = Index::create_in_ram(builder.build());
         let mut writer = index.writer_with_num_threads(1, 15_000_000).unwrap();
+        let empty = Sketch::default();
         for values in [
             sketch.to_values().collect::<Vec<_>>(),
             sketch.to_packed_values().collect(),
             Vec::new(),
+            empty.to_values().collect(),
+            empty.to_packed_values().collect(),
         ] {
             let mut document = TantivyDocument::new();
             for value in values {
@@ -628,6 +631,20 @@ mod tests {
             .unwrap();
         assert_eq!(sketch_in(&column, 0).unwrap(), Some(sketch.clone()));
         assert_eq!(sketch_in(&column, 1).unwrap(), Some(sketch));
-        assert_eq!(sketch_in(&column, 2).unwrap(), None);
+        assert_eq!(
+            sketch_in(&column, 2).unwrap(),
+            None,
+            "no sketch (seed mode)"
+        );
+        assert_eq!(
+            sketch_in(&column, 3).unwrap(),
+            Some(empty.clone()),
+            "an empty sketch"
+        );
+        assert_eq!(
+            sketch_in(&column, 4).unwrap(),
+            Some(empty),
+            "an empty sketch, packed"
+        );
     }
 }
