@@ -145,13 +145,6 @@ impl<'a> SketchView<'a> {
         &shingles[..shingles.len().min(KEYS)]
     }
 
-    /// About how many shingles the text has: its sketch's shingle hashes, scaled by the share
-    /// of the hash range a sampled sketch keeps.
-    pub fn size(self) -> usize {
-        let kept = self.shingles().len() as u64;
-        usize::try_from(kept.saturating_mul(1 << self.shift.min(MAX_SHIFT))).unwrap_or(usize::MAX)
-    }
-
     /// The hashes of the text's shingles: all of them but its titles'.
     pub fn shingles(self) -> &'a [u32] {
         // Few texts name a work, and titles come last: a look at the last hash answers most
