@@ -198,12 +198,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let signatures = Arc::clone(&signatures);
             let writers = options.writers;
             if options.in_flight > 1 {
-                let stores = (0..options.in_flight)
-                    .map(|_| {
-                        let store = RedisStore::connect(&address, &config)?;
-                        Ok(Box::new(store) as Box<dyn ForestStore + Send>)
-                    })
-                    .collect::<Result<Vec<_>, StoreError>>()?;
+                let stores = RedisStore::connect_several(&address, &config, options.in_flight)?
+                    .into_iter()
+                    .map(|store| Box::new(store) as Box<dyn ForestStore + Send>)
+                    .collect();
                 let mut pipeline = Pipeline::new(stores)?;
                 return Ok(std::thread::spawn(move || -> Result<RoundTrips, String> {
                     let share: Vec<(Signature, Timestamp)> = (writer..signatures.len())

@@ -20,8 +20,10 @@
 //! mark, so that a writer whose stream is behind the others' still finds the stories of its
 //! own window (docs/scaling.md, "Expiry").
 //!
-//! The store is synchronous (the forest's writer is one thread); each call runs on the
-//! store's own single-threaded tokio runtime and connection. The operations of one step of the
+//! The store is synchronous (the forest's writer is one thread); each call blocks on the
+//! store's tokio runtime: its own, or the one the connections of one writer's inserts in
+//! flight share with their links to the nodes (`connect_several`; the `link` module). The
+//! operations of one step of the
 //! protocol go out together (a `Batch`: one pipeline to each node that owns some of its keys,
 //! all sent at once), scripts are called by their hash (`EVALSHA`), and writes that nothing
 //! waits for ride along with the next step: an insert takes one round trip when its node
@@ -29,10 +31,9 @@
 //! (docs/scaling.md, "Round trips").
 
 use std::collections::HashMap;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
 use redis::{
     AsyncConnectionConfig, Cmd, ConnectionAddr, ConnectionInfo, IntoConnectionInfo,
@@ -48,6 +49,9 @@ use crate::Fingerprint;
 use crate::config::DedupConfig;
 use crate::index::BlockLayout;
 use crate::verify::{Candidates, Compared, POSTING_CAPACITY, Sketch, Verdict, Verifier, digest_of};
+
+mod link;
+use link::NodeLink;
 
 /// Event time beyond the window that the sweep waits before deleting a node, so that an insert
 /// that read the node live with a slightly older clock is done with it first.
@@ -418,7 +422,7 @@ fn redacted(node: &str) -> String {
 /// println!("root {}", placement.root);
 /// ```
 pub struct RedisStore {
-    runtime: StoreRuntime,
+    runtime: Arc<StoreRuntime>,
     connection: ClusterConnection,
     prefix: String,
     layout: BlockLayout,
@@ -498,13 +502,53 @@ impl RedisStore {
     /// Connects to the cluster and checks that the settings match those of the writers
     /// already using it (fingerprints and edges must mean the same for all of them).
     pub fn connect(address: &RedisAddress, config: &DedupConfig) -> Result<Self, StoreError> {
-        config
-            .validate()
-            .map_err(|error| StoreError::Config(error.to_string()))?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|error| StoreError::Config(format!("cannot start a runtime: {error}")))?;
+        Self::connect_on(runtime, address, config)
+    }
+
+    /// `count` connections of one writer, for as many inserts in flight (a
+    /// [`Pipeline`](super::Pipeline)): they share one runtime, whose one worker thread drives
+    /// one connection to each node for all of them, so that the requests of inserts in flight
+    /// together go out together (one write and one read a node, on both sides, for many
+    /// requests). One store of its own (`connect`) blocks on its connection in its own thread
+    /// instead, which saves a thread switch a round trip when it is alone.
+    pub fn connect_several(
+        address: &RedisAddress,
+        config: &DedupConfig,
+        count: usize,
+    ) -> Result<Vec<Self>, StoreError> {
+        if count <= 1 {
+            return Ok(vec![Self::connect(address, config)?]);
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("redis-store")
+            .enable_all()
+            .build()
+            .map_err(|error| StoreError::Config(format!("cannot start a runtime: {error}")))?;
+        let mut first = Self::connect_on(runtime, address, config)?;
+        for node in 0..first.nodes.len() {
+            first.link(node)?;
+        }
+        let mut stores = Vec::with_capacity(count);
+        for _ in 1..count {
+            stores.push(first.sibling()?);
+        }
+        stores.push(first);
+        Ok(stores)
+    }
+
+    fn connect_on(
+        runtime: tokio::runtime::Runtime,
+        address: &RedisAddress,
+        config: &DedupConfig,
+    ) -> Result<Self, StoreError> {
+        config
+            .validate()
+            .map_err(|error| StoreError::Config(error.to_string()))?;
         // Each step waits for its replies before the next is sent: Nagle's algorithm would
         // hold small requests back for the previous reply's acknowledgement.
         let tcp = redis::io::tcp::TcpSettings::default().set_nodelay(true);
@@ -529,13 +573,59 @@ impl RedisStore {
         let layout = config
             .layout()
             .map_err(|error| StoreError::Config(error.to_string()))?;
-        let mut store = RedisStore {
-            runtime: StoreRuntime(Some(runtime)),
+        let mut store = RedisStore::unconnected(
+            Arc::new(StoreRuntime(Some(runtime))),
             connection,
-            prefix: address.prefix.clone(),
+            address.prefix.clone(),
             layout,
-            window: config.window_seconds() as Timestamp,
-            verifier: config.verifier(),
+            config.window_seconds() as Timestamp,
+            config.verifier(),
+            seed,
+        );
+        store.load_slots()?;
+        store.check_settings(config)?;
+        store.enter_clock()?;
+        Ok(store)
+    }
+
+    /// Another connection to the same forest, sharing this one's runtime and its connections
+    /// to the nodes (those it has made).
+    fn sibling(&self) -> Result<Self, StoreError> {
+        let mut store = RedisStore::unconnected(
+            Arc::clone(&self.runtime),
+            self.connection.clone(),
+            self.prefix.clone(),
+            self.layout.clone(),
+            self.window,
+            self.verifier,
+            self.seed.clone(),
+        );
+        store.lease = self.lease;
+        store.pending_timeout = self.pending_timeout;
+        store.owners = self.owners.clone();
+        store.nodes = self.nodes.clone();
+        store.enter_clock()?;
+        Ok(store)
+    }
+
+    /// A store with the given settings that has read nothing yet: no slot map, no
+    /// connection to a node, no clock.
+    fn unconnected(
+        runtime: Arc<StoreRuntime>,
+        connection: ClusterConnection,
+        prefix: String,
+        layout: BlockLayout,
+        window: Timestamp,
+        verifier: Option<Verifier>,
+        seed: ConnectionInfo,
+    ) -> Self {
+        RedisStore {
+            runtime,
+            connection,
+            prefix,
+            layout,
+            window,
+            verifier,
             newest: None,
             clock: None,
             low_mark: None,
@@ -554,19 +644,20 @@ impl RedisStore {
             seed,
             round_trips: 0,
             stats: ForestStats::default(),
-        };
-        store.load_slots()?;
-        store.check_settings(config)?;
-        // A writer holds the sweep back from the moment it connects, before its first
-        // document: several started together then find the window their streams begin in.
+        }
+    }
+
+    /// A writer holds the sweep back from the moment it connects, before its first
+    /// document: several started together then find the window their streams begin in.
+    fn enter_clock(&mut self) -> Result<(), StoreError> {
         let mut batch = Batch::default();
-        store.raise_clock_into(&mut batch, None);
-        let (reply,): (Value,) = store.run_batch(&batch)?;
-        store.clock_read(reply)?;
+        self.raise_clock_into(&mut batch, None);
+        let (reply,): (Value,) = self.run_batch(&batch)?;
+        self.clock_read(reply)?;
         // It has seen no event time itself (an undated document is dated by the wall clock
         // until it has): its first insert raises the clock from where it was entered.
-        store.newest = None;
-        Ok(store)
+        self.newest = None;
+        Ok(())
     }
 
     /// How long a pending neighbour is waited for before it is abandoned (default 5 s).
@@ -739,40 +830,42 @@ impl RedisStore {
         for (node, _) in &groups {
             links.push(self.link(*node)?);
         }
+        let pending: Vec<_> = groups
+            .iter()
+            .zip(links)
+            .map(|((_, members), link)| {
+                link.send(
+                    members
+                        .iter()
+                        .map(|&index| requests[index].command.clone())
+                        .collect(),
+                )
+            })
+            .collect();
         let answers = self.runtime.block_on(async {
-            let tasks: Vec<_> = groups
-                .iter()
-                .zip(links)
-                .map(|((_, members), mut link)| {
-                    let mut pipeline = redis::pipe();
-                    for &index in members {
-                        pipeline.add_command(requests[index].command.clone());
-                    }
-                    tokio::spawn(async move {
-                        link.send_packed_commands(&pipeline, 0, pipeline.len())
-                            .await
-                    })
-                })
-                .collect();
-            let mut answers = Vec::with_capacity(tasks.len());
-            for task in tasks {
-                answers.push(task.await);
+            let mut answers = Vec::with_capacity(pending.len());
+            for answer in pending {
+                answers.push(answer.await);
             }
             answers
         });
         let mut replies = vec![Value::Nil; requests.len()];
         let mut moved = false;
         for ((node, members), answer) in groups.iter().zip(answers) {
-            let values = match answer.map_err(lost)? {
-                Ok(values) => values,
-                Err(error) if error.is_connection_dropped() || error.is_io_error() => {
-                    // The node went away (or was restarted): its commands go through the
-                    // cluster client, and the next batch connects again.
+            let values = match answer {
+                Ok(Ok(values)) => values,
+                // The node went away (or was restarted), or the link's task with it: its
+                // commands go through the cluster client, and the link connects again.
+                Err(_) => {
                     self.nodes[*node].link = None;
                     again.extend(members);
                     continue;
                 }
-                Err(error) => return Err(error.into()),
+                Ok(Err(error)) if error.is_connection_dropped() || error.is_io_error() => {
+                    again.extend(members);
+                    continue;
+                }
+                Ok(Err(error)) => return Err(StoreError::Backend(Box::new(error))),
             };
             if values.len() != members.len() {
                 return Err(StoreError::Inconsistent(format!(
@@ -833,8 +926,8 @@ impl RedisStore {
         Ok(replies.split_off(deferred.requests.len()))
     }
 
-    /// This store's connection to node `node` (an index of `nodes`), made if there is none.
-    fn link(&mut self, node: usize) -> Result<MultiplexedConnection, StoreError> {
+    /// This store's link to node `node` (an index of `nodes`), made if there is none.
+    fn link(&mut self, node: usize) -> Result<NodeLink, StoreError> {
         if let Some(link) = &self.nodes[node].link {
             return Ok(link.clone());
         }
@@ -845,9 +938,10 @@ impl RedisStore {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(TIMEOUT))
             .set_response_timeout(Some(TIMEOUT));
-        let link = self.runtime.block_on(
-            redis::Client::open(info)?.get_multiplexed_async_connection_with_config(&config),
-        )?;
+        let client = redis::Client::open(info)?;
+        let link = self
+            .runtime
+            .block_on(NodeLink::connect(&self.runtime, client, config))?;
         self.nodes[node].link = Some(link.clone());
         Ok(link)
     }
@@ -1359,11 +1453,12 @@ impl RedisStore {
     }
 }
 
-/// A master of the cluster, and this store's connection to it once made.
+/// A master of the cluster, and this store's link to it once made.
+#[derive(Clone)]
 struct Node {
     host: String,
     port: u16,
-    link: Option<MultiplexedConnection>,
+    link: Option<NodeLink>,
 }
 
 /// Commands sent together: one round trip. A Redis Cluster node runs only the commands whose

@@ -386,8 +386,8 @@ fn one_writer_decides_as_the_in_memory_forest() {
     }
 }
 
-/// Places every document through a [`Pipeline`] of `depth` connections, in batches of 500 as
-/// a coordinator does; gives the roots answered.
+/// Places every document through a [`Pipeline`] of `depth` connections sharing their links
+/// to the nodes, in batches of 500 as a coordinator does; gives the roots answered.
 fn pipeline_all(
     store_arg: &str,
     config: &DedupConfig,
@@ -395,9 +395,16 @@ fn pipeline_all(
     depth: usize,
     batch: usize,
 ) -> Vec<Fingerprint> {
-    let stores: Vec<Box<dyn ForestStore + Send>> = (0..depth)
-        .map(|_| Box::new(connect(store_arg, config)) as Box<dyn ForestStore + Send>)
-        .collect();
+    let address = RedisAddress::parse(store_arg).unwrap();
+    let stores: Vec<Box<dyn ForestStore + Send>> =
+        RedisStore::connect_several(&address, config, depth)
+            .unwrap()
+            .into_iter()
+            .map(|store| {
+                Box::new(store.with_pending_timeout(Duration::from_secs(2)))
+                    as Box<dyn ForestStore + Send>
+            })
+            .collect();
     let mut pipeline = Pipeline::new(stores).unwrap();
     let inserts: Vec<(Signature, Timestamp)> = documents
         .iter()

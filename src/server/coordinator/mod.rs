@@ -134,12 +134,10 @@ impl Coordinator {
         let address = store.clone();
         let connections = server.inserts_in_flight;
         let placer = tokio::task::spawn_blocking(move || {
-            let stores = (0..connections)
-                .map(|_| {
-                    let store = RedisStore::connect(&address, &dedup)?;
-                    Ok(Box::new(store) as Box<dyn ForestStore + Send>)
-                })
-                .collect::<Result<Vec<_>>>()?;
+            let stores = RedisStore::connect_several(&address, &dedup, connections)?
+                .into_iter()
+                .map(|store| Box::new(store) as Box<dyn ForestStore + Send>)
+                .collect();
             Ok::<_, Error>(Pipeline::new(stores)?)
         })
         .await
