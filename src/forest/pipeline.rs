@@ -56,7 +56,8 @@ use crate::Fingerprint;
 /// use tantivy_dedup::forest::{Forest, ForestStore, Pipeline, Signature};
 /// use tantivy_dedup::Fingerprint;
 ///
-/// // Any store works; a pipeline pays on a shared one, one connection per insert in flight.
+/// // Any store works; a pipeline pays on a shared one, one connection per insert in flight
+/// // (on Redis, `RedisStore::connect_several`: the connections share one link a node).
 /// let stores: Vec<Box<dyn ForestStore + Send>> = vec![Box::new(Forest::new(3, 3600).unwrap())];
 /// let mut pipeline = Pipeline::new(stores).unwrap();
 /// let inserts = [

@@ -20,10 +20,10 @@
 //! mark, so that a writer whose stream is behind the others' still finds the stories of its
 //! own window (docs/scaling.md, "Expiry").
 //!
-//! The store is synchronous (the forest's writer is one thread); each call blocks on the
-//! store's tokio runtime: its own, or the one the connections of one writer's inserts in
-//! flight share with their links to the nodes (`connect_several`; the `link` module). The
-//! operations of one step of the
+//! The store is synchronous (the forest's writer is one thread); each call blocks on a tokio
+//! runtime: the store's own, or the one that the connections of one writer's inserts in
+//! flight share, with one link to each node for all of them (`connect_several`; the `link`
+//! module). The operations of one step of the
 //! protocol go out together (a `Batch`: one pipeline to each node that owns some of its keys,
 //! all sent at once), scripts are called by their hash (`EVALSHA`), and writes that nothing
 //! waits for ride along with the next step: an insert takes one round trip when its node
@@ -31,7 +31,7 @@
 //! (docs/scaling.md, "Round trips").
 
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use redis::cluster_async::ClusterConnection;
@@ -422,7 +422,7 @@ fn redacted(node: &str) -> String {
 /// println!("root {}", placement.root);
 /// ```
 pub struct RedisStore {
-    runtime: Arc<StoreRuntime>,
+    shared: Arc<Shared>,
     connection: ClusterConnection,
     prefix: String,
     layout: BlockLayout,
@@ -463,7 +463,8 @@ pub struct RedisStore {
     /// Which node owns each hash slot (an index of `nodes`), to send a batch as one pipeline a
     /// node.
     owners: Vec<Option<usize>>,
-    /// The masters, as `CLUSTER SLOTS` last listed them, and this store's connection to each.
+    /// The masters, as `CLUSTER SLOTS` last listed them (the writer's links to them are in
+    /// `shared`).
     nodes: Vec<Node>,
     /// The first seed node's address: the credentials and settings of the connections to
     /// the masters.
@@ -473,9 +474,31 @@ pub struct RedisStore {
     stats: ForestStats,
 }
 
-/// The store's own single-threaded runtime, which its synchronous calls block on. Dropped
-/// without waiting, so that a store may be dropped anywhere, an async task included (a
-/// coordinator's placer is), where dropping a runtime the usual way panics.
+/// What the connections of one writer share: the runtime their synchronous calls block on,
+/// and one link to each node by its address (made by the first connection that needs it, and
+/// found by the others, a node that became a master after a failover included).
+struct Shared {
+    runtime: StoreRuntime,
+    links: Mutex<HashMap<(String, u16), NodeLink>>,
+}
+
+impl Shared {
+    fn new(runtime: tokio::runtime::Runtime) -> Arc<Self> {
+        Arc::new(Shared {
+            runtime: StoreRuntime(Some(runtime)),
+            links: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn links(&self) -> std::sync::MutexGuard<'_, HashMap<(String, u16), NodeLink>> {
+        // The map is only read and written whole: a panic elsewhere leaves it consistent.
+        self.links.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A runtime dropped without waiting, so that a store may be dropped anywhere, an async task
+/// included (a coordinator's placer is), where dropping a runtime the usual way panics. Its
+/// tasks (the links' senders) end with it.
 struct StoreRuntime(Option<tokio::runtime::Runtime>);
 
 impl std::ops::Deref for StoreRuntime {
@@ -505,15 +528,15 @@ impl RedisStore {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|error| StoreError::Config(format!("cannot start a runtime: {error}")))?;
-        Self::connect_on(runtime, address, config)
+            .map_err(no_runtime)?;
+        Self::connect_on(Shared::new(runtime), address, config)
     }
 
-    /// `count` connections of one writer, for as many inserts in flight (a
+    /// `count` connections of one writer (at least one), for as many inserts in flight (a
     /// [`Pipeline`](super::Pipeline)): they share one runtime, whose one worker thread drives
-    /// one connection to each node for all of them, so that the requests of inserts in flight
+    /// one link to each node for all of them, so that the requests of inserts in flight
     /// together go out together (one write and one read a node, on both sides, for many
-    /// requests). One store of its own (`connect`) blocks on its connection in its own thread
+    /// requests). One store of its own (`connect`) blocks on its link in its own thread
     /// instead, which saves a thread switch a round trip when it is alone.
     pub fn connect_several(
         address: &RedisAddress,
@@ -528,11 +551,8 @@ impl RedisStore {
             .thread_name("redis-store")
             .enable_all()
             .build()
-            .map_err(|error| StoreError::Config(format!("cannot start a runtime: {error}")))?;
-        let mut first = Self::connect_on(runtime, address, config)?;
-        for node in 0..first.nodes.len() {
-            first.link(node)?;
-        }
+            .map_err(no_runtime)?;
+        let first = Self::connect_on(Shared::new(runtime), address, config)?;
         let mut stores = Vec::with_capacity(count);
         for _ in 1..count {
             stores.push(first.sibling()?);
@@ -542,7 +562,7 @@ impl RedisStore {
     }
 
     fn connect_on(
-        runtime: tokio::runtime::Runtime,
+        shared: Arc<Shared>,
         address: &RedisAddress,
         config: &DedupConfig,
     ) -> Result<Self, StoreError> {
@@ -569,12 +589,12 @@ impl RedisStore {
             .min_retry_wait(10)
             .max_retry_wait(300)
             .build()?;
-        let connection = runtime.block_on(client.get_async_connection())?;
+        let connection = shared.runtime.block_on(client.get_async_connection())?;
         let layout = config
             .layout()
             .map_err(|error| StoreError::Config(error.to_string()))?;
         let mut store = RedisStore::unconnected(
-            Arc::new(StoreRuntime(Some(runtime))),
+            shared,
             connection,
             address.prefix.clone(),
             layout,
@@ -588,11 +608,11 @@ impl RedisStore {
         Ok(store)
     }
 
-    /// Another connection to the same forest, sharing this one's runtime and its connections
-    /// to the nodes (those it has made).
+    /// Another connection of the same writer to the same forest, sharing this one's runtime
+    /// and links.
     fn sibling(&self) -> Result<Self, StoreError> {
         let mut store = RedisStore::unconnected(
-            Arc::clone(&self.runtime),
+            Arc::clone(&self.shared),
             self.connection.clone(),
             self.prefix.clone(),
             self.layout.clone(),
@@ -600,8 +620,6 @@ impl RedisStore {
             self.verifier,
             self.seed.clone(),
         );
-        store.lease = self.lease;
-        store.pending_timeout = self.pending_timeout;
         store.owners = self.owners.clone();
         store.nodes = self.nodes.clone();
         store.enter_clock()?;
@@ -611,7 +629,7 @@ impl RedisStore {
     /// A store with the given settings that has read nothing yet: no slot map, no
     /// connection to a node, no clock.
     fn unconnected(
-        runtime: Arc<StoreRuntime>,
+        shared: Arc<Shared>,
         connection: ClusterConnection,
         prefix: String,
         layout: BlockLayout,
@@ -620,7 +638,7 @@ impl RedisStore {
         seed: ConnectionInfo,
     ) -> Self {
         RedisStore {
-            runtime,
+            shared,
             connection,
             prefix,
             layout,
@@ -770,7 +788,10 @@ impl RedisStore {
     fn run<T: redis::FromRedisValue>(&mut self, command: Cmd) -> Result<T, StoreError> {
         self.round_trips += 1;
         let connection = &mut self.connection;
-        Ok(self.runtime.block_on(command.query_async(connection))?)
+        Ok(self
+            .shared
+            .runtime
+            .block_on(command.query_async(connection))?)
     }
 
     /// Sends the batch and reads the kept replies as `T`, in order.
@@ -786,11 +807,13 @@ impl RedisStore {
     }
 
     /// Sends the deferred writes and the batch's commands, one pipeline to each node that owns
-    /// some of their keys (over this store's own connection to that node), all at once, and
-    /// gives every reply of the batch in order. A command that did not run where it went (see
-    /// [`not_run`]), or whose node's connection had dropped, is sent again on its own through
-    /// the cluster client, which follows redirections, reconnects and retries a cluster that
-    /// is not ready; a script that the node had not cached goes again with its text.
+    /// some of their keys (on the writer's link to that node, with whatever the writer's
+    /// other connections send meanwhile), all at once, and gives every reply of the batch in
+    /// order. A command that did not run where it went (see [`not_run`]), or whose node's
+    /// connection dropped or timed out (which fails every request sent with it), is sent
+    /// again on its own through the cluster client, which follows redirections, reconnects and
+    /// retries a cluster that is not ready, and the slot map is read again; a script that the
+    /// node had not cached goes again with its text.
     ///
     /// The pipelines bypass the cluster client on purpose: it answers a pipeline that met a
     /// redirection by sending the whole pipeline again elsewhere, which could run twice the
@@ -842,7 +865,7 @@ impl RedisStore {
                 )
             })
             .collect();
-        let answers = self.runtime.block_on(async {
+        let answers = self.shared.runtime.block_on(async {
             let mut answers = Vec::with_capacity(pending.len());
             for answer in pending {
                 answers.push(answer.await);
@@ -850,18 +873,20 @@ impl RedisStore {
             answers
         });
         let mut replies = vec![Value::Nil; requests.len()];
-        let mut moved = false;
+        let mut reload_slots = false;
         for ((node, members), answer) in groups.iter().zip(answers) {
             let values = match answer {
                 Ok(Ok(values)) => values,
-                // The node went away (or was restarted), or the link's task with it: its
-                // commands go through the cluster client, and the link connects again.
-                Err(_) => {
-                    self.nodes[*node].link = None;
+                // The node went away or was restarted (the link connects again for its next
+                // request), or failed over: the commands go through the cluster client.
+                Ok(Err(error)) if error.is_connection_dropped() || error.is_io_error() => {
+                    reload_slots = true;
                     again.extend(members);
                     continue;
                 }
-                Ok(Err(error)) if error.is_connection_dropped() || error.is_io_error() => {
+                // The link's task ended (it ends only with the runtime): a new link next time.
+                Err(_) => {
+                    self.forget_link(*node);
                     again.extend(members);
                     continue;
                 }
@@ -877,7 +902,7 @@ impl RedisStore {
             for (&index, value) in members.iter().zip(values) {
                 match &value {
                     Value::ServerError(error) if not_run(error.kind()) => {
-                        moved |= matches!(
+                        reload_slots |= matches!(
                             error.kind(),
                             Some(ServerErrorKind::Moved | ServerErrorKind::Ask)
                         );
@@ -890,7 +915,7 @@ impl RedisStore {
         if !again.is_empty() {
             self.round_trips += 1;
             let connection = &self.connection;
-            let sent = self.runtime.block_on(async {
+            let sent = self.shared.runtime.block_on(async {
                 let tasks: Vec<_> = again
                     .iter()
                     .map(|&index| {
@@ -912,7 +937,7 @@ impl RedisStore {
             for (&index, reply) in again.iter().zip(sent) {
                 replies[index] = reply.map_err(lost)??;
             }
-            if moved {
+            if reload_slots {
                 self.load_slots()?;
             }
         }
@@ -926,28 +951,35 @@ impl RedisStore {
         Ok(replies.split_off(deferred.requests.len()))
     }
 
-    /// This store's link to node `node` (an index of `nodes`), made if there is none.
+    /// The writer's link to node `node` (an index of `nodes`), made if there is none.
     fn link(&mut self, node: usize) -> Result<NodeLink, StoreError> {
-        if let Some(link) = &self.nodes[node].link {
+        let address = (self.nodes[node].host.clone(), self.nodes[node].port);
+        if let Some(link) = self.shared.links().get(&address) {
             return Ok(link.clone());
         }
-        let info = self.seed.clone().set_addr(ConnectionAddr::Tcp(
-            self.nodes[node].host.clone(),
-            self.nodes[node].port,
-        ));
+        let info = self
+            .seed
+            .clone()
+            .set_addr(ConnectionAddr::Tcp(address.0.clone(), address.1));
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(TIMEOUT))
             .set_response_timeout(Some(TIMEOUT));
         let client = redis::Client::open(info)?;
-        let link = self
-            .runtime
-            .block_on(NodeLink::connect(&self.runtime, client, config))?;
-        self.nodes[node].link = Some(link.clone());
-        Ok(link)
+        // Connected without holding the map: a sibling connecting to the same node at the
+        // same time keeps whichever link went in first.
+        let runtime = &self.shared.runtime;
+        let link = runtime.block_on(NodeLink::connect(runtime, client, config))?;
+        Ok(self.shared.links().entry(address).or_insert(link).clone())
     }
 
-    /// Reads which node owns each hash slot (`CLUSTER SLOTS`), keeping the connections to
-    /// nodes that are still masters.
+    /// Drops the writer's link to node `node`, whose task has ended.
+    fn forget_link(&mut self, node: usize) {
+        let address = (self.nodes[node].host.clone(), self.nodes[node].port);
+        self.shared.links().remove(&address);
+    }
+
+    /// Reads which node owns each hash slot (`CLUSTER SLOTS`). The links, by address, stay:
+    /// a node that is a master again finds its own.
     fn load_slots(&mut self) -> Result<(), StoreError> {
         let mut command = redis::cmd("CLUSTER");
         command.arg("SLOTS");
@@ -972,12 +1004,7 @@ impl RedisStore {
             {
                 Some(node) => node,
                 None => {
-                    let link = self
-                        .nodes
-                        .iter_mut()
-                        .find(|node| node.host == host && node.port == port)
-                        .and_then(|node| node.link.take());
-                    nodes.push(Node { host, port, link });
+                    nodes.push(Node { host, port });
                     nodes.len() - 1
                 }
             };
@@ -1453,12 +1480,11 @@ impl RedisStore {
     }
 }
 
-/// A master of the cluster, and this store's link to it once made.
+/// A master of the cluster.
 #[derive(Clone)]
 struct Node {
     host: String,
     port: u16,
-    link: Option<NodeLink>,
 }
 
 /// Commands sent together: one round trip. A Redis Cluster node runs only the commands whose
@@ -1560,6 +1586,11 @@ fn not_run(kind: Option<ServerErrorKind>) -> bool {
                 | ServerErrorKind::BusyLoading
         )
     )
+}
+
+/// A runtime that could not be started.
+fn no_runtime(error: std::io::Error) -> StoreError {
+    StoreError::Config(format!("cannot start a runtime: {error}"))
 }
 
 /// A Redis request whose task went away.

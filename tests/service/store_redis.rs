@@ -1,5 +1,6 @@
 //! The forest on a real 3-node Redis Cluster: one writer equals the in-memory forest, and so
-//! does one writer with eight inserts in flight (a `Pipeline`), and 32 on text that crowds key
+//! does one writer with eight inserts in flight (a `Pipeline`, its connections sharing a link
+//! to each node, each getting its own replies), and 32 on text that crowds key
 //! postings past their cap; two such writers at once, and
 //! eight concurrent writers (with bursts of identical and near-identical documents released at one
 //! instant) keep the forest's invariants (docs/algorithm.md, "Invariants") and split no story the
@@ -483,6 +484,58 @@ fn a_pipelined_writer_decides_as_the_in_memory_forest() {
     assert_eq!(store.advance_to(T0).unwrap(), newest);
 }
 
+/// The connections of one writer share a link to each node, which sends their requests
+/// together: each still gets its own replies. Eight connections take tickets and post orders
+/// at once, round after round, each its own count of them: if a reply went to another
+/// request of the group, the numbers handed out would overlap or leave a gap.
+#[test]
+fn connections_sharing_links_get_their_own_replies() {
+    const CONNECTIONS: usize = 8;
+    const ROUNDS: usize = 200;
+    let cluster = RedisCluster::start(3);
+    let address = RedisAddress::parse(&cluster.store_arg()).unwrap();
+    let stores =
+        RedisStore::connect_several(&address, &DedupConfig::default(), CONNECTIONS).unwrap();
+    let together = Arc::new(Barrier::new(CONNECTIONS));
+    let workers: Vec<_> = stores
+        .into_iter()
+        .enumerate()
+        .map(|(at, mut store)| {
+            let together = Arc::clone(&together);
+            std::thread::spawn(move || {
+                let (tickets, posts) = (1u64 << at, at as u64 + 1);
+                let mut taken = Vec::new();
+                for _ in 0..ROUNDS {
+                    together.wait();
+                    let last_ticket = store.take_tickets(tickets).unwrap();
+                    let first_post = store.take_post_orders(posts).unwrap();
+                    taken.push((
+                        last_ticket + 1 - tickets..=last_ticket,
+                        first_post..=first_post + posts - 1,
+                    ));
+                }
+                taken
+            })
+        })
+        .collect();
+    let (mut tickets, mut posts): (Vec<_>, Vec<_>) = workers
+        .into_iter()
+        .flat_map(|worker| worker.join().unwrap())
+        .unzip();
+    for (what, numbers) in [("tickets", &mut tickets), ("post orders", &mut posts)] {
+        numbers.sort_by_key(|range| *range.start());
+        for pair in numbers.windows(2) {
+            assert_eq!(
+                *pair[1].start(),
+                pair[0].end() + 1,
+                "{what} handed out twice or never: {:?} then {:?}",
+                pair[0],
+                pair[1]
+            );
+        }
+    }
+}
+
 /// The same text with its documents dated as they were published (out of arrival order, over
 /// three weeks, against the default 7-day window): many are late, start stories at the
 /// window's edge and expire. 32 inserts in flight decide exactly as one insert at a time on
@@ -799,19 +852,19 @@ enum Step {
     Burst(usize),
 }
 
-/// Runs `plans` on one thread each, with its own connection; gives (document, root) pairs and
-/// how many attempts the cluster refused.
+/// Runs `plans` on one thread each, with a connection of `stores` each; gives (document, root)
+/// pairs and how many attempts the cluster refused.
 fn run_writers(
-    store_arg: &str,
-    config: &DedupConfig,
+    stores: Vec<RedisStore>,
     documents: &Arc<Vec<Document>>,
     plans: Vec<Vec<Step>>,
 ) -> (Vec<(usize, Fingerprint)>, u32) {
+    assert_eq!(stores.len(), plans.len());
     let barrier = Arc::new(Barrier::new(plans.len()));
     let handles: Vec<_> = plans
         .into_iter()
-        .map(|plan| {
-            let mut store = connect(store_arg, config);
+        .zip(stores)
+        .map(|(plan, mut store)| {
             let documents = Arc::clone(documents);
             let barrier = Arc::clone(&barrier);
             std::thread::spawn(move || {
@@ -882,7 +935,10 @@ fn eight_writers_keep_the_invariants_and_split_no_story() {
     }
     assert_eq!(documents.len(), 10_000);
     let documents = Arc::new(documents);
-    let (answers, _) = run_writers(&cluster.store_arg(), &config, &documents, plans);
+    let stores = (0..plans.len())
+        .map(|_| connect(&cluster.store_arg(), &config))
+        .collect();
+    let (answers, _) = run_writers(stores, &documents, plans);
     assert_eq!(answers.len(), documents.len());
     let mut concurrent = vec![Fingerprint(0); documents.len()];
     for &(number, root) in &answers {
@@ -993,9 +1049,16 @@ fn a_node_killed_and_restarted_during_ingest_loses_no_acknowledged_insert() {
     for number in 0..documents.len() {
         plans[number % WRITERS].push(Step::Insert(number));
     }
-    let store_arg = cluster.store_arg();
+    // Connections sharing their links to the nodes: a connection dropped under a group of
+    // requests fails all of them, and each sends its commands again on its own.
+    let address = RedisAddress::parse(&cluster.store_arg()).unwrap();
+    let stores = RedisStore::connect_several(&address, &config, WRITERS)
+        .unwrap()
+        .into_iter()
+        .map(|store| store.with_pending_timeout(Duration::from_secs(2)))
+        .collect();
     let (answers, refused) = std::thread::scope(|scope| {
-        let writers = scope.spawn(|| run_writers(&store_arg, &config, &documents, plans));
+        let writers = scope.spawn(|| run_writers(stores, &documents, plans));
         std::thread::sleep(Duration::from_millis(700));
         cluster.stop_node(1);
         std::thread::sleep(Duration::from_millis(1_500));

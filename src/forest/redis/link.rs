@@ -1,17 +1,22 @@
 //! One connection to one node of the cluster, shared by the inserts in flight of a writer.
 //!
 //! A round trip costs both sides far more in system calls and wake-ups than in the commands
-//! themselves (a Redis node spends about a microsecond on a command, and tens on reading a
-//! request and writing its reply). So a [`NodeLink`] keeps at most one pipeline out at a
+//! themselves (measured: about 1 us a command on the commands, about 10 us a request on
+//! reading it and writing the reply). So a [`NodeLink`] keeps at most one pipeline out at a
 //! time: the requests that come in while it is out wait, and go out together as the next
 //! pipeline, as a database commits a group of transactions with one flush. One request alone
 //! goes out at once; many inserts in flight share each write, each read and, with
 //! `appendfsync always`, each fsync on the node.
 //!
-//! Each request's commands stay together and in order, and the node runs them before those
-//! of any request queued after it: what the store's protocol relies on from one pipeline.
+//! Each request's commands stay together and in order, as in a pipeline of their own, which
+//! is all the store's protocol relies on. A connection that drops or a reply that times out
+//! (after two seconds, for the whole group) fails every request of the group: each caller
+//! sends its commands again through the cluster client, as it did when each connection was
+//! its own. After a failed connect the link fails requests at once for a second, so that a
+//! node that is down costs the writer's steps one connect timeout, not one each.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, Cmd, RedisError, Value};
@@ -57,6 +62,9 @@ impl NodeLink {
     }
 }
 
+/// How long a link answers with its last failed connect instead of trying again.
+const FAILED_CONNECT_HELD: Duration = Duration::from_secs(1);
+
 /// Sends the queued requests, all that are waiting as one pipeline, one pipeline at a time,
 /// until every handle is dropped. After a connection error it connects again for the next
 /// group (whose callers see the error if that fails too).
@@ -67,6 +75,7 @@ async fn send_in_groups(
     config: AsyncConnectionConfig,
 ) {
     let mut connection = Some(connection);
+    let mut failed_connect: Option<(Instant, Arc<RedisError>)> = None;
     while let Some(first) = requests.recv().await {
         let mut group = vec![first];
         while let Ok(request) = requests.try_recv() {
@@ -82,12 +91,22 @@ async fn send_in_groups(
             }
             answers.push(request.replies);
         }
-        let sent = match connected(&mut connection, &client, &config).await {
-            Ok(link) => {
-                link.send_packed_commands(&pipeline, 0, pipeline.len())
+        let held = failed_connect
+            .as_ref()
+            .filter(|(when, _)| when.elapsed() < FAILED_CONNECT_HELD);
+        let sent = match held {
+            Some((_, error)) => Err(Arc::clone(error)),
+            None => match connected(&mut connection, &client, &config).await {
+                Ok(link) => link
+                    .send_packed_commands(&pipeline, 0, pipeline.len())
                     .await
-            }
-            Err(error) => Err(error),
+                    .map_err(Arc::new),
+                Err(error) => {
+                    let error = Arc::new(error);
+                    failed_connect = Some((Instant::now(), Arc::clone(&error)));
+                    Err(error)
+                }
+            },
         };
         match sent {
             Ok(values) => {
@@ -101,7 +120,6 @@ async fn send_in_groups(
                 if error.is_connection_dropped() || error.is_io_error() {
                     connection = None;
                 }
-                let error = Arc::new(error);
                 for answer in answers {
                     let _ = answer.send(Err(Arc::clone(&error)));
                 }

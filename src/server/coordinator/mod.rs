@@ -65,8 +65,9 @@ pub(crate) struct CoordinatorState {
     /// replicas.
     logs: Vec<ShardLog>,
     directory: IdDirectory,
-    /// The shared forest, through `server.inserts_in_flight` connections of this process:
-    /// placing is one batch at a time, several of its documents in flight.
+    /// The shared forest, through `server.inserts_in_flight` connections of this process
+    /// sharing one link to each node: placing is one batch at a time, several of its
+    /// documents in flight.
     placer: Arc<Mutex<Pipeline>>,
     signer: Signer,
     /// Held for a whole write, so that batches are placed and recorded in the order received.
