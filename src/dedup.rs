@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::article::{Article, ArticleError, ArticleReader, ArticleRecord};
 use crate::config::DedupConfig;
 use crate::forest::{
-    Forest, ForestStats, ForestStore, Placement, Signature, Timestamp, new_token, place,
+    Forest, ForestStats, ForestStore, Pipeline, Placement, Signature, Timestamp, new_token, place,
 };
 use crate::input;
 use crate::text::{AnalyzedText, Fingerprinter, normalize};
@@ -44,6 +44,21 @@ pub struct Decision {
     /// when there is none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<Reason>,
+}
+
+impl Decision {
+    /// The decision on document `id`, newly placed at `placement`: the signer's `reason` to
+    /// keep it apart, else the placement's.
+    fn added(id: String, reason: Option<Reason>, placement: &Placement) -> Self {
+        Decision {
+            id,
+            simhash: placement.node,
+            root: placement.root,
+            duplicate: placement.is_duplicate(),
+            change: Change::Added,
+            reason: reason.or(placement.reason),
+        }
+    }
 }
 
 /// What adding an article did to an index ([`DedupIndex::add`](crate::engine::DedupIndex::add)),
@@ -101,7 +116,16 @@ pub struct Deduplicator {
     forest: Forest,
     /// The store that replaces `forest` when several processes share the forest (such as
     /// `forest::redis::RedisStore`, feature `redis`).
-    shared: Option<Box<dyn ForestStore + Send>>,
+    shared: Option<Shared>,
+}
+
+/// A forest that several processes share, as this process reaches it.
+enum Shared {
+    /// One connection: one insert at a time.
+    Store(Box<dyn ForestStore + Send>),
+    /// Several connections of one writer: several inserts of a [`run`](Deduplicator::run)'s
+    /// batch in flight, deciding as one at a time would.
+    Pipeline(Pipeline),
 }
 
 impl Deduplicator {
@@ -161,7 +185,18 @@ impl Deduplicator {
     /// docs/scaling.md). The store must have been made for `config`'s `[dedup]` settings.
     pub fn with_store(config: DedupConfig, store: Box<dyn ForestStore + Send>) -> Result<Self> {
         let mut dedup = Deduplicator::new(config)?;
-        dedup.shared = Some(store);
+        dedup.shared = Some(Shared::Store(store));
+        Ok(dedup)
+    }
+
+    /// A deduplicator whose forest lives in the store of `pipeline`'s connections, as
+    /// [`with_store`](Self::with_store)'s, and whose [`run`](Self::run) places each batch of
+    /// the input with as many inserts in flight as the pipeline has connections (on a Redis
+    /// Cluster: `RedisStore::connect_several`), deciding as one insert at a time would
+    /// ([`Pipeline`] has the rare exceptions).
+    pub fn with_pipeline(config: DedupConfig, pipeline: Pipeline) -> Result<Self> {
+        let mut dedup = Deduplicator::new(config)?;
+        dedup.shared = Some(Shared::Pipeline(pipeline));
         Ok(dedup)
     }
 
@@ -170,36 +205,32 @@ impl Deduplicator {
         self.shared.is_some()
     }
 
-    /// The store inserts go to.
-    fn store(&mut self) -> &mut dyn ForestStore {
-        match &mut self.shared {
-            Some(shared) => shared.as_mut(),
-            None => &mut self.forest,
-        }
-    }
-
-    /// The store inserts go to, to read from.
-    fn store_ref(&self) -> &dyn ForestStore {
-        match &self.shared {
-            Some(shared) => shared.as_ref(),
-            None => &self.forest,
-        }
-    }
-
     /// Node and root counts of the store in use (for a shared store: what this process
     /// settled and swept).
     pub fn stats(&self) -> ForestStats {
-        self.store_ref().stats()
+        match &self.shared {
+            None => self.forest.stats(),
+            Some(Shared::Store(store)) => store.stats(),
+            Some(Shared::Pipeline(pipeline)) => pipeline.stats(),
+        }
     }
 
     /// The newest event time seen.
     pub fn newest_time(&self) -> Option<Timestamp> {
-        self.store_ref().newest_time()
+        match &self.shared {
+            None => self.forest.newest_time(),
+            Some(Shared::Store(store)) => store.newest_time(),
+            Some(Shared::Pipeline(pipeline)) => pipeline.newest_time(),
+        }
     }
 
     /// Takes one document off the count of its node (after a delete).
     pub fn remove_document(&mut self, fingerprint: Fingerprint) -> Result<bool> {
-        Ok(self.store().remove_document(fingerprint)?)
+        Ok(match &mut self.shared {
+            None => ForestStore::remove_document(&mut self.forest, fingerprint)?,
+            Some(Shared::Store(store)) => store.remove_document(fingerprint)?,
+            Some(Shared::Pipeline(pipeline)) => pipeline.remove_document(fingerprint)?,
+        })
     }
 
     /// The settings in use.
@@ -233,9 +264,41 @@ impl Deduplicator {
     pub fn place(&mut self, signature: impl Into<Signature>, time: Timestamp) -> Result<Placement> {
         let signature = signature.into();
         match &mut self.shared {
-            Some(shared) => Ok(place(shared.as_mut(), &signature, time, new_token())?),
+            Some(Shared::Store(store)) => Ok(place(store.as_mut(), &signature, time, new_token())?),
+            Some(Shared::Pipeline(pipeline)) => {
+                let mut placed = pipeline.place_all(&[(signature, time)])?;
+                placed.pop().ok_or_else(|| {
+                    Error::Store(crate::forest::StoreError::Inconsistent(
+                        "a pipeline placed nothing".into(),
+                    ))
+                })
+            }
             None => Ok(self.forest.try_place(signature, time)?),
         }
+    }
+
+    /// Places `inserts` in their order, as [`place`](Self::place) one after the other would,
+    /// with several in flight through a pipeline: the placements up to the first error, and
+    /// that error (after which nothing more was placed one at a time; through a pipeline,
+    /// nothing of the batch is acknowledged, and placing it again finds what was placed).
+    fn place_in_order(
+        &mut self,
+        inserts: Vec<(Signature, Timestamp)>,
+    ) -> (Vec<Placement>, Option<Error>) {
+        if let Some(Shared::Pipeline(pipeline)) = &mut self.shared {
+            return match pipeline.place_all(&inserts) {
+                Ok(placed) => (placed, None),
+                Err(error) => (Vec::new(), Some(error.into())),
+            };
+        }
+        let mut placed = Vec::with_capacity(inserts.len());
+        for (signature, time) in inserts {
+            match self.place(signature, time) {
+                Ok(placement) => placed.push(placement),
+                Err(error) => return (placed, Some(error)),
+            }
+        }
+        (placed, None)
     }
 
     /// Signs and places one article; `arrival` is its time when it has no `published_at`.
@@ -253,21 +316,17 @@ impl Deduplicator {
         let signature = signature.for_document(&article.id);
         let reason = signature.reason;
         let placement = self.place(signature, article.published_at.unwrap_or(arrival))?;
-        Ok(Decision {
-            id: article.id.clone(),
-            simhash: placement.node,
-            root: placement.root,
-            duplicate: placement.is_duplicate(),
-            change: Change::Added,
-            reason: reason.or(placement.reason),
-        })
+        Ok(Decision::added(article.id.clone(), reason, &placement))
     }
 
     /// Reads JSON Lines (or a JSON array) from `reader`, each article by `articles`, and calls `report` with each line's number and its
     /// decision or error, in input order, until the input ends or `report` says to stop.
-    /// Articles are parsed and fingerprinted in parallel batches and placed one by one. A bad
-    /// line costs only itself; a read error is returned after every line read before it has
-    /// been reported. A shared store's error stops the run the same way.
+    /// Articles are parsed and fingerprinted in parallel batches and placed in order (through
+    /// a [pipeline](Self::with_pipeline), a batch's with several in flight). A bad line costs
+    /// only itself; a read error is returned after every line read before it has been
+    /// reported. A shared store's error stops the run the same way, after the decisions
+    /// placed before it (through a pipeline, before its batch: nothing of the batch was
+    /// acknowledged).
     ///
     /// An article without `published_at` takes the newest event time seen so far (the wall
     /// clock for the first), so a file gives the same decisions whatever day it is run.
@@ -288,23 +347,45 @@ impl Deduplicator {
                 (record.article, signature)
             },
             |batch| {
+                // Each article's event time as placing one after the other gives it: its
+                // own, else the newest placed before it.
+                let mut newest = self.newest_time();
+                let mut inserts = Vec::with_capacity(batch.len());
+                let mut lines = Vec::with_capacity(batch.len());
                 for (number, parsed) in batch {
-                    let outcome = match parsed {
+                    match parsed {
                         Ok((article, signature)) => {
-                            let arrival = self.newest_time().unwrap_or_else(now);
-                            match self.decide(&article, signature, arrival) {
-                                Ok(decision) => Ok(decision),
-                                Err(error) => {
-                                    failure = Some(error);
-                                    return ControlFlow::Break(());
-                                }
-                            }
+                            let time = article
+                                .published_at
+                                .unwrap_or_else(|| newest.unwrap_or_else(now));
+                            newest = Some(newest.map_or(time, |newest| newest.max(time)));
+                            let signature = signature.for_document(&article.id);
+                            lines.push((number, Ok((article.id, signature.reason))));
+                            inserts.push((signature, time));
                         }
+                        Err(error) => lines.push((number, Err(error))),
+                    }
+                }
+                let (placed, error) = self.place_in_order(inserts);
+                let mut placed = placed.into_iter();
+                for (number, line) in lines {
+                    let outcome = match line {
+                        Ok((id, reason)) => match placed.next() {
+                            Some(placement) => Ok(Decision::added(id, reason, &placement)),
+                            // Placed no further: the store's error stops the run here.
+                            None => break,
+                        },
                         Err(error) => Err(error),
                     };
                     report(number, outcome)?;
                 }
-                ControlFlow::Continue(())
+                match error {
+                    Some(error) => {
+                        failure = Some(error);
+                        ControlFlow::Break(())
+                    }
+                    None => ControlFlow::Continue(()),
+                }
             },
         )?;
         failure.map_or(Ok(()), |error| Err(io::Error::other(error)))

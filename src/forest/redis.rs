@@ -424,10 +424,6 @@ fn redacted(node: &str) -> String {
 pub struct RedisStore {
     shared: Arc<Shared>,
     connection: ClusterConnection,
-    prefix: String,
-    layout: BlockLayout,
-    window: Timestamp,
-    verifier: Option<Verifier>,
     /// The newest event time expiry is judged by: this writer's clock, or the time an insert
     /// of a sequence was told to judge by ([`ForestStore::judge_expiry_at`]).
     newest: Option<Timestamp>,
@@ -466,30 +462,28 @@ pub struct RedisStore {
     /// The masters, as `CLUSTER SLOTS` last listed them (the writer's links to them are in
     /// `shared`).
     nodes: Vec<Node>,
-    /// The first seed node's address: the credentials and settings of the connections to
-    /// the masters.
-    seed: ConnectionInfo,
     /// Round trips made so far (batches, and single commands).
     round_trips: u64,
     stats: ForestStats,
 }
 
-/// What the connections of one writer share: the runtime their synchronous calls block on,
-/// and one link to each node by its address (made by the first connection that needs it, and
-/// found by the others, a node that became a master after a failover included).
+/// What the connections of one writer share: the store's settings, the runtime their
+/// synchronous calls block on, and one link to each node by its address (made by the first
+/// connection that needs it, and found by the others, a node that became a master after a
+/// failover included).
 struct Shared {
+    prefix: String,
+    layout: BlockLayout,
+    window: Timestamp,
+    verifier: Option<Verifier>,
+    /// The first seed node's address: the credentials and settings of the connections to
+    /// the masters.
+    seed: ConnectionInfo,
     runtime: StoreRuntime,
     links: Mutex<HashMap<(String, u16), NodeLink>>,
 }
 
 impl Shared {
-    fn new(runtime: tokio::runtime::Runtime) -> Arc<Self> {
-        Arc::new(Shared {
-            runtime: StoreRuntime(Some(runtime)),
-            links: Mutex::new(HashMap::new()),
-        })
-    }
-
     fn links(&self) -> std::sync::MutexGuard<'_, HashMap<(String, u16), NodeLink>> {
         // The map is only read and written whole: a panic elsewhere leaves it consistent.
         self.links.lock().unwrap_or_else(PoisonError::into_inner)
@@ -529,7 +523,7 @@ impl RedisStore {
             .enable_all()
             .build()
             .map_err(no_runtime)?;
-        Self::connect_on(Shared::new(runtime), address, config)
+        Self::connect_on(runtime, address, config)
     }
 
     /// `count` connections of one writer (at least one), for as many inserts in flight (a
@@ -552,7 +546,7 @@ impl RedisStore {
             .enable_all()
             .build()
             .map_err(no_runtime)?;
-        let first = Self::connect_on(Shared::new(runtime), address, config)?;
+        let first = Self::connect_on(runtime, address, config)?;
         let mut stores = Vec::with_capacity(count);
         for _ in 1..count {
             stores.push(first.sibling()?);
@@ -562,7 +556,7 @@ impl RedisStore {
     }
 
     fn connect_on(
-        shared: Arc<Shared>,
+        runtime: tokio::runtime::Runtime,
         address: &RedisAddress,
         config: &DedupConfig,
     ) -> Result<Self, StoreError> {
@@ -589,19 +583,20 @@ impl RedisStore {
             .min_retry_wait(10)
             .max_retry_wait(300)
             .build()?;
-        let connection = shared.runtime.block_on(client.get_async_connection())?;
+        let connection = runtime.block_on(client.get_async_connection())?;
         let layout = config
             .layout()
             .map_err(|error| StoreError::Config(error.to_string()))?;
-        let mut store = RedisStore::unconnected(
-            shared,
-            connection,
-            address.prefix.clone(),
+        let shared = Arc::new(Shared {
+            prefix: address.prefix.clone(),
             layout,
-            config.window_seconds() as Timestamp,
-            config.verifier(),
+            window: config.window_seconds() as Timestamp,
+            verifier: config.verifier(),
             seed,
-        );
+            runtime: StoreRuntime(Some(runtime)),
+            links: Mutex::new(HashMap::new()),
+        });
+        let mut store = RedisStore::unconnected(shared, connection);
         store.load_slots()?;
         store.check_settings(config)?;
         store.enter_clock()?;
@@ -611,39 +606,18 @@ impl RedisStore {
     /// Another connection of the same writer to the same forest, sharing this one's runtime
     /// and links.
     fn sibling(&self) -> Result<Self, StoreError> {
-        let mut store = RedisStore::unconnected(
-            Arc::clone(&self.shared),
-            self.connection.clone(),
-            self.prefix.clone(),
-            self.layout.clone(),
-            self.window,
-            self.verifier,
-            self.seed.clone(),
-        );
+        let mut store = RedisStore::unconnected(Arc::clone(&self.shared), self.connection.clone());
         store.owners = self.owners.clone();
         store.nodes = self.nodes.clone();
         store.enter_clock()?;
         Ok(store)
     }
 
-    /// A store with the given settings that has read nothing yet: no slot map, no
-    /// connection to a node, no clock.
-    fn unconnected(
-        shared: Arc<Shared>,
-        connection: ClusterConnection,
-        prefix: String,
-        layout: BlockLayout,
-        window: Timestamp,
-        verifier: Option<Verifier>,
-        seed: ConnectionInfo,
-    ) -> Self {
+    /// A store of `shared`'s writer that has read nothing yet: no slot map, no clock.
+    fn unconnected(shared: Arc<Shared>, connection: ClusterConnection) -> Self {
         RedisStore {
             shared,
             connection,
-            prefix,
-            layout,
-            window,
-            verifier,
             newest: None,
             clock: None,
             low_mark: None,
@@ -659,7 +633,6 @@ impl RedisStore {
             deferred: Batch::default(),
             owners: Vec::new(),
             nodes: Vec::new(),
-            seed,
             round_trips: 0,
             stats: ForestStats::default(),
         }
@@ -727,41 +700,42 @@ impl RedisStore {
     }
 
     fn key(&self, name: &str) -> String {
-        format!("{}{name}", self.prefix)
+        format!("{}{name}", self.shared.prefix)
     }
 
     fn node_key(&self, fingerprint: Fingerprint) -> String {
-        format!("{}n:{:016x}", self.prefix, fingerprint.0)
+        format!("{}n:{:016x}", self.shared.prefix, fingerprint.0)
     }
 
     fn sketch_key(&self, fingerprint: Fingerprint) -> String {
-        format!("{}s:{:016x}", self.prefix, fingerprint.0)
+        format!("{}s:{:016x}", self.shared.prefix, fingerprint.0)
     }
 
     /// A root's leaves: a set, so that counting a leaf twice (a retried insert) counts it once.
     fn children_key(&self, root: Fingerprint) -> String {
-        format!("{}c:{:016x}", self.prefix, root.0)
+        format!("{}c:{:016x}", self.shared.prefix, root.0)
     }
 
     fn posting_key(&self, hash: u32) -> String {
-        format!("{}k:{hash:08x}", self.prefix)
+        format!("{}k:{hash:08x}", self.shared.prefix)
     }
 
     fn partition_key(&self, hour: i64) -> String {
-        format!("{}x:{hour}", self.prefix)
+        format!("{}x:{hour}", self.shared.prefix)
     }
 
     /// The bucket keys of a fingerprint, one a table.
     fn bucket_keys(&self, fingerprint: Fingerprint) -> Vec<String> {
-        self.layout
+        self.shared
+            .layout
             .bucket_keys(fingerprint.0)
-            .map(|(table, key)| format!("{}b{table}:{key:x}", self.prefix))
+            .map(|(table, key)| format!("{}b{table}:{key:x}", self.shared.prefix))
             .collect()
     }
 
     fn cutoff(&self) -> Timestamp {
         self.newest
-            .map_or(Timestamp::MIN, |newest| newest - self.window)
+            .map_or(Timestamp::MIN, |newest| newest - self.shared.window)
     }
 
     /// The sketch of the live node stored under `node`: `None` when it is gone, expired (its
@@ -958,6 +932,7 @@ impl RedisStore {
             return Ok(link.clone());
         }
         let info = self
+            .shared
             .seed
             .clone()
             .set_addr(ConnectionAddr::Tcp(address.0.clone(), address.1));
@@ -1020,7 +995,7 @@ impl RedisStore {
     /// Every node this store's prefix holds, read with KEYS on every master: for tests and
     /// diagnostics (it reads the whole forest, and KEYS blocks each master while it runs).
     pub fn dump(&mut self) -> Result<Vec<StoredNode>, StoreError> {
-        let pattern = format!("{}n:*", self.prefix);
+        let pattern = format!("{}n:*", self.shared.prefix);
         let mut command = redis::cmd("KEYS");
         command.arg(&pattern);
         // KEYS is routed to every master by the cluster client and the answers concatenated.
@@ -1073,7 +1048,7 @@ impl RedisStore {
         let Some(low_mark) = self.low_mark else {
             return Ok(());
         };
-        let delete_before = low_mark - self.window - SWEEP_GRACE_SECONDS;
+        let delete_before = low_mark - self.shared.window - SWEEP_GRACE_SECONDS;
         let last_due = delete_before.div_euclid(PARTITION_SECONDS) - 1;
         if self.swept_hour.is_some_and(|swept| swept >= last_due) {
             return Ok(());
@@ -1084,14 +1059,14 @@ impl RedisStore {
         let first = match previous {
             Some(previous) if previous >= last_due => return Ok(()),
             Some(previous) => previous + 1,
-            None => last_due - self.window / PARTITION_SECONDS - 2,
+            None => last_due - self.shared.window / PARTITION_SECONDS - 2,
         };
         let hours: Vec<i64> = if last_due - first <= MAX_HOURS_WALKED {
             (first..=last_due).collect()
         } else {
             // A jump of event time over a long empty stretch: list the partitions that exist.
             let mut list = redis::cmd("KEYS");
-            list.arg(format!("{}x:*", self.prefix));
+            list.arg(format!("{}x:*", self.shared.prefix));
             let partitions: Vec<String> = self.run(list)?;
             let mut hours: Vec<i64> = partitions
                 .iter()
@@ -1258,7 +1233,7 @@ impl RedisStore {
             // The first mark of a cluster (or of one emptied since this writer last swept):
             // nothing is older than its window, so the sweep starts there.
             self.swept_hour = None;
-            let start = (low_mark - self.window).div_euclid(PARTITION_SECONDS) - 2;
+            let start = (low_mark - self.shared.window).div_euclid(PARTITION_SECONDS) - 2;
             let mut mark = redis::cmd("SET");
             mark.arg(self.key("swept")).arg(start).arg("NX");
             let _: Value = self.run(mark)?;
@@ -1374,12 +1349,12 @@ impl RedisStore {
             batch
                 .cmd("HMGET", &self.node_key(node))
                 .arg(&["o", "q", "t", "r"]);
-            if self.verifier.is_some() {
+            if self.shared.verifier.is_some() {
                 batch.cmd("GET", &self.sketch_key(node));
             }
         }
         let replies: Vec<Value> = self.run_batch(&batch)?;
-        let per_node = if self.verifier.is_some() { 2 } else { 1 };
+        let per_node = if self.shared.verifier.is_some() { 2 } else { 1 };
         let cutoff = self.cutoff();
         for (&node, reply) in nodes.iter().zip(replies.chunks(per_node)) {
             let record: Vec<Option<String>> =
@@ -1404,7 +1379,7 @@ impl RedisStore {
                         ticket,
                     },
                 };
-                match &self.verifier {
+                match &self.shared.verifier {
                     _ if later(&state) => Candidate::Later,
                     None => Candidate::Live {
                         state,
@@ -1445,7 +1420,7 @@ impl RedisStore {
             Settlement::Root { ticket } => (ticket.to_string(), String::new()),
             Settlement::Leaf { attached_to, root } => (signed(attached_to), signed(root)),
         };
-        let digest = digest_of(sketch.filter(|_| self.verifier.is_some()));
+        let digest = digest_of(sketch.filter(|_| self.shared.verifier.is_some()));
         batch.script(
             &SETTLE,
             &self.node_key(fingerprint),
@@ -1763,11 +1738,11 @@ fn decode_sketch(bytes: &[u8]) -> Option<Sketch> {
 
 impl ForestStore for RedisStore {
     fn max_distance(&self) -> u32 {
-        self.layout.max_distance()
+        self.shared.layout.max_distance()
     }
 
     fn window(&self) -> Timestamp {
-        self.window
+        self.shared.window
     }
 
     fn advance_to(&mut self, time: Timestamp) -> Result<Timestamp, StoreError> {
@@ -1784,7 +1759,7 @@ impl ForestStore for RedisStore {
     }
 
     fn take_post_orders(&mut self, count: u64) -> Result<u64, StoreError> {
-        if self.verifier.is_none() {
+        if self.shared.verifier.is_none() {
             return Ok(0); // seed mode has no key postings
         }
         let mut batch = Batch::default();
@@ -1847,8 +1822,8 @@ impl ForestStore for RedisStore {
             Some(newest) => newest.max(time),
             None => self.advance_to(self.raised_to(time))?.max(time),
         };
-        let seen = seen_at(time, assumed, self.window);
-        let verify = sketch.filter(|_| self.verifier.is_some());
+        let seen = seen_at(time, assumed, self.shared.window);
+        let verify = sketch.filter(|_| self.shared.verifier.is_some());
         let mut batch = Batch::default();
         // A new node will need a post order: taken now, in case, rather than on its own later.
         let take_post = verify.is_some() && self.sequence_post.is_none() && self.own_post.is_none();
@@ -1865,7 +1840,7 @@ impl ForestStore for RedisStore {
         if verify.is_some() {
             batch.cmd("GET", &self.sketch_key(node));
         }
-        self.claim_into(&mut batch, node, seen, assumed - self.window, token);
+        self.claim_into(&mut batch, node, seen, assumed - self.shared.window, token);
         let mut replies: Vec<Value> = self.run_batch(&batch)?;
         if take_post && !replies.is_empty() {
             let post: u64 = redis::from_redis_value(replies.remove(0)).map_err(parsing)?;
@@ -1884,13 +1859,14 @@ impl ForestStore for RedisStore {
         if let Some(reply) = replies.pop() {
             self.clock_read(reply)?;
             let newest = self.newest.unwrap_or(assumed);
-            again = seen_at(time, newest, self.window) != seen
+            again = seen_at(time, newest, self.shared.window) != seen
                 || newest - assumed > CLOCK_SLACK_SECONDS;
         }
         let stored = stored.as_deref().and_then(decode_sketch);
         let verified = match (verify, claim) {
             (Some(sketch), Claim::Existing { .. } | Claim::Busy { .. }) => stored.map(|stored| {
-                self.verifier
+                self.shared
+                    .verifier
                     .as_ref()
                     .is_none_or(|verifier| verifier.matches(sketch, &stored))
             }),
@@ -1938,7 +1914,8 @@ impl ForestStore for RedisStore {
     ) -> Result<Option<bool>, StoreError> {
         // Gone, expired or not yet published: nothing to refuse; the claim decides.
         Ok(self.live_sketch(node)?.map(|stored| {
-            self.verifier
+            self.shared
+                .verifier
                 .as_ref()
                 .is_none_or(|verifier| verifier.matches(sketch, &stored))
         }))
@@ -1949,7 +1926,7 @@ impl ForestStore for RedisStore {
         node: Fingerprint,
         sketch: &Sketch,
     ) -> Result<Option<f64>, StoreError> {
-        if self.verifier.is_none() {
+        if self.shared.verifier.is_none() {
             return Ok(None);
         }
         Ok(self
@@ -1965,7 +1942,7 @@ impl ForestStore for RedisStore {
     ) -> Result<Option<u64>, StoreError> {
         let member = fingerprint.0 as i64;
         let mut batch = Batch::default();
-        if self.verifier.is_some() {
+        if self.shared.verifier.is_some() {
             let post = match self.sequence_post.or(self.own_post.take()) {
                 Some(post) => post,
                 None => self.take_post_orders(1)?,
@@ -2025,10 +2002,10 @@ impl ForestStore for RedisStore {
         sketch: Option<&Sketch>,
         later: &dyn Fn(&EdgeState) -> bool,
     ) -> Result<Vec<Edge>, StoreError> {
-        let k = self.layout.max_distance();
+        let k = self.shared.layout.max_distance();
         let empty = Sketch::default();
         let sketch = sketch.unwrap_or(&empty);
-        let keys: &[u32] = if self.verifier.is_some() {
+        let keys: &[u32] = if self.shared.verifier.is_some() {
             sketch.keys()
         } else {
             &[]
@@ -2098,9 +2075,16 @@ impl ForestStore for RedisStore {
             let at = states.binary_search_by_key(&node, |&(node, _)| node).ok()?;
             Some(states[at].1)
         };
+        // The evidence asks the tree of a candidate that the new text contains, and of its
+        // rivals; a pending one (an earlier insert's: a later one's reads as `Later`) has none
+        // yet, where one writer in turn would have found it settled.
+        let unsettled_asked = std::cell::RefCell::new(Vec::new());
         let tree = |node| match state_of(node)? {
             EdgeState::Settled { root, .. } => Some(root),
-            EdgeState::Pending { .. } => None,
+            EdgeState::Pending { .. } => {
+                unsettled_asked.borrow_mut().push(node);
+                None
+            }
         };
         let sketch_of = |node: Fingerprint| {
             let at = sketches
@@ -2109,25 +2093,33 @@ impl ForestStore for RedisStore {
             Some(&sketches[at].1)
         };
         let part_of = |part: Fingerprint, whole: Fingerprint| match (
-            &self.verifier,
+            &self.shared.verifier,
             sketch_of(part),
             sketch_of(whole),
         ) {
             (Some(verifier), Some(part), Some(whole)) => verifier.is_part_of(part, whole),
             _ => false,
         };
-        Ok(found
-            .evidenced(&verdicts, tree, part_of)
-            .into_iter()
-            .filter_map(|Compared { node, verdict }| {
-                Some(Edge {
-                    node,
-                    distance: fingerprint.distance(node),
-                    verdict,
-                    state: state_of(node)?,
-                })
+        let evidenced = found.evidenced(&verdicts, tree, part_of);
+        let edge = |Compared { node, verdict }| {
+            Some(Edge {
+                node,
+                distance: fingerprint.distance(node),
+                verdict,
+                state: state_of(node)?,
             })
-            .collect())
+        };
+        let unsettled_asked = unsettled_asked.into_inner();
+        if !unsettled_asked.is_empty() {
+            // Answered with those alone, edges or not, to be waited for and read again
+            // (`place`): the evidence is then what one writer in turn would have weighed.
+            return Ok(verdicts
+                .into_iter()
+                .filter(|compared| unsettled_asked.contains(&compared.node))
+                .filter_map(edge)
+                .collect());
+        }
+        Ok(evidenced.into_iter().filter_map(edge).collect())
     }
 
     fn root_ranks(&mut self, roots: &[Fingerprint]) -> Result<Vec<Option<RootRank>>, StoreError> {

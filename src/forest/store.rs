@@ -309,7 +309,10 @@ pub trait ForestStore {
     /// Every live node other than `fingerprint` with an edge to it: within `k`, or in a
     /// verifying store, a candidate whose sketch verifies. A node for which `later` is true
     /// (an insert that comes after this one) is left out, as if it were not there yet: it is
-    /// neither an edge, nor a rival in the evidence of others, nor in a key posting.
+    /// neither an edge, nor a rival in the evidence of others, nor in a key posting. When
+    /// the evidence needs the trees of pending nodes (not later ones), the answer is those
+    /// nodes alone, with their verdicts, edges or not: the caller waits for them and asks
+    /// again.
     fn edges(
         &mut self,
         fingerprint: Fingerprint,
