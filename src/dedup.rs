@@ -277,30 +277,6 @@ impl Deduplicator {
         }
     }
 
-    /// Places `inserts` in their order, as [`place`](Self::place) one after the other would,
-    /// with several in flight through a pipeline: the placements up to the first error, and
-    /// that error (after which nothing more was placed one at a time; through a pipeline,
-    /// nothing of the batch is acknowledged, and placing it again finds what was placed).
-    fn place_in_order(
-        &mut self,
-        inserts: Vec<(Signature, Timestamp)>,
-    ) -> (Vec<Placement>, Option<Error>) {
-        if let Some(Shared::Pipeline(pipeline)) = &mut self.shared {
-            return match pipeline.place_all(&inserts) {
-                Ok(placed) => (placed, None),
-                Err(error) => (Vec::new(), Some(error.into())),
-            };
-        }
-        let mut placed = Vec::with_capacity(inserts.len());
-        for (signature, time) in inserts {
-            match self.place(signature, time) {
-                Ok(placement) => placed.push(placement),
-                Err(error) => return (placed, Some(error)),
-            }
-        }
-        (placed, None)
-    }
-
     /// Signs and places one article; `arrival` is its time when it has no `published_at`.
     pub fn add_article(&mut self, article: &Article, arrival: Timestamp) -> Result<Decision> {
         let signature = self.signer.sign(article);
@@ -322,11 +298,10 @@ impl Deduplicator {
     /// Reads JSON Lines (or a JSON array) from `reader`, each article by `articles`, and calls `report` with each line's number and its
     /// decision or error, in input order, until the input ends or `report` says to stop.
     /// Articles are parsed and fingerprinted in parallel batches and placed in order (through
-    /// a [pipeline](Self::with_pipeline), a batch's with several in flight). A bad line costs
-    /// only itself; a read error is returned after every line read before it has been
-    /// reported. A shared store's error stops the run the same way, after the decisions
-    /// placed before it (through a pipeline, before its batch: nothing of the batch was
-    /// acknowledged).
+    /// a [pipeline](Self::with_pipeline), a batch's with several in flight, each reported once
+    /// the batch is placed). A bad line costs only itself; a read error is returned after
+    /// every line read before it has been reported. A shared store's error stops the run the
+    /// same way, after the decisions placed before it in the input's order.
     ///
     /// An article without `published_at` takes the newest event time seen so far (the wall
     /// clock for the first), so a file gives the same decisions whatever day it is run.
@@ -347,9 +322,12 @@ impl Deduplicator {
                 (record.article, signature)
             },
             |batch| {
+                let Some(Shared::Pipeline(pipeline)) = &mut self.shared else {
+                    return self.place_one_by_one(batch, &mut report, &mut failure);
+                };
                 // Each article's event time as placing one after the other gives it: its
                 // own, else the newest placed before it.
-                let mut newest = self.newest_time();
+                let mut newest = pipeline.newest_time();
                 let mut inserts = Vec::with_capacity(batch.len());
                 let mut lines = Vec::with_capacity(batch.len());
                 for (number, parsed) in batch {
@@ -366,7 +344,7 @@ impl Deduplicator {
                         Err(error) => lines.push((number, Err(error))),
                     }
                 }
-                let (placed, error) = self.place_in_order(inserts);
+                let (placed, error) = pipeline.place_in_order(&inserts);
                 let mut placed = placed.into_iter();
                 for (number, line) in lines {
                     let outcome = match line {
@@ -381,7 +359,7 @@ impl Deduplicator {
                 }
                 match error {
                     Some(error) => {
-                        failure = Some(error);
+                        failure = Some(error.into());
                         ControlFlow::Break(())
                     }
                     None => ControlFlow::Continue(()),
@@ -390,7 +368,38 @@ impl Deduplicator {
         )?;
         failure.map_or(Ok(()), |error| Err(io::Error::other(error)))
     }
+
+    /// [`run`](Self::run)'s batch placed and reported one article at a time (a forest in
+    /// memory, or one store connection): an article without `published_at` takes the newest
+    /// time the store has seen, and placing stops as soon as `report` says so.
+    fn place_one_by_one(
+        &mut self,
+        batch: Vec<(u64, SignedLine)>,
+        report: &mut impl FnMut(u64, std::result::Result<Decision, ArticleError>) -> ControlFlow<()>,
+        failure: &mut Option<Error>,
+    ) -> ControlFlow<()> {
+        for (number, parsed) in batch {
+            let outcome = match parsed {
+                Ok((article, signature)) => {
+                    let arrival = self.newest_time().unwrap_or_else(now);
+                    match self.decide(&article, signature, arrival) {
+                        Ok(decision) => Ok(decision),
+                        Err(error) => {
+                            *failure = Some(error);
+                            return ControlFlow::Break(());
+                        }
+                    }
+                }
+                Err(error) => Err(error),
+            };
+            report(number, outcome)?;
+        }
+        ControlFlow::Continue(())
+    }
 }
+
+/// A line of [`Deduplicator::run`]'s input, parsed and signed, or why it was not.
+type SignedLine = std::result::Result<(Article, Signature), ArticleError>;
 
 /// Articles parsed and fingerprinted together, in parallel, before they are placed in order.
 pub const BATCH_SIZE: usize = 2048;

@@ -30,7 +30,7 @@ pub struct DedupArgs {
     /// are those of placing the documents one after the other (docs/scaling.md, "Several
     /// inserts in flight"). 1 places them one at a time
     #[arg(long, value_name = "N", default_value_t = 32, requires = "store",
-          value_parser = clap::value_parser!(u16).range(1..=256))]
+          value_parser = clap::value_parser!(u16).range(1..=64))]
     in_flight: u16,
 }
 

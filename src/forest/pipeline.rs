@@ -129,9 +129,23 @@ impl Pipeline {
         &mut self,
         inserts: &[(Signature, Timestamp)],
     ) -> Result<Vec<Placement>, StoreError> {
+        match self.place_in_order(inserts) {
+            (placed, None) => Ok(placed),
+            (_, Some(error)) => Err(error),
+        }
+    }
+
+    /// Places `inserts` as [`place_all`](Self::place_all) does, and gives the placements in
+    /// the sequence's order up to the first error, and that error: each of those was placed
+    /// and can be acknowledged; of those after it, some may have been placed too (placing
+    /// them again finds what was placed).
+    pub fn place_in_order(
+        &mut self,
+        inserts: &[(Signature, Timestamp)],
+    ) -> (Vec<Placement>, Option<StoreError>) {
         let count = inserts.len();
         if count == 0 {
-            return Ok(Vec::new());
+            return (Vec::new(), None);
         }
         let mut newest = self.newest_time();
         let judged: Vec<Timestamp> = inserts
@@ -145,7 +159,10 @@ impl Pipeline {
         // `judged` is the prefix maximum: its last is the batch's newest time.
         let last = judged[count - 1];
         let tokens: Vec<u64> = (0..count).map(|_| new_token()).collect();
-        let first_post = self.stores[0].take_post_orders(count as u64)?;
+        let first_post = match self.stores[0].take_post_orders(count as u64) {
+            Ok(first) => first,
+            Err(error) => return (Vec::new(), Some(error)),
+        };
         let sequence = Sequence {
             inserts,
             judged,
@@ -192,20 +209,23 @@ impl Pipeline {
             store.judge_expiry_at(None);
             store.post_at(None);
         }
-        let placed: Vec<Placement> = placed
-            .into_iter()
-            .map(|result| {
-                result.unwrap_or_else(|| {
-                    Err(StoreError::Inconsistent(
-                        "an insert of the sequence was not started".into(),
-                    ))
-                })
-            })
-            .collect::<Result<_, _>>()?;
+        let mut answered = Vec::with_capacity(count);
+        for result in placed {
+            match result {
+                Some(Ok(placement)) => answered.push(placement),
+                Some(Err(error)) => return (answered, Some(error)),
+                None => {
+                    let error = "an insert of the sequence was not started";
+                    return (answered, Some(StoreError::Inconsistent(error.into())));
+                }
+            }
+        }
         // The inserts raised the writer's clock only as far as the earliest one in flight
         // allowed: bring it to the batch's newest time, as one writer would have left it.
-        self.stores[0].advance_to(last)?;
-        Ok(placed)
+        match self.stores[0].advance_to(last) {
+            Ok(_) => (answered, None),
+            Err(error) => (answered, Some(error)),
+        }
     }
 }
 

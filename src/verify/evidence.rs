@@ -160,11 +160,14 @@ impl Candidates {
             if rivals.is_empty() {
                 return true;
             }
+            // Trees are asked last: a store learns one only once the node has settled.
+            if rivals.len() >= RIVALS {
+                return false;
+            }
             let own = tree(candidate);
-            rivals.len() < RIVALS
-                && rivals
-                    .into_iter()
-                    .all(|rival| own.is_some() && tree(rival) == own)
+            rivals
+                .into_iter()
+                .all(|rival| own.is_some() && tree(rival) == own)
         };
         compared
             .iter()

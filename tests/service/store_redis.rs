@@ -498,14 +498,17 @@ fn a_pipelined_insert_waits_for_earlier_candidates_it_has_no_edge_to() {
     let config = DedupConfig::default();
     let signer = Signer::new(&config);
     let mut rng = SmallRng::seed_from_u64(61);
+    // A short paragraph: three sentences of a story.
+    let paragraph =
+        |rng: &mut SmallRng| -> String { story(rng).split_inclusive('。').take(3).collect() };
     let mut documents = Vec::new();
     for number in 0..60 {
-        let report: String = story(&mut rng).split_inclusive('。').take(3).collect();
+        let report = paragraph(&mut rng);
         let texts = [
             report.clone(),
             format!("（本报记者 王{number}）{report}"),
-            format!("{report}\n{}", story(&mut rng)),
-            format!("　　{report}\n{}", story(&mut rng)),
+            format!("{report}\n{}", paragraph(&mut rng)),
+            format!("　　{report}\n{}", paragraph(&mut rng)),
         ];
         for (copy, content) in texts.into_iter().enumerate() {
             let article = Article {
@@ -521,6 +524,13 @@ fn a_pipelined_insert_waits_for_earlier_candidates_it_has_no_edge_to() {
         }
     }
     let expected = sequential_roots(&config, &documents);
+    // The texts are what the test is about: one at a time, the last page joins its story
+    // through the first report.
+    let whole = expected
+        .chunks(4)
+        .filter(|story| story.iter().all(|&root| root == story[0]))
+        .count();
+    assert_eq!(whole, 60, "stories whole one at a time");
     let got = pipeline_all(&cluster.store_arg(), &config, &documents, 32, 500);
     assert_same_roots(&got, &expected, "pages after a reprint");
 }
