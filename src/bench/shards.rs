@@ -25,6 +25,9 @@ pub struct ShardsBench {
     pub batch: usize,
     /// Clients posting at once.
     pub ingest_clients: usize,
+    /// Clients posting at once in a second ingest into each setup, once its answers are
+    /// compared: the `limit` documents after the first `limit` (0, or no `limit`: none).
+    pub concurrent_ingest_clients: usize,
     /// Clients reading at once.
     pub clients: usize,
     /// Requests each reading client sends, per kind of page.
@@ -42,8 +45,12 @@ pub struct Setup {
     pub name: String,
     /// Shards behind the coordinator (0: one process).
     pub shards: usize,
-    /// Durable ingest of the corpus.
+    /// Durable ingest of the corpus, one ordered stream.
     pub ingest: HttpIngestReport,
+    /// Durable ingest of the next documents from several clients at once (their batches
+    /// reach the setups in different orders, so its answers are not compared).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub concurrent_ingest: Option<HttpIngestReport>,
     /// The coordinator's round trips to the store per document placed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub store_round_trips_per_document: Option<f64>,
@@ -96,6 +103,8 @@ pub fn shards(
         ),
     );
     let expected = answers(&direct.url(), &pages)?;
+    let mut reference = reference;
+    reference.concurrent_ingest = concurrent_ingest(&direct.url(), corpus, bench)?;
     let mut setups = vec![reference];
     for &count in &bench.counts {
         eprintln!("bench: shards: a coordinator and {count} shards");
@@ -131,6 +140,7 @@ pub fn shards(
             .zip(&expected)
             .filter(|(found, expected)| found != expected)
             .count();
+        setup.concurrent_ingest = concurrent_ingest(&coordinator.url(), corpus, bench)?;
         setups.push(setup);
         coordinator.stop()?;
         for shard in shards {
@@ -144,6 +154,43 @@ pub fn shards(
     })
 }
 
+/// The second ingest through `url`: the `limit` documents after the first `limit`, from
+/// `concurrent_ingest_clients` clients, or `None` when there is none to do.
+fn concurrent_ingest(
+    url: &str,
+    corpus: &Path,
+    bench: &ShardsBench,
+) -> Result<Option<HttpIngestReport>> {
+    let Some(limit) = bench.limit.filter(|_| bench.concurrent_ingest_clients > 0) else {
+        return Ok(None);
+    };
+    eprintln!(
+        "bench: shards: {} clients posting documents {limit} to {}",
+        bench.concurrent_ingest_clients,
+        2 * limit
+    );
+    let report = post(
+        url,
+        corpus,
+        bench,
+        bench.concurrent_ingest_clients,
+        limit..2 * limit,
+    )?;
+    Ok((report.documents > 0).then_some(report))
+}
+
+/// The corpus's documents `lines` posted through `url` in batches, from `clients` at once.
+fn post(
+    url: &str,
+    corpus: &Path,
+    bench: &ShardsBench,
+    clients: usize,
+    lines: std::ops::Range<usize>,
+) -> Result<HttpIngestReport> {
+    let commit_delay = std::time::Duration::from_millis(100);
+    http_ingest(url, corpus, bench.batch, clients, commit_delay, lines)
+}
+
 /// Ingest then reads through `url`.
 fn measure(
     url: &str,
@@ -153,14 +200,8 @@ fn measure(
     bench: &ShardsBench,
     coordinated: bool,
 ) -> Result<Setup> {
-    let ingest = http_ingest(
-        url,
-        corpus,
-        bench.batch,
-        bench.ingest_clients,
-        std::time::Duration::from_millis(100),
-        0..bench.limit.unwrap_or(usize::MAX),
-    )?;
+    let lines = 0..bench.limit.unwrap_or(usize::MAX);
+    let ingest = post(url, corpus, bench, bench.ingest_clients, lines)?;
     let store_round_trips_per_document = if coordinated {
         let stats = get_json(&format!("{url}/v1/stats"))?;
         let trips = stats["forest"]["store_round_trips"].as_f64().unwrap_or(0.0);
@@ -190,6 +231,7 @@ fn measure(
         name,
         shards,
         ingest,
+        concurrent_ingest: None,
         store_round_trips_per_document,
         list_pages: list,
         faceted_list_pages: faceted,

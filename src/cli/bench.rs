@@ -138,6 +138,10 @@ pub struct BenchArgs {
     /// Shard counts the shards part measures behind a coordinator, comma-separated
     #[arg(long, value_delimiter = ',', default_value = "1,3")]
     shard_counts: Vec<usize>,
+    /// Clients posting at once in the shards part's second ingest into each setup: the
+    /// --limit documents after the first --limit, after the pages are compared (0: none)
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    shard_ingest_clients: usize,
     /// Documents the replicas part loads through the coordinator, the corpus over again
     /// (with ids of their own) when it has fewer
     #[arg(long, default_value_t = 100_000, value_name = "N")]
@@ -457,6 +461,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             // One ordered stream: every setup then decides alike, so that their answers can
             // be compared page for page (the coordinator places one batch at a time anyway).
             ingest_clients: 1,
+            concurrent_ingest_clients: args.shard_ingest_clients,
             clients: args.search_clients,
             requests: args.search_requests,
             queries: args.collapse_queries.clone(),

@@ -9,6 +9,10 @@
 //!   story page, document, detail page, near-duplicate check and the statistics' counts
 //!   compared field by field; a replaced document live on one shard only; a re-send through
 //!   a second coordinator `unchanged`.
+//! - `concurrent_writes_moving_ids_leave_each_live_once_where_the_directory_says`: clients of
+//!   two coordinators replacing the same ids at once with other stories' texts (a write's
+//!   shards commit while the next is placed): each id live on one shard, the one the
+//!   directory names, and a re-send of it `unchanged`.
 //! - `a_shard_down_is_named_and_partial_pages_are_flagged`: a shard killed: list pages 503
 //!   `shard_unavailable`, or flagged partial with exact per-story figures; the shard restarted:
 //!   every answer as before, nothing acknowledged lost.
@@ -386,6 +390,63 @@ fn every_answer_equals_one_index_with_one_to_four_shards() {
             "{count} shards: a re-send"
         );
         compare_reads(&oracle, &second, &docs, false);
+    }
+}
+
+#[test]
+fn concurrent_writes_moving_ids_leave_each_live_once_where_the_directory_says() {
+    const IDS: usize = 8;
+    const ROUNDS: usize = 24;
+    let redis = RedisCluster::start(3);
+    let store = redis.store_arg();
+    let dir = tempfile::tempdir().unwrap();
+    let (_, docs) = corpus(34, 40);
+    let texts: Vec<&Doc> = docs
+        .iter()
+        .filter(|doc| doc.kind == crate::server_api::Kind::Original)
+        .collect();
+    let sharded = Sharded::start(dir.path(), 3, &store);
+    let second = start_coordinator(&sharded.shards, &store);
+    // Each client posts every id in each round, each with another story's text: most
+    // replacements move the id to another story, often on another shard.
+    let batch = |client: usize, round: usize| {
+        let documents = (0..IDS)
+            .map(|id| {
+                let text = texts[(id + round * 3 + client * 5) % texts.len()];
+                let mut json = text.json(round);
+                json["id"] = json!(format!("mover-{id}"));
+                json
+            })
+            .collect();
+        Value::Array(documents)
+    };
+    std::thread::scope(|scope| {
+        for client in 0..4 {
+            let coordinator = [&sharded.coordinator, &second][client % 2];
+            let batch = &batch;
+            scope.spawn(move || {
+                for round in 0..ROUNDS {
+                    coordinator.post(&batch(client, round));
+                }
+            });
+        }
+    });
+    for id in (0..IDS).map(|id| format!("mover-{id}")) {
+        let held = holders(&sharded.shards, &id);
+        assert_eq!(held.len(), 1, "{id} is live on shards {held:?}");
+        let path = format!("/v1/documents/{id}");
+        let (status, found) = sharded.coordinator.get(&path);
+        assert_eq!(status, 200, "the directory leads to {id}: {found}");
+        assert_eq!(found, sharded.shards[held[0]].get(&path).1, "{id}");
+        // The version held is the one the directory records: sent again, it is unchanged.
+        let content = &found["document"]["content"];
+        let sent = (0..4)
+            .flat_map(|client| (0..ROUNDS).map(move |round| (client, round)))
+            .flat_map(|(client, round)| batch(client, round).as_array().unwrap().clone())
+            .find(|document| document["id"] == json!(id) && &document["content"] == content)
+            .unwrap_or_else(|| panic!("{id} holds a text that was sent: {found}"));
+        let resent = second.post(&Value::Array(vec![sent]));
+        assert_eq!(resent["unchanged"], json!(1), "{id} sent again: {resent}");
     }
 }
 

@@ -62,6 +62,13 @@ pub(crate) struct IdDirectory {
     prefix: String,
 }
 
+/// Replaces the entry at `KEYS[1]` by `ARGV[2]` where it is still `ARGV[1]`.
+const SETTLE: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    redis.call('SET', KEYS[1], ARGV[2])
+end
+";
+
 fn store_error(error: redis::RedisError) -> Error {
     Error::Server(format!("the id directory's store failed: {error}"))
 }
@@ -136,33 +143,46 @@ impl IdDirectory {
         Ok(entries)
     }
 
+    /// Clears the stale shards of each id's `entry` once its move is answered, where the
+    /// directory still holds that entry: a later write of the id (placed meanwhile, by this
+    /// coordinator or another) keeps what it wrote.
+    pub(crate) async fn settle(&self, entries: Vec<(String, Entry)>) -> Result<()> {
+        let mut commands = Vec::with_capacity(entries.len());
+        for (id, entry) in entries {
+            let settled = Entry {
+                stale: Vec::new(),
+                ..entry.clone()
+            };
+            let mut command = redis::cmd("EVAL");
+            command.arg(SETTLE).arg(1).arg(self.key(&id));
+            command.arg(encode(&entry)?).arg(encode(&settled)?);
+            commands.push(command);
+        }
+        self.run(commands).await
+    }
+
     /// Sets each id's entry (`None`: removes it).
     pub(crate) async fn set(&self, entries: Vec<(String, Option<Entry>)>) -> Result<()> {
-        let mut writes = tokio::task::JoinSet::new();
+        let mut commands = Vec::with_capacity(entries.len());
         for (id, entry) in entries {
+            let command = match entry {
+                Some(entry) => redis::cmd("SET")
+                    .arg(self.key(&id))
+                    .arg(encode(&entry)?)
+                    .clone(),
+                None => redis::cmd("DEL").arg(self.key(&id)).clone(),
+            };
+            commands.push(command);
+        }
+        self.run(commands).await
+    }
+
+    /// Sends `commands` at once over the multiplexed connection, each to its key's node.
+    async fn run(&self, commands: Vec<redis::Cmd>) -> Result<()> {
+        let mut writes = tokio::task::JoinSet::new();
+        for command in commands {
             let mut connection = self.connection.clone();
-            let key = self.key(&id);
-            let value = entry
-                .map(|entry| serde_json::to_string(&entry))
-                .transpose()
-                .map_err(|error| Error::Server(format!("writing an id's entry: {error}")))?;
-            writes.spawn(async move {
-                match value {
-                    Some(value) => {
-                        redis::cmd("SET")
-                            .arg(key)
-                            .arg(value)
-                            .query_async::<()>(&mut connection)
-                            .await
-                    }
-                    None => {
-                        redis::cmd("DEL")
-                            .arg(key)
-                            .query_async::<()>(&mut connection)
-                            .await
-                    }
-                }
-            });
+            writes.spawn(async move { command.query_async::<()>(&mut connection).await });
         }
         while let Some(write) = writes.join_next().await {
             write
@@ -171,4 +191,10 @@ impl IdDirectory {
         }
         Ok(())
     }
+}
+
+/// An entry as the directory holds it.
+fn encode(entry: &Entry) -> Result<String> {
+    serde_json::to_string(entry)
+        .map_err(|error| Error::Server(format!("writing an id's entry: {error}")))
 }

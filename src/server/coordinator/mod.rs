@@ -19,6 +19,7 @@
 mod directory;
 mod read;
 mod shards;
+mod turn;
 mod write;
 
 use std::future::Future;
@@ -49,6 +50,7 @@ use crate::server::error::ApiError;
 use directory::IdDirectory;
 use shards::Shards;
 use shards::{CLIENT_POSITIONS, ClientPositions, READ_AFTER_HEADER, WRITE_POSITIONS_HEADER};
+use turn::WriteTurn;
 
 /// How long a read waits for a shard by default (`--shard-timeout`).
 pub const DEFAULT_SHARD_TIMEOUT: Duration = Duration::from_secs(5);
@@ -70,8 +72,12 @@ pub(crate) struct CoordinatorState {
     /// documents in flight.
     placer: Arc<Mutex<Pipeline>>,
     signer: Signer,
-    /// Held for a whole write, so that batches are placed and recorded in the order received.
+    /// Held while a write is placed, recorded in the directory and appended to the shards'
+    /// logs, so that batches are placed in the order received and every replica applies them
+    /// in that order; not while the shards commit. Then the same for every coordinator of the
+    /// store: [`WriteTurn`].
     writing: tokio::sync::Mutex<()>,
+    turn: WriteTurn,
     metrics: Arc<Metrics>,
     read_timeout: Duration,
     started: Instant,
@@ -131,6 +137,7 @@ impl Coordinator {
         let directory = IdDirectory::connect(store).await?;
         directory.check_shard_count(shards.count()).await?;
         let logs = ShardLog::connect_all(store, shards.count()).await?;
+        let turn = WriteTurn::connect(store).await?;
         let dedup = config.dedup.clone();
         let address = store.clone();
         let connections = server.inserts_in_flight;
@@ -152,6 +159,7 @@ impl Coordinator {
             directory,
             placer: Arc::new(Mutex::new(placer)),
             writing: tokio::sync::Mutex::new(()),
+            turn,
             metrics: Arc::new(Metrics::new()),
             read_timeout,
             started: Instant::now(),

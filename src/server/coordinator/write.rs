@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::CoordinatorState;
 use super::directory::Entry;
-use super::shards::{Answer, relay, shard_unavailable};
+use super::shards::{relay, shard_unavailable};
 use crate::Fingerprint;
 use crate::article::{ArticleReader, ArticleRecord};
 use crate::dedup::now;
@@ -28,7 +28,7 @@ use crate::server::api::{
 };
 use crate::server::body::parse_document_with;
 use crate::server::error::{ApiError, ErrorDetail};
-use crate::server::replica::LogEntry;
+use crate::server::replica::{LogEntry, LogPosition};
 use crate::server::{DocumentResult, access};
 
 /// The answer to a POST of documents, as a single server gives it: the shards' outcomes in
@@ -131,39 +131,15 @@ pub(super) async fn post_documents(
         }
     }
     if accepted > 0 {
-        let _turn = state.writing.lock().await;
-        let ids: Vec<String> = signed
-            .iter()
-            .map(|doc| doc.record.article.id.clone())
-            .collect();
-        let known = state.directory.get(&ids).await?;
-        let plan = {
-            let state = state.clone();
-            blocking(move || place(&state, signed, known)).await?
-        };
-        // Recorded before the shards are sent anything: a retry after a failure below sends
-        // the same places again (and deletes the stale copies then).
-        let placed = plan.entries.iter();
-        let placed = placed.map(|(id, entry)| (id.clone(), Some(entry.clone())));
-        state.directory.set(placed.collect()).await?;
-        let settled: Vec<(String, Option<Entry>)> = plan
-            .entries
-            .iter()
-            .filter(|(_, entry)| !entry.stale.is_empty())
-            .map(|(id, entry)| {
-                let stale = Vec::new();
-                (
-                    id.clone(),
-                    Some(Entry {
-                        stale,
-                        ..entry.clone()
-                    }),
-                )
-            })
-            .collect();
-        let outcomes = send(&state, plan.lines).await?;
-        // Answered: every stale copy is gone.
-        state.directory.set(settled).await?;
+        // The turns order placing, the directory and the shards' logs; waiting for the
+        // shards' commits does not need them, so the next batch is placed meanwhile.
+        let (appended, moved) = in_turns(&state, move |state| async move {
+            write_in_turn(&state, signed).await
+        })
+        .await?;
+        let outcomes = answers(&state, appended).await?;
+        // Answered: every stale copy is gone (unless a later write changed the entry since).
+        state.directory.settle(moved).await?;
         results.extend(outcomes);
     }
     results.sort_unstable_by_key(|(position, _)| *position);
@@ -190,6 +166,61 @@ pub(super) async fn post_documents(
         warnings,
     };
     Ok((status, Json(answer)).into_response())
+}
+
+/// Runs `work` in the write turns (this coordinator's, then the one all coordinators of the
+/// store share), in a task of its own: a client that goes away does not cut short a write
+/// that holds them.
+async fn in_turns<T, W, F>(state: &Arc<CoordinatorState>, work: W) -> AppResult<T>
+where
+    W: FnOnce(Arc<CoordinatorState>) -> F + Send + 'static,
+    F: std::future::Future<Output = AppResult<T>> + Send + 'static,
+    T: Send + 'static,
+{
+    let state = state.clone();
+    tokio::spawn(async move {
+        let _local = state.writing.lock().await;
+        let turn = state
+            .turn
+            .acquire()
+            .await
+            .map_err(|error| store_failed(&error))?;
+        let done = work(state.clone()).await;
+        state.turn.release(turn).await;
+        done
+    })
+    .await
+    .map_err(|error| ApiError::internal(format!("a write in its turn: {error}")))?
+}
+
+/// The part of a write done in the turns: the batch's ids read in the directory, its
+/// documents placed, their places recorded and appended to the shards' logs. Returns what was
+/// appended and the entries of the ids that moved to another shard.
+async fn write_in_turn(
+    state: &Arc<CoordinatorState>,
+    signed: Vec<Signed>,
+) -> AppResult<(Vec<Appended>, Vec<(String, Entry)>)> {
+    let ids: Vec<String> = signed
+        .iter()
+        .map(|doc| doc.record.article.id.clone())
+        .collect();
+    let known = state.directory.get(&ids).await?;
+    let plan = {
+        let state = state.clone();
+        blocking(move || place(&state, signed, known)).await?
+    };
+    // Recorded before the shards are sent anything: a retry after a failure below sends
+    // the same places again (and deletes the stale copies then).
+    let placed = plan.entries.iter();
+    let placed = placed.map(|(id, entry)| (id.clone(), Some(entry.clone())));
+    state.directory.set(placed.collect()).await?;
+    let moved: Vec<(String, Entry)> = plan
+        .entries
+        .into_iter()
+        .filter(|(_, entry)| !entry.stale.is_empty())
+        .collect();
+    let appended = append(state, plan.lines).await?;
+    Ok((appended, moved))
 }
 
 fn to_value(result: &DocumentResult) -> AppResult<Value> {
@@ -324,25 +355,54 @@ fn store_failed(error: &crate::Error) -> ApiError {
     )
 }
 
-/// Appends each shard's lines to its log, all at once, and returns each document's outcome
-/// by position once a replica of each shard has applied them.
-async fn send(state: &Arc<CoordinatorState>, lines: ShardLines) -> AppResult<Vec<(usize, Value)>> {
-    let mut calls = tokio::task::JoinSet::new();
-    for (shard, documents) in lines {
+/// A shard's lines of a batch, appended to its log.
+struct Appended {
+    shard: usize,
+    /// The batch positions of the documents among its lines, in order.
+    positions: Vec<usize>,
+    /// Where the lines stand in the shard's log.
+    position: LogPosition,
+}
+
+/// Appends each shard's lines to its log, all at once: from then on every replica applies
+/// them in that order, whatever is written after.
+async fn append(state: &Arc<CoordinatorState>, lines: ShardLines) -> AppResult<Vec<Appended>> {
+    let appends = lines.into_iter().map(|(shard, documents)| {
         let (positions, lines): (Vec<Option<usize>>, Vec<Vec<u8>>) = documents.into_iter().unzip();
         let positions: Vec<usize> = positions.into_iter().flatten().collect();
         let entry = LogEntry::Documents(Bytes::from(lines.join(&b'\n')));
-        let state = state.clone();
-        calls.spawn(async move {
-            let answer = write_to_shard(&state, shard, &entry).await;
-            (shard, positions, answer)
-        });
-    }
+        async move {
+            let position = state.logs[shard]
+                .append(&entry)
+                .await
+                .map_err(|error| store_failed(&error))?;
+            Ok::<_, ApiError>(Appended {
+                shard,
+                positions,
+                position,
+            })
+        }
+    });
+    futures_util::future::try_join_all(appends).await
+}
+
+/// Each document's outcome by batch position, once a replica of each shard has applied the
+/// lines appended for it.
+async fn answers(
+    state: &Arc<CoordinatorState>,
+    appended: Vec<Appended>,
+) -> AppResult<Vec<(usize, Value)>> {
+    let calls = appended.into_iter().map(|appended| async move {
+        let answer = state
+            .shards
+            .applied(appended.shard, appended.position, super::WRITE_TIMEOUT)
+            .await
+            .map_err(|error| shard_unavailable(&error));
+        (appended, answer)
+    });
     let mut outcomes = Vec::new();
     let mut failure = None;
-    while let Some(call) = calls.join_next().await {
-        let (shard, positions, answer) =
-            call.map_err(|error| ApiError::internal(format!("sending to a shard: {error}")))?;
+    for (appended, answer) in futures_util::future::join_all(calls).await {
         let answer = match answer {
             Ok(answer) => answer,
             Err(error) => {
@@ -350,6 +410,8 @@ async fn send(state: &Arc<CoordinatorState>, lines: ShardLines) -> AppResult<Vec
                 continue;
             }
         };
+        let shard = appended.shard;
+        let positions = appended.positions;
         let parsed: Value = serde_json::from_slice(&answer.body).map_err(|error| {
             ApiError::internal(format!("shard {shard} answered no JSON: {error}"))
         })?;
@@ -374,23 +436,6 @@ async fn send(state: &Arc<CoordinatorState>, lines: ShardLines) -> AppResult<Vec
     }
 }
 
-/// Appends `entry` to shard `shard`'s log; its answer once a replica has applied it.
-async fn write_to_shard(
-    state: &CoordinatorState,
-    shard: usize,
-    entry: &LogEntry,
-) -> AppResult<Answer> {
-    let position = state.logs[shard]
-        .append(entry)
-        .await
-        .map_err(|error| store_failed(&error))?;
-    state
-        .shards
-        .applied(shard, position, super::WRITE_TIMEOUT)
-        .await
-        .map_err(|error| shard_unavailable(&error))
-}
-
 /// A shard's refusal, answered as it came.
 fn relayed(status: StatusCode, body: &Value) -> ApiError {
     let message = body
@@ -409,29 +454,63 @@ pub(super) async fn delete_document(
     path: Result<Path<DocumentId>, PathRejection>,
 ) -> AppResult<Response> {
     let id = path_id(path)?;
-    let _turn = state.writing.lock().await;
+    // In the turns, as a write: the deletes appended to the logs (every replica applies them
+    // after what was written before), the document taken off the forest and the directory;
+    // then its shard's answer.
+    let appended = in_turns(&state, move |state| async move {
+        delete_in_turn(&state, id).await
+    })
+    .await?;
+    // Answered once no shard holds it: the holder's answer, after every stale copy's.
+    let shards = &state.shards;
+    let waits = appended.into_iter().map(|(shard, position)| async move {
+        shards
+            .applied(shard, position, super::WRITE_TIMEOUT)
+            .await
+            .map_err(|error| shard_unavailable(&error))
+    });
+    let mut answers = futures_util::future::try_join_all(waits).await?;
+    let answer = answers
+        .pop()
+        .ok_or_else(|| ApiError::internal("a delete was appended to no log"))?;
+    Ok(relay(answer))
+}
+
+/// The part of a delete done in the turns: the delete appended to the log of the shard that
+/// holds `id` (and of any shard that may hold a stale copy), then `id` taken off the forest
+/// and the directory. Returns each shard and where the delete stands in its log, the holder
+/// last.
+async fn delete_in_turn(
+    state: &Arc<CoordinatorState>,
+    id: String,
+) -> AppResult<Vec<(usize, LogPosition)>> {
     let entry = state.directory.get(std::slice::from_ref(&id)).await?;
     let Some(entry) = entry.into_iter().next().flatten() else {
         return Err(no_document(&id));
     };
     let shard = entry.shard(state.shards.count());
-    // A copy an unanswered move left behind goes too (it is not there: 404, which is fine).
-    for &stale in &entry.stale {
-        write_to_shard(&state, stale, &LogEntry::Delete(id.clone())).await?;
-    }
-    let answer = write_to_shard(&state, shard, &LogEntry::Delete(id.clone())).await?;
-    if answer.status.is_success() || answer.status == StatusCode::NOT_FOUND {
-        let placer = state.placer.clone();
-        blocking(move || {
-            let mut placer = placer
-                .lock()
-                .map_err(|_| ApiError::internal("the forest's connection was poisoned"))?;
-            placer
-                .remove_document(entry.node)
-                .map_err(|error| store_failed(&error.into()))
-        })
-        .await?;
-        state.directory.set(vec![(id, None)]).await?;
-    }
-    Ok(relay(answer))
+    // A copy an unanswered move left behind goes too (it is not there: nothing to do).
+    let deletes = entry.stale.iter().chain([&shard]).map(|&shard| {
+        let entry = LogEntry::Delete(id.clone());
+        async move {
+            let position = state.logs[shard]
+                .append(&entry)
+                .await
+                .map_err(|error| store_failed(&error))?;
+            Ok::<_, ApiError>((shard, position))
+        }
+    });
+    let appended = futures_util::future::try_join_all(deletes).await?;
+    let placer = state.placer.clone();
+    blocking(move || {
+        let mut placer = placer
+            .lock()
+            .map_err(|_| ApiError::internal("the forest's connection was poisoned"))?;
+        placer
+            .remove_document(entry.node)
+            .map_err(|error| store_failed(&error.into()))
+    })
+    .await?;
+    state.directory.set(vec![(id, None)]).await?;
+    Ok(appended)
 }
