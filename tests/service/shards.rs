@@ -448,6 +448,12 @@ fn concurrent_writes_moving_ids_leave_each_live_once_where_the_directory_says() 
         let resent = second.post(&Value::Array(vec![sent]));
         assert_eq!(resent["unchanged"], json!(1), "{id} sent again: {resent}");
     }
+    let (_, stats) = sharded.coordinator.get("/v1/stats");
+    assert_eq!(
+        stats["index"]["documents"],
+        json!(IDS),
+        "one live copy an id: {stats}"
+    );
 }
 
 /// What a coordinator over `shards` (their addresses, comma-separated) and `store`, with

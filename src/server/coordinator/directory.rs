@@ -153,6 +153,8 @@ impl IdDirectory {
                 stale: Vec::new(),
                 ..entry.clone()
             };
+            // The script's text with each call (it is short): `EVALSHA` would need a fallback
+            // for a node that has not cached it, which plain commands here do not have.
             let mut command = redis::cmd("EVAL");
             command.arg(SETTLE).arg(1).arg(self.key(&id));
             command.arg(encode(&entry)?).arg(encode(&settled)?);
@@ -184,12 +186,18 @@ impl IdDirectory {
             let mut connection = self.connection.clone();
             writes.spawn(async move { command.query_async::<()>(&mut connection).await });
         }
+        // Every write finished before answering, failed or not: one still on its way could
+        // land after the next write's entry for the same id.
+        let mut failure = None;
         while let Some(write) = writes.join_next().await {
-            write
-                .map_err(|error| Error::Server(format!("writing the id directory: {error}")))?
-                .map_err(store_error)?;
+            let written = write
+                .map_err(|error| Error::Server(format!("writing the id directory: {error}")))
+                .and_then(|written| written.map_err(store_error));
+            if let Err(error) = written {
+                failure.get_or_insert(error);
+            }
         }
-        Ok(())
+        failure.map_or(Ok(()), Err)
     }
 }
 

@@ -58,6 +58,10 @@ pub const DEFAULT_SHARD_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a write waits for a shard's commit.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// How many writes a coordinator keeps appended to the shards' logs and not yet answered: a
+/// replica keeps the answers of its newest 256 entries, which leaves room for 8 coordinators.
+const UNANSWERED: usize = 32;
+
 /// What the coordinator's handlers share.
 pub(crate) struct CoordinatorState {
     config: Config,
@@ -78,6 +82,8 @@ pub(crate) struct CoordinatorState {
     /// store: [`WriteTurn`].
     writing: tokio::sync::Mutex<()>,
     turn: WriteTurn,
+    /// Places among the writes appended and not yet answered ([`UNANSWERED`]).
+    unanswered: tokio::sync::Semaphore,
     metrics: Arc<Metrics>,
     read_timeout: Duration,
     started: Instant,
@@ -160,6 +166,7 @@ impl Coordinator {
             placer: Arc::new(Mutex::new(placer)),
             writing: tokio::sync::Mutex::new(()),
             turn,
+            unanswered: tokio::sync::Semaphore::new(UNANSWERED),
             metrics: Arc::new(Metrics::new()),
             read_timeout,
             started: Instant::now(),

@@ -133,13 +133,17 @@ pub(super) async fn post_documents(
     if accepted > 0 {
         // The turns order placing, the directory and the shards' logs; waiting for the
         // shards' commits does not need them, so the next batch is placed meanwhile.
+        let _unanswered = unanswered(&state).await?;
         let (appended, moved) = in_turns(&state, move |state| async move {
             write_in_turn(&state, signed).await
         })
         .await?;
         let outcomes = answers(&state, appended).await?;
         // Answered: every stale copy is gone (unless a later write changed the entry since).
-        state.directory.settle(moved).await?;
+        // An entry left with its stale shards costs only a delete there at its next write.
+        if let Err(error) = state.directory.settle(moved).await {
+            tracing::warn!(%error, "clearing moved documents' stale shards in the directory");
+        }
         results.extend(outcomes);
     }
     results.sort_unstable_by_key(|(position, _)| *position);
@@ -170,27 +174,60 @@ pub(super) async fn post_documents(
 
 /// Runs `work` in the write turns (this coordinator's, then the one all coordinators of the
 /// store share), in a task of its own: a client that goes away does not cut short a write
-/// that holds them.
+/// that holds them. The shared turn's lease is renewed while `work` runs, and given back
+/// however it ends (a panic too).
 async fn in_turns<T, W, F>(state: &Arc<CoordinatorState>, work: W) -> AppResult<T>
 where
     W: FnOnce(Arc<CoordinatorState>) -> F + Send + 'static,
     F: std::future::Future<Output = AppResult<T>> + Send + 'static,
     T: Send + 'static,
 {
+    use futures_util::FutureExt;
     let state = state.clone();
     tokio::spawn(async move {
         let _local = state.writing.lock().await;
-        let turn = state
-            .turn
-            .acquire()
-            .await
-            .map_err(|error| store_failed(&error))?;
-        let done = work(state.clone()).await;
+        let turn = match state.turn.acquire().await {
+            Ok(Some(turn)) => turn,
+            Ok(None) => return Err(turn_busy()),
+            Err(error) => return Err(store_failed(&error)),
+        };
+        let work = std::panic::AssertUnwindSafe(work(state.clone())).catch_unwind();
+        tokio::pin!(work);
+        let mut renewals = tokio::time::interval(super::turn::RENEW_EVERY);
+        renewals.tick().await; // the first tick is at once
+        let done = loop {
+            tokio::select! {
+                done = &mut work => break done,
+                _ = renewals.tick() => {
+                    state.turn.renew(&turn).await;
+                }
+            }
+        };
         state.turn.release(turn).await;
-        done
+        done.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
     })
     .await
     .map_err(|error| ApiError::internal(format!("a write in its turn: {error}")))?
+}
+
+/// A place among the writes this coordinator has appended and not yet answered, which are
+/// at most [`UNANSWERED`](super::UNANSWERED): a replica keeps the answers of only its newest
+/// entries.
+async fn unanswered(state: &CoordinatorState) -> AppResult<tokio::sync::SemaphorePermit<'_>> {
+    state
+        .unanswered
+        .acquire()
+        .await
+        .map_err(|_| ApiError::internal("the coordinator's writes were closed"))
+}
+
+fn turn_busy() -> ApiError {
+    ApiError::unavailable(
+        "write_turn_busy",
+        "another coordinator of the store has held the write turn for a minute, so this \
+         write was not placed; retry it",
+        1,
+    )
 }
 
 /// The part of a write done in the turns: the batch's ids read in the directory, its
@@ -383,7 +420,12 @@ async fn append(state: &Arc<CoordinatorState>, lines: ShardLines) -> AppResult<V
             })
         }
     });
-    futures_util::future::try_join_all(appends).await
+    // Every append finished before the turn passes on, failed or not: one still on its way
+    // could land behind the next write's lines.
+    futures_util::future::join_all(appends)
+        .await
+        .into_iter()
+        .collect()
 }
 
 /// Each document's outcome by batch position, once a replica of each shard has applied the
@@ -457,11 +499,12 @@ pub(super) async fn delete_document(
     // In the turns, as a write: the deletes appended to the logs (every replica applies them
     // after what was written before), the document taken off the forest and the directory;
     // then its shard's answer.
+    let _unanswered = unanswered(&state).await?;
     let appended = in_turns(&state, move |state| async move {
         delete_in_turn(&state, id).await
     })
     .await?;
-    // Answered once no shard holds it: the holder's answer, after every stale copy's.
+    // Answered once no shard holds it: every shard's answer awaited, the holder's relayed.
     let shards = &state.shards;
     let waits = appended.into_iter().map(|(shard, position)| async move {
         shards
@@ -500,7 +543,13 @@ async fn delete_in_turn(
             Ok::<_, ApiError>((shard, position))
         }
     });
-    let appended = futures_util::future::try_join_all(deletes).await?;
+    let appended = futures_util::future::join_all(deletes)
+        .await
+        .into_iter()
+        .collect::<AppResult<Vec<_>>>()?;
+    // The directory first: a retry after a failure between the two then finds no document,
+    // where the other order would take the count off its node twice.
+    state.directory.set(vec![(id, None)]).await?;
     let placer = state.placer.clone();
     blocking(move || {
         let mut placer = placer
@@ -511,6 +560,5 @@ async fn delete_in_turn(
             .map_err(|error| store_failed(&error.into()))
     })
     .await?;
-    state.directory.set(vec![(id, None)]).await?;
     Ok(appended)
 }
