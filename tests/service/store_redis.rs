@@ -5,8 +5,9 @@
 //! eight concurrent writers (with bursts of identical and near-identical documents released at one
 //! instant) keep the forest's invariants (docs/algorithm.md, "Invariants") and split no story the
 //! sequential run keeps whole; a writer far behind another in event time keeps its window; a node
-//! killed and restarted during ingest loses no acknowledged insert; processes (`dedup`, `ingest`,
-//! `serve`) share the forest through the command line.
+//! killed and restarted during ingest loses no acknowledged insert, and one stopped under a
+//! pipelined `Deduplicator::run` cuts it after the decisions placed before; processes
+//! (`dedup`, `ingest`, `serve`) share the forest through the command line.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Barrier};
@@ -1131,6 +1132,94 @@ fn a_node_killed_and_restarted_during_ingest_loses_no_acknowledged_insert() {
         documents_counted(&mut store),
         answers.len() as i64,
         "a retried insert counted twice"
+    );
+}
+
+/// `Deduplicator::run` through a pipeline, a node stopped while a batch is being placed: the
+/// run reports the decisions of the lines before the failure, in order and each as the
+/// in-memory forest decides it, then returns the store's error; nothing after it is reported.
+#[test]
+fn a_pipelined_run_cut_by_a_store_failure_reports_what_it_placed_before() {
+    use std::ops::ControlFlow;
+    use tantivy_dedup::Deduplicator;
+    use tantivy_dedup::article::ArticleReader;
+
+    let mut cluster = RedisCluster::start(3);
+    let config = DedupConfig::default();
+    let mut rng = SmallRng::seed_from_u64(47);
+    let bases: Vec<String> = (0..1_500).map(|_| story(&mut rng)).collect();
+    let lines: String = (0..6_000)
+        .map(|number| {
+            let base = &bases[rng.random_range(0..bases.len())];
+            let line = serde_json::json!({
+                "id": format!("doc-{number}"),
+                "content": variant(base, rng.random_range(0..5)),
+                "published_at": T0 + number as i64 * 10,
+            });
+            format!("{line}\n")
+        })
+        .collect();
+    let articles = ArticleReader::default();
+    let mut expected = Vec::new();
+    Deduplicator::new(config.clone())
+        .unwrap()
+        .run(lines.as_bytes(), &articles, |_, decision| {
+            expected.push(decision.unwrap().root);
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+
+    let address = RedisAddress::parse(&cluster.store_arg()).unwrap();
+    let stores = RedisStore::connect_several(&address, &config, 16)
+        .unwrap()
+        .into_iter()
+        .map(|store| {
+            Box::new(store.with_pending_timeout(Duration::from_secs(2)))
+                as Box<dyn ForestStore + Send>
+        })
+        .collect();
+    let mut dedup = Deduplicator::with_pipeline(config, Pipeline::new(stores).unwrap()).unwrap();
+    let (first_batch_done, wait_for_it) = std::sync::mpsc::channel();
+    let mut reported = Vec::new();
+    let outcome = std::thread::scope(|scope| {
+        let cluster = &mut cluster;
+        // The node stops while the second batch (lines 2,049 to 4,096) is being placed.
+        scope.spawn(move || {
+            if wait_for_it.recv().is_ok() {
+                std::thread::sleep(Duration::from_millis(300));
+                cluster.stop_node(1);
+            }
+        });
+        dedup.run(lines.as_bytes(), &articles, |number, decision| {
+            reported.push((number, decision.unwrap().root));
+            if number == tantivy_dedup::dedup::BATCH_SIZE as u64 {
+                let _ = first_batch_done.send(());
+            }
+            ControlFlow::Continue(())
+        })
+    });
+    assert!(outcome.is_err(), "the run went on past the store's failure");
+    // Cut within the second batch: what it placed before the failure is reported too.
+    assert!(
+        reported.len() > tantivy_dedup::dedup::BATCH_SIZE && reported.len() < expected.len(),
+        "{} lines reported",
+        reported.len()
+    );
+    for (at, &(number, root)) in reported.iter().enumerate() {
+        assert_eq!(
+            number,
+            at as u64 + 1,
+            "lines reported in order, none skipped"
+        );
+        assert_eq!(
+            root, expected[at],
+            "line {number} as the in-memory forest places it"
+        );
+    }
+    eprintln!(
+        "a store failure cut the run after {} of {} lines",
+        reported.len(),
+        expected.len()
     );
 }
 
