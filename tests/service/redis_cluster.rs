@@ -163,6 +163,16 @@ impl RedisCluster {
             .sum()
     }
 
+    /// How many keys the running nodes hold (`DBSIZE` summed).
+    pub fn key_count(&self) -> u64 {
+        self.running()
+            .map(|(i, node)| {
+                node.query::<u64>(&redis::cmd("DBSIZE"))
+                    .unwrap_or_else(|e| panic!("DBSIZE on node {i}: {e}"))
+            })
+            .sum()
+    }
+
     /// The keys matching `pattern` on every running node (`KEYS`: for small test data only).
     pub fn keys(&self, pattern: &str) -> Vec<String> {
         self.running()

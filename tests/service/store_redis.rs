@@ -1179,18 +1179,25 @@ fn a_pipelined_run_cut_by_a_store_failure_reports_what_it_placed_before() {
         })
         .collect();
     let mut dedup = Deduplicator::with_pipeline(config, Pipeline::new(stores).unwrap()).unwrap();
-    let (first_batch_done, wait_for_it) = std::sync::mpsc::channel();
     let mut reported = Vec::new();
     let outcome = std::thread::scope(|scope| {
+        let (first_batch_done, wait_for_it) = std::sync::mpsc::channel();
         let cluster = &mut cluster;
-        // The node stops while the second batch (lines 2,049 to 4,096) is being placed.
+        // The node stops once the second batch (lines 2,049 to 4,096) has published a hundred
+        // nodes or so (four keys each, and more), whatever the machine's speed.
         scope.spawn(move || {
-            if wait_for_it.recv().is_ok() {
-                std::thread::sleep(Duration::from_millis(300));
-                cluster.stop_node(1);
+            if wait_for_it.recv_timeout(Duration::from_secs(300)).is_ok() {
+                let before = cluster.key_count();
+                let deadline = std::time::Instant::now() + Duration::from_secs(120);
+                while cluster.key_count() < before + 400 && std::time::Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
             }
+            cluster.stop_node(1);
         });
-        dedup.run(lines.as_bytes(), &articles, |number, decision| {
+        // The sender is dropped when the run ends, however it ends, so the thread above ends.
+        let reported = &mut reported;
+        dedup.run(lines.as_bytes(), &articles, move |number, decision| {
             reported.push((number, decision.unwrap().root));
             if number == tantivy_dedup::dedup::BATCH_SIZE as u64 {
                 let _ = first_batch_done.send(());

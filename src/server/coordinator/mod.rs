@@ -83,7 +83,7 @@ pub(crate) struct CoordinatorState {
     writing: tokio::sync::Mutex<()>,
     turn: WriteTurn,
     /// Places among the writes appended and not yet answered ([`UNANSWERED`]).
-    unanswered: tokio::sync::Semaphore,
+    unanswered: Arc<tokio::sync::Semaphore>,
     metrics: Arc<Metrics>,
     read_timeout: Duration,
     started: Instant,
@@ -166,7 +166,7 @@ impl Coordinator {
             placer: Arc::new(Mutex::new(placer)),
             writing: tokio::sync::Mutex::new(()),
             turn,
-            unanswered: tokio::sync::Semaphore::new(UNANSWERED),
+            unanswered: Arc::new(tokio::sync::Semaphore::new(UNANSWERED)),
             metrics: Arc::new(Metrics::new()),
             read_timeout,
             started: Instant::now(),

@@ -27,16 +27,23 @@ pub(crate) const RENEW_EVERY: Duration = Duration::from_secs(5);
 /// How long a write waits for the turn before it is refused.
 const WAIT: Duration = Duration::from_secs(60);
 
-/// Between two tries of a coordinator waiting for the turn.
-const POLL: Duration = Duration::from_millis(1);
+/// Between two tries of a coordinator waiting for the turn: from the first, doubling up to
+/// the last.
+const POLL: (Duration, Duration) = (Duration::from_millis(1), Duration::from_millis(20));
 
-/// How long a coordinator that finds the turn wanted by another lets it go first.
-const YIELD: Duration = Duration::from_millis(5);
+/// How long a coordinator that finds the turn wanted by another lets it go first: longer
+/// than a waiter's longest pause between tries.
+const YIELD: Duration = Duration::from_millis(25);
 
 /// Takes the turn at `KEYS[1]` for token `ARGV[1]` with a lease of `ARGV[2]` ms, unless
 /// `ARGV[3]` is `1` (a first try) and another coordinator marked it wanted at `KEYS[2]`; a
-/// try that fails marks it wanted by this token. 1 when taken.
+/// try that fails marks it wanted by this token. 1 when taken, or already held under this
+/// token (a try sent again after its answer was lost).
 const ACQUIRE: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return 1
+end
 local wanted = redis.call('GET', KEYS[2])
 if ARGV[3] == '1' and wanted and wanted ~= ARGV[1] then
     return 0
@@ -108,8 +115,8 @@ impl WriteTurn {
         })
     }
 
-    /// Waits for the turn; `None` when another coordinator has kept it for a minute, an
-    /// error when the store fails.
+    /// Waits for the turn; `None` when it did not come within a minute (other coordinators
+    /// held it all that time), an error when the store fails.
     pub(crate) async fn acquire(&self) -> Result<Option<Held>> {
         let turn = self
             .taken
@@ -118,6 +125,7 @@ impl WriteTurn {
         let script = redis::Script::new(ACQUIRE);
         let started = Instant::now();
         let mut first = true;
+        let mut pause = POLL.0;
         loop {
             let taken: u64 = script
                 .key(&self.key)
@@ -137,15 +145,28 @@ impl WriteTurn {
             if started.elapsed() > WAIT {
                 return Ok(None);
             }
-            tokio::time::sleep(if first { YIELD } else { POLL }).await;
-            first = false;
+            if first {
+                tokio::time::sleep(YIELD).await;
+                first = false;
+            } else {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(POLL.1);
+            }
         }
     }
 
-    /// Renews the lease of the turn held; false (and a warning) when it had ended, in which
-    /// case another coordinator may have written meanwhile.
+    /// Renews the lease of the turn held, waiting at most [`RENEW_EVERY`] for the store;
+    /// false (and a warning) when it had ended, in which case another coordinator may have
+    /// written meanwhile.
     pub(crate) async fn renew(&self, held: &Held) -> bool {
-        self.keep_or_release(held, LEASE.as_millis() as u64).await
+        let renewal = self.keep_or_release(held, LEASE.as_millis() as u64);
+        match tokio::time::timeout(RENEW_EVERY, renewal).await {
+            Ok(renewed) => renewed,
+            Err(_) => {
+                tracing::warn!("renewing the write turn took over {RENEW_EVERY:?}");
+                false
+            }
+        }
     }
 
     /// Gives the turn back.

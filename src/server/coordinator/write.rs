@@ -133,12 +133,12 @@ pub(super) async fn post_documents(
     if accepted > 0 {
         // The turns order placing, the directory and the shards' logs; waiting for the
         // shards' commits does not need them, so the next batch is placed meanwhile.
-        let _unanswered = unanswered(&state).await?;
-        let (appended, moved) = in_turns(&state, move |state| async move {
+        let ((appended, moved), unanswered) = in_turns(&state, move |state| async move {
             write_in_turn(&state, signed).await
         })
         .await?;
         let outcomes = answers(&state, appended).await?;
+        drop(unanswered);
         // Answered: every stale copy is gone (unless a later write changed the entry since).
         // An entry left with its stale shards costs only a delete there at its next write.
         if let Err(error) = state.directory.settle(moved).await {
@@ -175,8 +175,13 @@ pub(super) async fn post_documents(
 /// Runs `work` in the write turns (this coordinator's, then the one all coordinators of the
 /// store share), in a task of its own: a client that goes away does not cut short a write
 /// that holds them. The shared turn's lease is renewed while `work` runs, and given back
-/// however it ends (a panic too).
-async fn in_turns<T, W, F>(state: &Arc<CoordinatorState>, work: W) -> AppResult<T>
+/// however it ends (a panic too). Returns with `work`'s result a place among the writes not
+/// yet answered ([`UNANSWERED`](super::UNANSWERED)), taken before the turns and held by the
+/// task, so that writes whose clients went away count too until they are appended.
+async fn in_turns<T, W, F>(
+    state: &Arc<CoordinatorState>,
+    work: W,
+) -> AppResult<(T, tokio::sync::OwnedSemaphorePermit)>
 where
     W: FnOnce(Arc<CoordinatorState>) -> F + Send + 'static,
     F: std::future::Future<Output = AppResult<T>> + Send + 'static,
@@ -185,6 +190,12 @@ where
     use futures_util::FutureExt;
     let state = state.clone();
     tokio::spawn(async move {
+        let unanswered = state
+            .unanswered
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| ApiError::internal("the coordinator's writes were closed"))?;
         let _local = state.writing.lock().await;
         let turn = match state.turn.acquire().await {
             Ok(Some(turn)) => turn,
@@ -192,40 +203,33 @@ where
             Err(error) => return Err(store_failed(&error)),
         };
         let work = std::panic::AssertUnwindSafe(work(state.clone())).catch_unwind();
-        tokio::pin!(work);
-        let mut renewals = tokio::time::interval(super::turn::RENEW_EVERY);
-        renewals.tick().await; // the first tick is at once
-        let done = loop {
-            tokio::select! {
-                done = &mut work => break done,
-                _ = renewals.tick() => {
-                    state.turn.renew(&turn).await;
-                }
+        // Renewed beside the work, which goes on while a renewal waits for the store.
+        let renewing = async {
+            let mut renewals = tokio::time::interval(super::turn::RENEW_EVERY);
+            renewals.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            renewals.tick().await; // the first tick is at once
+            loop {
+                renewals.tick().await;
+                state.turn.renew(&turn).await;
             }
         };
+        let done = tokio::select! {
+            done = work => done,
+            never = renewing => never,
+        };
         state.turn.release(turn).await;
-        done.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        let done = done.unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+        Ok((done, unanswered))
     })
     .await
     .map_err(|error| ApiError::internal(format!("a write in its turn: {error}")))?
 }
 
-/// A place among the writes this coordinator has appended and not yet answered, which are
-/// at most [`UNANSWERED`](super::UNANSWERED): a replica keeps the answers of only its newest
-/// entries.
-async fn unanswered(state: &CoordinatorState) -> AppResult<tokio::sync::SemaphorePermit<'_>> {
-    state
-        .unanswered
-        .acquire()
-        .await
-        .map_err(|_| ApiError::internal("the coordinator's writes were closed"))
-}
-
 fn turn_busy() -> ApiError {
     ApiError::unavailable(
         "write_turn_busy",
-        "another coordinator of the store has held the write turn for a minute, so this \
-         write was not placed; retry it",
+        "this write waited a minute for the write turn, which the store's coordinators take \
+         in turn, and was not placed; retry it",
         1,
     )
 }
@@ -499,8 +503,7 @@ pub(super) async fn delete_document(
     // In the turns, as a write: the deletes appended to the logs (every replica applies them
     // after what was written before), the document taken off the forest and the directory;
     // then its shard's answer.
-    let _unanswered = unanswered(&state).await?;
-    let appended = in_turns(&state, move |state| async move {
+    let (appended, _unanswered) = in_turns(&state, move |state| async move {
         delete_in_turn(&state, id).await
     })
     .await?;
