@@ -39,6 +39,9 @@ pub fn spawn_listening(command: &mut Command, log: Option<&Path>) -> (Child, Str
 /// Stops a server as an operator would: SIGTERM, then up to 30 s for it to commit and exit,
 /// then a kill.
 pub fn stop(child: &mut Child) {
+    if let Ok(Some(_)) = child.try_wait() {
+        return; // stopped before: its process id may be another's by now
+    }
     let _ = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status();
@@ -139,6 +142,11 @@ impl Serve {
         let mut response = response.unwrap();
         let status = response.status().as_u16();
         (status, response.body_mut().read_to_string().unwrap())
+    }
+
+    /// Stops the process as an operator would ([`stop`]) and waits for it to exit.
+    pub fn stop(&mut self) {
+        stop(&mut self.child);
     }
 
     /// Kills the process at once (SIGKILL), as a crash would.

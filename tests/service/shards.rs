@@ -13,6 +13,9 @@
 //!   two coordinators replacing the same ids at once with other stories' texts (a write's
 //!   shards commit while the next is placed): each id live on one shard, the one the
 //!   directory names, and a re-send of it `unchanged`.
+//! - `a_coordinator_stopped_in_its_write_turn_finishes_it_and_gives_it_back`: a coordinator
+//!   told to stop, with no grace, while a write holds the store's write turn: it exits with
+//!   the turn given back, and every document sent again through another is live once.
 //! - `a_shard_down_is_named_and_partial_pages_are_flagged`: a shard killed: list pages 503
 //!   `shard_unavailable`, or flagged partial with exact per-story figures; the shard restarted:
 //!   every answer as before, nothing acknowledged lost.
@@ -454,6 +457,73 @@ fn concurrent_writes_moving_ids_leave_each_live_once_where_the_directory_says() 
         json!(IDS),
         "one live copy an id: {stats}"
     );
+}
+
+#[test]
+fn a_coordinator_stopped_in_its_write_turn_finishes_it_and_gives_it_back() {
+    let redis = RedisCluster::start(3);
+    let store = redis.store_arg();
+    let dir = tempfile::tempdir().unwrap();
+    let (_, docs) = corpus(35, 160);
+    let batches: Vec<Value> = docs
+        .chunks(100)
+        .map(|chunk| Value::Array(chunk.iter().map(|doc| doc.json(0)).collect()))
+        .collect();
+    let shard = start_shard(dir.path(), 0, 1, &store, "127.0.0.1:0");
+    // No grace for requests in flight: the process stops serving as soon as it is told to,
+    // in the middle of a write's turn.
+    let settings = dir.path().join("no-grace.toml");
+    std::fs::write(&settings, "[server]\nshutdown_grace = \"1ms\"\n").unwrap();
+    let mut stopping = Serve::launch(|command| {
+        command
+            .args(["--coordinator", "--shards", &shard.base, "--store", &store])
+            .arg("--config")
+            .arg(&settings);
+    });
+    let lease = || redis.keys("*{write-turn}");
+    let (agent, url) = (
+        &stopping.agent.clone(),
+        &format!("{}/v1/documents", stopping.base),
+    );
+    std::thread::scope(|scope| {
+        for client in 0..3 {
+            let batches = &batches;
+            // Writes until the coordinator is gone (its answers do not matter here).
+            scope.spawn(move || {
+                for batch in batches.iter().cycle().skip(client) {
+                    let sent = agent
+                        .post(url)
+                        .header("content-type", "application/json")
+                        .send(batch.to_string().as_bytes());
+                    if sent.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while lease().is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no write took the turn"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        stopping.stop();
+    });
+    assert_eq!(
+        lease(),
+        Vec::<String>::new(),
+        "the stopped coordinator gave its write turn back"
+    );
+    // Nothing is lost: every batch sent again through another coordinator leaves each
+    // document live once.
+    let coordinator = start_coordinator(std::slice::from_ref(&shard), &store);
+    for batch in &batches {
+        coordinator.post(batch);
+    }
+    let (_, stats) = coordinator.get("/v1/stats");
+    assert_eq!(stats["index"]["documents"], json!(docs.len()), "{stats}");
 }
 
 /// What a coordinator over `shards` (their addresses, comma-separated) and `store`, with

@@ -77,6 +77,22 @@ struct Document {
     time: Timestamp,
 }
 
+impl Document {
+    /// The document `id` of `story` with this text, signed by `signer`, seen at `time`.
+    fn signed(signer: &Signer, id: String, content: String, story: usize, time: Timestamp) -> Self {
+        let article = Article {
+            id,
+            content,
+            ..Default::default()
+        };
+        Document {
+            story,
+            signature: signer.sign(&article),
+            time,
+        }
+    }
+}
+
 /// `stories` stories of `copies` documents each, signed by `config`, in a shuffled order.
 fn stream(config: &DedupConfig, stories: usize, copies: usize, seed: u64) -> Vec<Document> {
     let mut rng = SmallRng::seed_from_u64(seed);
@@ -85,16 +101,14 @@ fn stream(config: &DedupConfig, stories: usize, copies: usize, seed: u64) -> Vec
     for story_number in 0..stories {
         let base = story(&mut rng);
         for copy in 0..copies {
-            let article = Article {
-                id: format!("{story_number}-{copy}"),
-                content: variant(&base, rng.random_range(0..5)),
-                ..Default::default()
-            };
-            documents.push(Document {
-                story: story_number,
-                signature: signer.sign(&article),
-                time: 0,
-            });
+            let content = variant(&base, rng.random_range(0..5));
+            documents.push(Document::signed(
+                &signer,
+                format!("{story_number}-{copy}"),
+                content,
+                story_number,
+                0,
+            ));
         }
     }
     documents.shuffle(&mut rng);
@@ -363,16 +377,14 @@ fn one_writer_decides_as_the_in_memory_forest() {
             format!("【转载】{second}"),
         ];
         for (i, content) in texts.into_iter().enumerate() {
-            let article = Article {
-                id: format!("{pair}-{i}"),
+            let time = T0 + documents.len() as Timestamp;
+            documents.push(Document::signed(
+                &signer,
+                format!("{pair}-{i}"),
                 content,
-                ..Default::default()
-            };
-            documents.push(Document {
-                story: 2 * pair + usize::from(i >= 2),
-                signature: signer.sign(&article),
-                time: T0 + documents.len() as Timestamp,
-            });
+                2 * pair + usize::from(i >= 2),
+                time,
+            ));
         }
     }
     let expected = sequential_roots(&config, &documents);
@@ -388,6 +400,24 @@ fn one_writer_decides_as_the_in_memory_forest() {
     }
 }
 
+/// `depth` stores on the cluster at `store_arg` sharing their links to the nodes, for a
+/// [`Pipeline`].
+fn pipeline_stores(
+    store_arg: &str,
+    config: &DedupConfig,
+    depth: usize,
+) -> Vec<Box<dyn ForestStore + Send>> {
+    let address = RedisAddress::parse(store_arg).unwrap();
+    RedisStore::connect_several(&address, config, depth)
+        .unwrap()
+        .into_iter()
+        .map(|store| {
+            Box::new(store.with_pending_timeout(Duration::from_secs(2)))
+                as Box<dyn ForestStore + Send>
+        })
+        .collect()
+}
+
 /// Places every document through a [`Pipeline`] of `depth` connections sharing their links
 /// to the nodes, in batches of 500 as a coordinator does; gives the roots answered.
 fn pipeline_all(
@@ -397,17 +427,7 @@ fn pipeline_all(
     depth: usize,
     batch: usize,
 ) -> Vec<Fingerprint> {
-    let address = RedisAddress::parse(store_arg).unwrap();
-    let stores: Vec<Box<dyn ForestStore + Send>> =
-        RedisStore::connect_several(&address, config, depth)
-            .unwrap()
-            .into_iter()
-            .map(|store| {
-                Box::new(store.with_pending_timeout(Duration::from_secs(2)))
-                    as Box<dyn ForestStore + Send>
-            })
-            .collect();
-    let mut pipeline = Pipeline::new(stores).unwrap();
+    let mut pipeline = Pipeline::new(pipeline_stores(store_arg, config, depth)).unwrap();
     let inserts: Vec<(Signature, Timestamp)> = documents
         .iter()
         .map(|document| (document.signature.clone(), document.time))
@@ -512,16 +532,13 @@ fn a_pipelined_insert_waits_for_earlier_candidates_it_has_no_edge_to() {
             format!("　　{report}\n{}", paragraph(&mut rng)),
         ];
         for (copy, content) in texts.into_iter().enumerate() {
-            let article = Article {
-                id: format!("{number}-{copy}"),
+            documents.push(Document::signed(
+                &signer,
+                format!("{number}-{copy}"),
                 content,
-                ..Default::default()
-            };
-            documents.push(Document {
-                story: number,
-                signature: signer.sign(&article),
-                time: T0 + (number * 4 + copy) as Timestamp * 3_600,
-            });
+                number,
+                T0 + (number * 4 + copy) as Timestamp * 3_600,
+            ));
         }
     }
     let expected = sequential_roots(&config, &documents);
@@ -644,14 +661,15 @@ fn corpus_documents(
     let signer = Signer::new(config);
     docs.iter()
         .enumerate()
-        .map(|(position, doc)| Document {
-            story: doc.story,
-            signature: signer.sign(&Article {
-                id: doc.id.clone(),
-                content: doc.content.clone(),
-                ..Default::default()
-            }),
-            time: time_of(position, doc),
+        .map(|(position, doc)| {
+            let time = time_of(position, doc);
+            Document::signed(
+                &signer,
+                doc.id.clone(),
+                doc.content.clone(),
+                doc.story,
+                time,
+            )
         })
         .collect()
 }
@@ -770,14 +788,9 @@ fn a_writer_behind_another_in_event_time_keeps_its_window() {
     let mut rng = SmallRng::seed_from_u64(41);
     // 60 stories, one every half day: the first writer places the originals, the second a
     // copy of each, dated as its original.
-    let document = |content: String, story: usize| Document {
-        story,
-        signature: signer.sign(&Article {
-            id: format!("{story}"),
-            content,
-            ..Default::default()
-        }),
-        time: T0 + story as Timestamp * DAY / 2,
+    let document = |content: String, story: usize| {
+        let time = T0 + story as Timestamp * DAY / 2;
+        Document::signed(&signer, format!("{story}"), content, story, time)
     };
     let (originals, copies): (Vec<Document>, Vec<Document>) = (0..60)
         .map(|story_number| {
@@ -1169,15 +1182,7 @@ fn a_pipelined_run_cut_by_a_store_failure_reports_what_it_placed_before() {
         })
         .unwrap();
 
-    let address = RedisAddress::parse(&cluster.store_arg()).unwrap();
-    let stores = RedisStore::connect_several(&address, &config, 16)
-        .unwrap()
-        .into_iter()
-        .map(|store| {
-            Box::new(store.with_pending_timeout(Duration::from_secs(2)))
-                as Box<dyn ForestStore + Send>
-        })
-        .collect();
+    let stores = pipeline_stores(&cluster.store_arg(), &config, 16);
     let mut dedup = Deduplicator::with_pipeline(config, Pipeline::new(stores).unwrap()).unwrap();
     let mut reported = Vec::new();
     let outcome = std::thread::scope(|scope| {

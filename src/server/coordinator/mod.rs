@@ -81,6 +81,8 @@ pub(crate) struct CoordinatorState {
     /// in that order; not while the shards commit. Then the same for every coordinator of the
     /// store: [`WriteTurn`].
     writing: tokio::sync::Mutex<()>,
+    /// Set once the coordinator stops serving: a write that has not begun its turn is refused.
+    stopping: std::sync::atomic::AtomicBool,
     turn: WriteTurn,
     /// Places among the writes appended and not yet answered ([`UNANSWERED`]).
     unanswered: Arc<tokio::sync::Semaphore>,
@@ -165,6 +167,7 @@ impl Coordinator {
             directory,
             placer: Arc::new(Mutex::new(placer)),
             writing: tokio::sync::Mutex::new(()),
+            stopping: std::sync::atomic::AtomicBool::new(false),
             turn,
             unanswered: Arc::new(tokio::sync::Semaphore::new(UNANSWERED)),
             metrics: Arc::new(Metrics::new()),
@@ -206,7 +209,9 @@ impl Coordinator {
     }
 
     /// Serves on `listener` until `shutdown` completes, then lets requests in flight finish
-    /// (for at most `server.shutdown_grace`).
+    /// (for at most `server.shutdown_grace`) and the write in its turn finish its turn (for
+    /// at most the turn's lease, whatever the grace: stopped in the middle, it would keep the
+    /// other coordinators waiting until the lease ends).
     pub async fn serve(
         self,
         listener: tokio::net::TcpListener,
@@ -219,6 +224,7 @@ impl Coordinator {
         let router = self.router(bound)?;
         let metrics = self.state.metrics.clone();
         connections::serve(listener, router, &self.state.server, metrics, shutdown).await;
+        write::finish_turns(&self.state).await;
         Ok(())
     }
 }

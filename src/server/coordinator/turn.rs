@@ -19,7 +19,7 @@ use crate::{Error, Result};
 
 /// How long a turn is held without renewal: a coordinator that stops while holding it (a
 /// crash, a lost connection) keeps the others waiting this long.
-const LEASE: Duration = Duration::from_secs(30);
+pub(crate) const LEASE: Duration = Duration::from_secs(30);
 
 /// How often a turn held is renewed.
 pub(crate) const RENEW_EVERY: Duration = Duration::from_secs(5);

@@ -197,6 +197,14 @@ where
             .await
             .map_err(|_| ApiError::internal("the coordinator's writes were closed"))?;
         let _local = state.writing.lock().await;
+        if state.stopping.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(ApiError::unavailable(
+                "shutting_down",
+                "this coordinator is stopping and did not place this write; send it to \
+                 another coordinator, or again once this one is back",
+                1,
+            ));
+        }
         let turn = match state.turn.acquire().await {
             Ok(Some(turn)) => turn,
             Ok(None) => return Err(turn_busy()),
@@ -223,6 +231,25 @@ where
     })
     .await
     .map_err(|error| ApiError::internal(format!("a write in its turn: {error}")))?
+}
+
+/// Once the coordinator stops serving: no write begins its turn any more, and the one in its
+/// turn (its task outlives its request) is waited for, at most for the turn's lease.
+pub(super) async fn finish_turns(state: &CoordinatorState) {
+    state
+        .stopping
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    // The writes queued before this one find `stopping` set and give the lock straight back.
+    if tokio::time::timeout(super::turn::LEASE, state.writing.lock())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            "a write was still in its turn {:?} after the coordinator stopped serving; its \
+             lease ends on its own",
+            super::turn::LEASE
+        );
+    }
 }
 
 fn turn_busy() -> ApiError {
