@@ -735,7 +735,8 @@ pub struct ServerConfig {
     #[serde(with = "humantime_serde_compat")]
     pub shutdown_grace: Duration,
     /// A coordinator's inserts in flight on the shared forest at once, each on a store
-    /// connection of its own; they decide as placing the documents one at a time would
+    /// connection of its own, and a server's on a shared store (`serve --index DIR --store`)
+    /// for a request's documents; they decide as placing the documents one at a time would
     /// (`forest::Pipeline`). More hide more of the store's round trips.
     pub inserts_in_flight: usize,
     /// The most entries a shard's log keeps (`serve --shard I/N --replica NAME`): it is

@@ -123,8 +123,9 @@ pub struct Deduplicator {
 enum Shared {
     /// One connection: one insert at a time.
     Store(Box<dyn ForestStore + Send>),
-    /// Several connections of one writer: several inserts of a [`run`](Deduplicator::run)'s
-    /// batch in flight, deciding as one at a time would.
+    /// Several connections of one writer: several inserts of a batch in flight
+    /// ([`run`](Deduplicator::run), [`place_in_order`](Deduplicator::place_in_order)),
+    /// deciding as one at a time would.
     Pipeline(Pipeline),
 }
 
@@ -205,6 +206,12 @@ impl Deduplicator {
         self.shared.is_some()
     }
 
+    /// Whether [`place_in_order`](Self::place_in_order) keeps several inserts in flight (a
+    /// [pipeline](Self::with_pipeline)).
+    pub fn places_in_flight(&self) -> bool {
+        matches!(self.shared, Some(Shared::Pipeline(_)))
+    }
+
     /// Node and root counts of the store in use (for a shared store: what this process
     /// settled and swept).
     pub fn stats(&self) -> ForestStats {
@@ -277,6 +284,28 @@ impl Deduplicator {
         }
     }
 
+    /// Places signatures in order, each with its event time, as [`place`](Self::place) one
+    /// after the other would (through a [pipeline](Self::with_pipeline), several in flight):
+    /// the placements of the first ones, and the shared store's error that stopped the
+    /// others if one did.
+    pub fn place_in_order(
+        &mut self,
+        inserts: &[(Signature, Timestamp)],
+    ) -> (Vec<Placement>, Option<Error>) {
+        if let Some(Shared::Pipeline(pipeline)) = &mut self.shared {
+            let (placed, error) = pipeline.place_in_order(inserts);
+            return (placed, error.map(Error::from));
+        }
+        let mut placed = Vec::with_capacity(inserts.len());
+        for (signature, time) in inserts {
+            match self.place(signature.clone(), *time) {
+                Ok(placement) => placed.push(placement),
+                Err(error) => return (placed, Some(error)),
+            }
+        }
+        (placed, None)
+    }
+
     /// Signs and places one article; `arrival` is its time when it has no `published_at`.
     pub fn add_article(&mut self, article: &Article, arrival: Timestamp) -> Result<Decision> {
         let signature = self.signer.sign(article);
@@ -322,12 +351,12 @@ impl Deduplicator {
                 (record.article, signature)
             },
             |batch| {
-                let Some(Shared::Pipeline(pipeline)) = &mut self.shared else {
+                if !self.places_in_flight() {
                     return self.place_one_by_one(batch, &mut report, &mut failure);
-                };
+                }
                 // Each article's event time as placing one after the other gives it: its
                 // own, else the newest placed before it.
-                let mut newest = pipeline.newest_time();
+                let mut newest = self.newest_time();
                 let mut inserts = Vec::with_capacity(batch.len());
                 let mut lines = Vec::with_capacity(batch.len());
                 for (number, parsed) in batch {
@@ -344,7 +373,7 @@ impl Deduplicator {
                         Err(error) => lines.push((number, Err(error))),
                     }
                 }
-                let (placed, error) = pipeline.place_in_order(&inserts);
+                let (placed, error) = self.place_in_order(&inserts);
                 let mut placed = placed.into_iter();
                 for (number, line) in lines {
                     let outcome = match line {
@@ -359,7 +388,7 @@ impl Deduplicator {
                 }
                 match error {
                     Some(error) => {
-                        failure = Some(error.into());
+                        failure = Some(error);
                         ControlFlow::Break(())
                     }
                     None => ControlFlow::Continue(()),

@@ -10,11 +10,10 @@ use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use tantivy_dedup::article::ArticleReader;
-use tantivy_dedup::forest::redis::RedisStore;
-use tantivy_dedup::forest::{ForestStore, Pipeline, SharedForest};
+use tantivy_dedup::forest::{Pipeline, SharedForest};
 use tantivy_dedup::{Deduplicator, input};
 
-use super::{ConfigArgs, StoreArgs, counted};
+use super::{ConfigArgs, InFlightArgs, StoreArgs, counted};
 
 #[derive(Args)]
 pub struct DedupArgs {
@@ -25,13 +24,8 @@ pub struct DedupArgs {
     config: ConfigArgs,
     #[command(flatten)]
     store: StoreArgs,
-    /// With --store: how many documents are in flight on the store at once, each on a
-    /// connection of its own that shares one link to each node with the others; decisions
-    /// are those of placing the documents one after the other (docs/scaling.md, "Several
-    /// inserts in flight"). 1 places them one at a time
-    #[arg(long, value_name = "N", default_value_t = 32, requires = "store",
-          value_parser = clap::value_parser!(u16).range(1..=64))]
-    in_flight: u16,
+    #[command(flatten)]
+    in_flight: InFlightArgs,
 }
 
 pub fn run(args: DedupArgs) -> anyhow::Result<ExitCode> {
@@ -39,12 +33,10 @@ pub fn run(args: DedupArgs) -> anyhow::Result<ExitCode> {
     let articles = ArticleReader::for_config(&settings);
     let config = settings.dedup;
     let mut dedup = match args.store.address()? {
-        Some(address) if args.in_flight > 1 => {
-            let stores = RedisStore::connect_several(&address, &config, args.in_flight.into())
-                .with_context(|| format!("connecting to {address}"))?
-                .into_iter()
-                .map(|store| Box::new(store) as Box<dyn ForestStore + Send>)
-                .collect();
+        Some(address) if args.in_flight.in_flight > 1 => {
+            let stores = address
+                .connect_several(&config, args.in_flight.in_flight.into())
+                .with_context(|| format!("connecting to {address}"))?;
             Deduplicator::with_pipeline(config, Pipeline::new(stores)?)?
         }
         Some(address) => {

@@ -38,7 +38,7 @@ pub fn run(args: DeleteArgs) -> anyhow::Result<ExitCode> {
     // must not create one.
     let settings = stored_settings(&args.index)?;
     let mut index =
-        DedupIndex::open_or_create_with_store(&args.index, Some(settings), args.store.shared()?)
+        DedupIndex::open_or_create_with_store(&args.index, Some(settings), args.store.shared()?, 1)
             .with_context(opening)?;
     let mut outcome = Outcome {
         deleted: Vec::new(),

@@ -17,7 +17,7 @@ use tantivy_dedup::input;
 use tantivy_dedup::{Change, Error};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
-use super::{ConfigArgs, StoreArgs, counted};
+use super::{ConfigArgs, InFlightArgs, StoreArgs, counted};
 
 #[derive(Args)]
 pub struct IngestArgs {
@@ -38,6 +38,8 @@ pub struct IngestArgs {
     json: bool,
     #[command(flatten)]
     store: StoreArgs,
+    #[command(flatten)]
+    in_flight: InFlightArgs,
     #[command(flatten)]
     config: ConfigArgs,
 }
@@ -131,9 +133,13 @@ pub fn run(args: IngestArgs) -> anyhow::Result<ExitCode> {
     );
     // From before the index is opened, so that a Ctrl-C during the replay also ends cleanly.
     let interrupted = watch_signals(progress.clone())?;
-    let mut index =
-        DedupIndex::open_or_create_with_store(&args.index, config, args.store.shared()?)
-            .with_context(|| format!("opening {}", args.index.display()))?;
+    let mut index = DedupIndex::open_or_create_with_store(
+        &args.index,
+        config,
+        args.store.shared()?,
+        args.in_flight.in_flight.into(),
+    )
+    .with_context(|| format!("opening {}", args.index.display()))?;
     let recovered = index.recovery().clone();
     if let Some(why) = &recovered.checkpoint_refused {
         eprintln!(

@@ -163,6 +163,18 @@ struct StoreArgs {
     store_prefix: String,
 }
 
+/// How many documents a writer keeps in flight on the shared store (`dedup`, `ingest`).
+#[derive(Args)]
+struct InFlightArgs {
+    /// With --store: how many documents are in flight on the store at once, each on a
+    /// connection of its own that shares one link to each node with the others; decisions
+    /// are those of placing the documents one after the other (docs/scaling.md, "Several
+    /// inserts in flight"). 1 places them one at a time
+    #[arg(long, value_name = "N", default_value_t = 32, requires = "store",
+          value_parser = clap::value_parser!(u16).range(1..=64))]
+    in_flight: u16,
+}
+
 impl StoreArgs {
     fn address(&self) -> anyhow::Result<Option<RedisAddress>> {
         let address = self.store.as_deref().map(RedisAddress::parse).transpose()?;

@@ -276,7 +276,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             DedupIndex::open_or_create_shard(dir, config)?
         }
         (_, store) => {
-            DedupIndex::open_or_create_with_store(dir, config, store.map(super::shared_forest))?
+            let store = store.map(super::shared_forest);
+            DedupIndex::open_or_create_with_store(
+                dir,
+                config,
+                store,
+                server_config.inserts_in_flight,
+            )?
         }
     };
     let recovery = index.recovery();

@@ -21,7 +21,7 @@ use crate::engine::directory::index_error;
 use crate::engine::prune::{self, PrunePlan, TombstonesQuery};
 use crate::engine::recovery::{self, CheckpointMark, RecoveryReport};
 use crate::engine::schema::{self, DedupFields, fast_value, stored_sketch};
-use crate::forest::{Forest, ForestStats, Placement, SharedForest, Signature, Timestamp};
+use crate::forest::{Forest, ForestStats, Pipeline, Placement, SharedForest, Signature, Timestamp};
 use crate::index::BlockLayout;
 use crate::verify::{Reason, Sketch, SketchStore};
 use crate::{Error, Fingerprint, Result};
@@ -117,6 +117,30 @@ pub struct PreparedDocument<D> {
     document: D,
     /// Where another process placed it (a shard's documents), else `None`.
     placed: Option<Placed>,
+}
+
+/// A document on its way into the index ([`DedupWriter::add`]).
+enum Begun<D> {
+    /// A re-send of the live version of its id: its decision again, nothing to do.
+    Unchanged(Decision),
+    /// To be placed (unless `placed` is given), then added.
+    ToPlace(Pending<D>),
+}
+
+/// A document to place and add, with what it replaces.
+struct Pending<D> {
+    /// The document with its sketch's keys; its signature is taken when its insert is sent
+    /// ([`take_signature`]).
+    prepared: PreparedDocument<D>,
+    /// The insert of the live version of its id, which it replaces.
+    replacing: Option<Insert>,
+    /// Why its signature keeps it apart, if it does (degenerate texts).
+    reason: Option<Reason>,
+}
+
+/// The signature of a document being placed, for its insert: the document keeps the rest.
+fn take_signature(signature: &mut Signature) -> Signature {
+    std::mem::replace(signature, Fingerprint(0).into())
 }
 
 /// Where a document was placed by another process: a shard's documents are placed in the
@@ -308,6 +332,7 @@ pub struct DedupWriterBuilder {
     checkpoints: Option<Checkpoints>,
     prune_tombstones: bool,
     placed_elsewhere: bool,
+    inserts_in_flight: usize,
 }
 
 /// Where and how often a writer saves its forest.
@@ -441,6 +466,15 @@ impl DedupWriterBuilder {
         self
     }
 
+    /// With a [shared forest](Self::shared_forest), the inserts of one
+    /// [`add_all`](DedupWriter::add_all) kept in flight at once (each on a connection of its
+    /// own), deciding as placing them one at a time would; 1 (the default) places them one at
+    /// a time.
+    pub fn inserts_in_flight(mut self, inserts: usize) -> Self {
+        self.inserts_in_flight = inserts.max(1);
+        self
+    }
+
     /// Keeps no forest: every document comes placed by another process
     /// ([`PreparedDocument::placed`]; one that does not is refused), and a delete or a
     /// replacement leaves the forest to it too. What a shard of an index split by story does:
@@ -490,6 +524,7 @@ impl DedupWriterBuilder {
             location: self.location,
             store: self.store,
             placed_elsewhere: self.placed_elsewhere,
+            inserts_in_flight: self.inserts_in_flight,
             reader,
             next_sequence: 0,
             uncommitted: HashMap::new(),
@@ -602,6 +637,8 @@ pub struct DedupWriter {
     store: Option<Arc<dyn SharedForest>>,
     /// Documents come placed by another process ([`DedupWriterBuilder::placed_elsewhere`]).
     placed_elsewhere: bool,
+    /// [`DedupWriterBuilder::inserts_in_flight`].
+    inserts_in_flight: usize,
     /// Where the forest keeps default mode's sketches; `None`: on the heap.
     sketch_dir: Option<PathBuf>,
     reader: IndexReader,
@@ -653,6 +690,7 @@ impl DedupWriter {
             checkpoints: None,
             prune_tombstones: true,
             placed_elsewhere: false,
+            inserts_in_flight: 1,
         }
     }
 
@@ -711,7 +749,13 @@ impl DedupWriter {
             return Ok((Deduplicator::new(config)?, None, None));
         }
         if let Some(shared) = &self.store {
-            let dedup = Deduplicator::with_store(config.clone(), shared.connect(&config)?)?;
+            let dedup = match self.inserts_in_flight {
+                1 => Deduplicator::with_store(config.clone(), shared.connect(&config)?)?,
+                inserts => {
+                    let stores = shared.connect_several(&config, inserts)?;
+                    Deduplicator::with_pipeline(config, Pipeline::new(stores)?)?
+                }
+            };
             return Ok((dedup, None, None));
         }
         let Some(checkpoints) = &self.checkpoints else {
@@ -1014,71 +1058,239 @@ impl DedupWriter {
         writer: &IndexWriter<D>,
         prepared: PreparedDocument<D>,
     ) -> Result<Decision> {
-        let PreparedDocument {
-            id,
-            time,
-            signature,
-            sketch,
-            digest,
-            mut document,
-            placed,
-        } = prepared;
-        if self.placed_elsewhere && placed.is_none() {
+        let begun = self.begin(prepared)?;
+        let mut decisions = Vec::with_capacity(1);
+        self.place_run(writer, vec![begun], &mut decisions)?;
+        decisions
+            .pop()
+            .ok_or_else(|| Error::Config("a document placed was not added".into()))
+    }
+
+    /// [`add`](Self::add) for each document in order, deciding as that would. When the forest
+    /// is shared through several connections ([`DedupWriterBuilder::inserts_in_flight`]), the
+    /// inserts of documents whose ids differ are in flight together. Returns the decisions of
+    /// the documents added, in order, and the error that stopped the others if one did. The
+    /// documents after it are not added; on a shared store some of them may have been placed
+    /// (sent again, they are placed again), and the earlier version of any such document's id
+    /// is deleted, as when [`add`](Self::add) fails to place a replacement.
+    pub fn add_all<D: DedupDocument>(
+        &mut self,
+        writer: &IndexWriter<D>,
+        prepared: Vec<PreparedDocument<D>>,
+    ) -> (Vec<Decision>, Option<Error>) {
+        let mut decisions = Vec::with_capacity(prepared.len());
+        if !self.places_in_flight() {
+            for document in prepared {
+                match self.add(writer, document) {
+                    Ok(decision) => decisions.push(decision),
+                    Err(error) => return (decisions, Some(error)),
+                }
+            }
+            return (decisions, None);
+        }
+        let mut run: Vec<Begun<D>> = Vec::new();
+        let mut ids = std::collections::HashSet::new();
+        for document in prepared {
+            // An id that comes again waits for the run before it: its first version must be
+            // live before the second is compared with it. (Without an id field, every id is
+            // empty and none is compared.)
+            if self.id_field.is_some() && !ids.insert(document.id.clone()) {
+                let run = std::mem::take(&mut run);
+                if let Err(error) = self.place_run(writer, run, &mut decisions) {
+                    return (decisions, Some(error));
+                }
+                ids.clear();
+                ids.insert(document.id.clone());
+            }
+            match self.begin(document) {
+                Ok(begun) => run.push(begun),
+                Err(error) => {
+                    let placed = self.place_run(writer, run, &mut decisions);
+                    return (decisions, Some(placed.err().unwrap_or(error)));
+                }
+            }
+        }
+        let placed = self.place_run(writer, run, &mut decisions);
+        (decisions, placed.err())
+    }
+
+    /// Whether [`add_all`](Self::add_all) keeps several inserts in flight.
+    pub fn places_in_flight(&self) -> bool {
+        self.dedup.places_in_flight()
+    }
+
+    /// Places a run of documents of different ids (their inserts in flight together through a
+    /// pipeline) and adds them in order, each decision pushed onto `decisions`. As in `add`,
+    /// the version a document replaces leaves the forest's count first, then the index; a
+    /// document not placed for a store's failure still leaves its id deleted, so that a retry
+    /// never takes that version off the count twice.
+    fn place_run<D: DedupDocument>(
+        &mut self,
+        writer: &IndexWriter<D>,
+        mut run: Vec<Begun<D>>,
+        decisions: &mut Vec<Decision>,
+    ) -> Result<()> {
+        let mut failure = None;
+        for (position, begun) in run.iter().enumerate() {
+            if let Begun::ToPlace(pending) = begun
+                && let Some(replaced) = &pending.replacing
+                && let Err(error) = self.uncount(replaced)
+            {
+                // The documents from here on are left as they were.
+                run.truncate(position);
+                failure = Some(error);
+                break;
+            }
+        }
+        // Each document's event time as placing them one after the other gives it: its own,
+        // else the newest placed before it.
+        let mut newest = self.dedup.newest_time();
+        let mut inserts = Vec::new();
+        for begun in &mut run {
+            if let Begun::ToPlace(pending) = begun
+                && pending.prepared.placed.is_none()
+            {
+                let time = pending
+                    .prepared
+                    .time
+                    .unwrap_or_else(|| newest.unwrap_or_else(now));
+                newest = Some(newest.map_or(time, |newest| newest.max(time)));
+                inserts.push((take_signature(&mut pending.prepared.signature), time));
+            }
+        }
+        let (placements, placing_failure) = self.dedup.place_in_order(&inserts);
+        failure = failure.or(placing_failure);
+        let mut placements = placements
+            .into_iter()
+            .zip(inserts.iter().map(|(_, time)| *time));
+        // Decisions are pushed up to the first document not placed (`failure` says why) or
+        // not added (`unadded` does). After it nothing is added: only the versions already
+        // taken off the forest's count are deleted, as far as the index still lets them be.
+        let mut unadded = None;
+        let mut stopped = false;
+        for begun in run {
+            let mut pending = match begun {
+                Begun::Unchanged(decision) => {
+                    if !stopped {
+                        decisions.push(decision);
+                    }
+                    continue;
+                }
+                Begun::ToPlace(pending) => pending,
+            };
+            let placed = match pending.prepared.placed.take() {
+                Some(placed) => Some(placed),
+                None => placements
+                    .next()
+                    .map(|(placement, time)| Placed::new(&placement, time)),
+            };
+            match placed {
+                Some(placed) if !stopped => match self.finish(writer, pending, placed) {
+                    Ok(decision) => decisions.push(decision),
+                    Err(error) => {
+                        unadded = Some(error);
+                        stopped = true;
+                    }
+                },
+                _ => {
+                    stopped = true;
+                    if let Some(replaced) = &pending.replacing {
+                        // The run has failed already; this failure would say no more.
+                        let _ = self.delete_live(writer, &pending.prepared.id, replaced);
+                    }
+                }
+            }
+        }
+        unadded.or(failure).map_or(Ok(()), Err)
+    }
+
+    /// What adding `prepared` takes before it is placed: nothing more for a re-send of the
+    /// live version of its id (its decision again), else the document with its sketch's keys.
+    fn begin<D: DedupDocument>(&self, mut prepared: PreparedDocument<D>) -> Result<Begun<D>> {
+        if self.placed_elsewhere && prepared.placed.is_none() {
             return Err(Error::Config(format!(
-                "{id:?} was not placed: this index is a shard, whose documents are placed by its \
-                 coordinator (send them there)"
+                "{:?} was not placed: this index is a shard, whose documents are placed by its \
+                 coordinator (send them there)",
+                prepared.id
             )));
         }
-        let mut change = Change::Added;
-        if let Some(live) = self.live(&id)? {
-            if live.digest == digest {
-                return Ok(Decision {
-                    id,
+        let reason = prepared.signature.reason;
+        let replacing = match self.live(&prepared.id)? {
+            Some(live) if live.digest == prepared.digest => {
+                return Ok(Begun::Unchanged(Decision {
+                    id: prepared.id,
                     simhash: live.insert.simhash,
                     root: live.root,
                     duplicate: live.duplicate,
                     change: Change::Unchanged,
-                    reason: signature.reason,
-                });
+                    reason,
+                }));
             }
-            self.remove(writer, &id, &live.insert)?;
-            change = Change::Replaced;
+            live => live.map(|live| live.insert),
+        };
+        for &key in prepared.signature.sketch.iter().flat_map(Sketch::keys) {
+            prepared
+                .document
+                .add_u64(self.fields.sketch_keys, u64::from(key));
         }
-        let signed_reason = signature.reason;
-        for &key in signature.sketch.iter().flat_map(Sketch::keys) {
-            document.add_u64(self.fields.sketch_keys, u64::from(key));
-        }
-        let (event_time, placement) = match placed {
-            Some(placed) => (placed.time, placed),
-            None => {
-                let event_time = time.unwrap_or_else(|| self.arrival_time());
-                let placement = self.dedup.place(signature, event_time)?;
-                (event_time, Placed::new(&placement, event_time))
+        Ok(Begun::ToPlace(Pending {
+            prepared,
+            replacing,
+            reason,
+        }))
+    }
+
+    /// Adds a document placed as `placed` to `writer`, with its dedup fields, in place of the
+    /// version it replaces.
+    fn finish<D: DedupDocument>(
+        &mut self,
+        writer: &IndexWriter<D>,
+        pending: Pending<D>,
+        placed: Placed,
+    ) -> Result<Decision> {
+        let Pending {
+            prepared:
+                PreparedDocument {
+                    id,
+                    time,
+                    sketch,
+                    digest,
+                    mut document,
+                    ..
+                },
+            replacing,
+            reason,
+        } = pending;
+        let change = match &replacing {
+            Some(replaced) => {
+                self.delete_live(writer, &id, replaced)?;
+                Change::Replaced
             }
+            None => Change::Added,
         };
         // The document is stored under its node, which is what a replay places it by.
-        let simhash = placement.node;
+        let simhash = placed.node;
         let live = Live {
             insert: Insert {
                 sequence: self.next_sequence,
                 simhash,
-                time: event_time,
+                time: placed.time,
                 sketch,
             },
-            root: placement.root,
-            duplicate: placement.duplicate,
+            root: placed.root,
+            duplicate: placed.duplicate,
             digest,
         };
         self.next_sequence += 1;
         if let (Some(field), None) = (self.time_field, time) {
-            document.add_date(field, DateTime::from_timestamp_secs(event_time));
+            document.add_date(field, DateTime::from_timestamp_secs(placed.time));
         }
         let fields = &self.fields;
         for (field, block) in fields.blocks.iter().zip(self.layout.blocks()) {
             document.add_u64(*field, block.key(simhash.0));
         }
         document.add_u64(fields.root, live.root.0);
-        if let (Some(field), Some(via)) = (fields.via, placement.via) {
+        if let (Some(field), Some(via)) = (fields.via, placed.via) {
             document.add_u64(field, via.0);
         }
         document.add_u64(fields.digest, digest);
@@ -1091,7 +1303,7 @@ impl DedupWriter {
             root: live.root,
             duplicate: live.duplicate,
             change,
-            reason: signed_reason.or(placement.reason),
+            reason: reason.or(placed.reason),
         };
         if self.id_field.is_some() {
             self.uncommitted.insert(id, Some(live));
@@ -1285,12 +1497,29 @@ impl DedupWriter {
         id: &str,
         insert: &Insert,
     ) -> Result<()> {
+        self.uncount(insert)?;
+        self.delete_live(writer, id, insert)
+    }
+
+    /// Takes a live document's insert off its node's count in the forest (none for a shard's
+    /// or without an id field, where nothing is replaced or deleted).
+    fn uncount(&mut self, insert: &Insert) -> Result<()> {
+        if self.id_field.is_some() && !self.placed_elsewhere {
+            self.dedup.remove_document(insert.simhash)?;
+        }
+        Ok(())
+    }
+
+    /// [`remove`](Self::remove)'s part in the index, once its insert is off the forest's count.
+    fn delete_live<D: DedupDocument>(
+        &mut self,
+        writer: &IndexWriter<D>,
+        id: &str,
+        insert: &Insert,
+    ) -> Result<()> {
         let Some(id_field) = self.id_field else {
             return Ok(());
         };
-        if !self.placed_elsewhere {
-            self.dedup.remove_document(insert.simhash)?;
-        }
         self.uncommitted.insert(id.to_owned(), None);
         writer.delete_term(Term::from_field_text(id_field, id));
         self.pending_tombstones.push(insert.sequence);

@@ -167,11 +167,16 @@ fn own_value(value: FieldValue, analysis: Option<AnalyzedText>) -> NewsValue {
 enum ForestHome {
     /// In memory, replayed from the index on open.
     Own,
-    /// In a store several processes share.
-    Shared(Arc<dyn SharedForest>),
+    /// In a store several processes share, through this many connections (a batch's inserts
+    /// in flight at once).
+    Shared(Arc<dyn SharedForest>, usize),
     /// With a coordinator that places the documents: the index is a shard.
     Elsewhere,
 }
+
+/// The most lines [`DedupIndex::ingest`] adds together with several inserts in flight: enough
+/// to keep them busy, few enough that a Ctrl-C stops it within a second.
+const IN_FLIGHT_RUN: u64 = 512;
 
 /// A Tantivy index of news articles with near-duplicate clustering: every document carries
 /// its simhash, the simhash's blocks and its cluster's root, decided by the forest at insert
@@ -298,19 +303,22 @@ impl DedupIndex {
     /// An existing index keeps its settings: `config` must agree on everything that shapes
     /// fingerprints and fields, and only the window and the `[index]` settings may change.
     pub fn open_or_create(dir: &Path, config: Option<Config>) -> Result<Self> {
-        Self::open_or_create_with_store(dir, config, None)
+        Self::open_or_create_as(dir, config, ForestHome::Own)
     }
 
     /// [`open_or_create`](Self::open_or_create), with the forest on a Redis Cluster when
     /// `store` is given: the index is then one shard of several, and the forest (shared by every
-    /// shard's writer) is not replayed from it.
+    /// shard's writer) is not replayed from it. A batch's inserts
+    /// ([`ingest`](Self::ingest), [`add_all`](Self::add_all)) are then placed
+    /// `inserts_in_flight` at a time, deciding as one at a time would.
     pub fn open_or_create_with_store(
         dir: &Path,
         config: Option<Config>,
         store: Option<Arc<dyn SharedForest>>,
+        inserts_in_flight: usize,
     ) -> Result<Self> {
         let forest = match store {
-            Some(store) => ForestHome::Shared(store),
+            Some(store) => ForestHome::Shared(store, inserts_in_flight),
             None => ForestHome::Own,
         };
         Self::open_or_create_as(dir, config, forest)
@@ -391,8 +399,10 @@ impl DedupIndex {
         } else {
             builder.sketches_in(dir)
         };
-        if let ForestHome::Shared(store) = forest {
-            builder = builder.shared_forest(store);
+        if let ForestHome::Shared(store, inserts_in_flight) = forest {
+            builder = builder
+                .shared_forest(store)
+                .inserts_in_flight(inserts_in_flight);
         }
         let dedup = builder.open(&index)?;
         Ok(DedupIndex {
@@ -539,10 +549,25 @@ impl DedupIndex {
         dedup.add(writer, prepared)
     }
 
+    /// [`add`](Self::add) for each article in order ([`DedupWriter::add_all`]: on a shared
+    /// store, several inserts in flight): the decisions of the articles added, and the
+    /// error that stopped the others if one did.
+    pub fn add_all(&mut self, prepared: Vec<PreparedArticle>) -> (Vec<Decision>, Option<Error>) {
+        match self.writers() {
+            Ok((writer, dedup)) => dedup.add_all(writer, prepared),
+            Err(error) => (Vec::new(), Some(error)),
+        }
+    }
+
     /// [`prepare`](Self::prepare) then [`add`](Self::add).
     pub fn add_article(&mut self, article: impl Into<ArticleRecord>) -> Result<Decision> {
         let prepared = self.prepare(article);
         self.add(prepared)
+    }
+
+    /// Whether a batch's inserts are placed several at a time ([`add_all`](Self::add_all)).
+    pub fn places_in_flight(&self) -> bool {
+        self.dedup.places_in_flight()
     }
 
     /// Ingests JSON Lines or a JSON array ([`input::Records`]) from `reader` (named `name` in
@@ -553,7 +578,10 @@ impl DedupIndex {
     /// the answer counts those that had one, for a warning when none had.
     ///
     /// Commits every `commit_every` documents, if given; the caller commits at the end. A
-    /// read error is returned after every line read before it was added.
+    /// read error is returned after every line read before it was added. With several
+    /// inserts in flight ([`places_in_flight`](Self::places_in_flight)), up to 512 lines are
+    /// added together, and `report` hears all of them even when it asks to stop at an earlier
+    /// one.
     pub fn ingest(
         &mut self,
         reader: impl BufRead + Send,
@@ -574,22 +602,58 @@ impl DedupIndex {
             BATCH_SIZE,
             |record| preparer.prepare(record),
             |batch| {
-                for (number, prepared) in batch {
-                    let outcome = match prepared {
-                        Ok(prepared) => {
-                            coverage.count(prepared.time());
-                            match self.add(prepared) {
-                                Ok(decision) => Ok(decision),
-                                Err(error) => {
-                                    failure = Some(error);
-                                    return ControlFlow::Break(());
-                                }
+                // With several inserts in flight on a shared store, up to `IN_FLIGHT_RUN`
+                // lines (and none past the next commit) are added together, then each is
+                // reported in order, even when `report` asks to stop before the last: it was
+                // added. Otherwise one line at a time, each reported as it is added.
+                let together = if self.dedup.places_in_flight() {
+                    IN_FLIGHT_RUN
+                } else {
+                    1
+                };
+                let mut batch = batch.into_iter().peekable();
+                let mut flow = ControlFlow::Continue(());
+                while flow.is_continue() && batch.peek().is_some() {
+                    let room = commit_every.map_or(together, |every| {
+                        every.saturating_sub(since_commit).min(together)
+                    });
+                    let mut lines = Vec::new();
+                    let mut good = Vec::new();
+                    for (number, prepared) in batch.by_ref() {
+                        match prepared {
+                            Ok(prepared) => {
+                                coverage.count(prepared.time());
+                                good.push(prepared);
+                                lines.push((number, None));
                             }
+                            Err(error) => lines.push((number, Some(error))),
                         }
-                        Err(error) => Err(error),
-                    };
-                    report(number, outcome)?;
-                    since_commit += 1;
+                        if lines.len() as u64 >= room {
+                            break;
+                        }
+                    }
+                    let (decisions, error) = self.add_all(good);
+                    let mut decisions = decisions.into_iter();
+                    for (number, bad) in lines {
+                        let outcome = match bad {
+                            Some(bad) => Err(bad),
+                            None => match decisions.next() {
+                                Some(decision) => Ok(decision),
+                                None => break, // added no further: `error` says why
+                            },
+                        };
+                        if report(number, outcome).is_break() {
+                            flow = ControlFlow::Break(());
+                        }
+                        since_commit += 1;
+                    }
+                    if let Some(error) = error {
+                        failure = Some(error);
+                        return ControlFlow::Break(());
+                    }
+                    if flow.is_break() {
+                        break; // the caller commits
+                    }
                     if commit_every.is_some_and(|every| since_commit >= every) {
                         since_commit = 0;
                         if let Err(error) = self.commit() {
@@ -598,7 +662,7 @@ impl DedupIndex {
                         }
                     }
                 }
-                ControlFlow::Continue(())
+                flow
             },
         );
         if let Some(error) = failure {

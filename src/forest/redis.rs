@@ -386,6 +386,18 @@ impl SharedForest for RedisAddress {
     fn connect(&self, config: &DedupConfig) -> Result<Box<dyn ForestStore + Send>, StoreError> {
         Ok(Box::new(RedisStore::connect(self, config)?))
     }
+
+    /// Connections sharing one link to each node ([`RedisStore::connect_several`]).
+    fn connect_several(
+        &self,
+        config: &DedupConfig,
+        count: usize,
+    ) -> Result<Vec<Box<dyn ForestStore + Send>>, StoreError> {
+        let stores = RedisStore::connect_several(self, config, count)?.into_iter();
+        Ok(stores
+            .map(|store| Box::new(store) as Box<dyn ForestStore + Send>)
+            .collect())
+    }
 }
 
 /// A node's address with any password replaced by `***`: in `scheme://user:password@host`,

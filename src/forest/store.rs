@@ -59,6 +59,16 @@ pub trait SharedForest: Send + Sync {
     /// A connection to the shared forest, after checking that it was made with `config`'s
     /// `[dedup]` settings (fingerprints and edges must mean the same for every writer).
     fn connect(&self, config: &DedupConfig) -> Result<Box<dyn ForestStore + Send>, StoreError>;
+
+    /// `count` connections for one writer's inserts in flight ([`Pipeline`](super::Pipeline)),
+    /// which a store may let share what they can; by default, `count` of [`connect`](Self::connect)'s.
+    fn connect_several(
+        &self,
+        config: &DedupConfig,
+        count: usize,
+    ) -> Result<Vec<Box<dyn ForestStore + Send>>, StoreError> {
+        (0..count).map(|_| self.connect(config)).collect()
+    }
 }
 
 /// What [`ForestStore::claim`] found under a fingerprint.

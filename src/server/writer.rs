@@ -567,10 +567,10 @@ impl Writer {
                     let _ = reply.send(Err(self.shared.lost()));
                     return;
                 }
-                let added = articles
-                    .into_iter()
-                    .map(|article| self.index.add(article))
-                    .collect::<crate::Result<Vec<_>>>();
+                let added = match self.index.add_all(articles) {
+                    (decisions, None) => Ok(decisions),
+                    (_, Some(error)) => Err(error),
+                };
                 match added {
                     Ok(decisions) => {
                         self.shared.metrics.count_decisions(&decisions);
@@ -581,7 +581,9 @@ impl Writer {
                     }
                     // The articles of the batch added before the failure are dropped with the
                     // rest of what is not committed (or, with a shared store, reach the index
-                    // with the next commit, and a retry is then a no-op for them).
+                    // with the next commit, and a retry is then a no-op for them; with
+                    // inserts in flight, some after it may have been placed and not added: a
+                    // retry places them again).
                     Err(error) => {
                         let _ = reply.send(Err(self.fail_unless_store(error)));
                     }

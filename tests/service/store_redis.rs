@@ -6,7 +6,9 @@
 //! instant) keep the forest's invariants (docs/algorithm.md, "Invariants") and split no story the
 //! sequential run keeps whole; a writer far behind another in event time keeps its window; a node
 //! killed and restarted during ingest loses no acknowledged insert, and one stopped under a
-//! pipelined `Deduplicator::run` cuts it after the decisions placed before; processes
+//! pipelined `Deduplicator::run` cuts it after the decisions placed before; an index ingesting
+//! with inserts in flight decides as one with its forest in memory, and reports a prefix of
+//! its lines when a node stops under it; processes
 //! (`dedup`, `ingest`, `serve`) share the forest through the command line.
 
 use std::collections::{HashMap, HashSet};
@@ -1190,16 +1192,7 @@ fn a_pipelined_run_cut_by_a_store_failure_reports_what_it_placed_before() {
         let cluster = &mut cluster;
         // The node stops once the second batch (lines 2,049 to 4,096) has published a hundred
         // nodes or so (four keys each, and more), whatever the machine's speed.
-        scope.spawn(move || {
-            if wait_for_it.recv_timeout(Duration::from_secs(300)).is_ok() {
-                let before = cluster.key_count();
-                let deadline = std::time::Instant::now() + Duration::from_secs(120);
-                while cluster.key_count() < before + 400 && std::time::Instant::now() < deadline {
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-            }
-            cluster.stop_node(1);
-        });
+        scope.spawn(move || stop_a_node_after_400_keys_more(cluster, wait_for_it));
         // The sender is dropped when the run ends, however it ends, so the thread above ends.
         let reported = &mut reported;
         dedup.run(lines.as_bytes(), &articles, move |number, decision| {
@@ -1233,6 +1226,22 @@ fn a_pipelined_run_cut_by_a_store_failure_reports_what_it_placed_before() {
         reported.len(),
         expected.len()
     );
+}
+
+/// Once `start` says so (or its sender is gone), waits until the cluster holds 400 keys more
+/// (two minutes at most), then stops node 1: a store failure in the middle of a run.
+fn stop_a_node_after_400_keys_more(
+    cluster: &mut RedisCluster,
+    start: std::sync::mpsc::Receiver<()>,
+) {
+    if start.recv_timeout(Duration::from_secs(300)).is_ok() {
+        let before = cluster.key_count();
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        while cluster.key_count() < before + 400 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    cluster.stop_node(1);
 }
 
 /// The command line: two `dedup --store` processes at once, one `ingest --store` into its own
@@ -1329,6 +1338,183 @@ fn processes_share_the_forest_through_the_command_line() {
     assert!(!refused.status.success());
     let message = String::from_utf8_lossy(&refused.stderr);
     assert!(message.contains("expected redis://HOST:PORT"), "{message}");
+}
+
+/// `DedupIndex::ingest` on the shared store with 16 inserts in flight decides every line as
+/// an index with its forest in memory does: stories and their reposts in a shuffled order,
+/// with ids sent again (the same text: unchanged; another: a replacement, often in the same
+/// batch), lines without a time, bad lines, and commits every 300 lines.
+#[test]
+fn an_index_with_inserts_in_flight_decides_as_one_with_its_forest_in_memory() {
+    use std::ops::ControlFlow;
+    use tantivy_dedup::engine::DedupIndex;
+    let cluster = RedisCluster::start(3);
+    let mut rng = SmallRng::seed_from_u64(43);
+    let bases: Vec<String> = (0..150).map(|_| story(&mut rng)).collect();
+    let mut lines: Vec<String> = Vec::new();
+    for number in 0..1_800usize {
+        let line = match number % 97 {
+            13 => "{\"id\": \"bad".to_owned(),
+            // Sent again as it was: unchanged.
+            29 | 60 => lines[number - 7].clone(),
+            _ => {
+                let story = rng.random_range(0..bases.len());
+                // A fifth of the ids come again: many a batch holds two versions of one id.
+                let id = match rng.random_range(0..5) {
+                    0 => format!("again-{}", rng.random_range(0..40)),
+                    _ => format!("{number}"),
+                };
+                let mut json = serde_json::json!({
+                    "id": id,
+                    "content": variant(&bases[story], rng.random_range(0..5)),
+                });
+                if number == 0 || rng.random_range(0..4) > 0 {
+                    json["published_at"] = serde_json::json!(T0 + number as Timestamp * 60);
+                }
+                json.to_string()
+            }
+        };
+        lines.push(line);
+    }
+    let input = lines.join("\n");
+    let dir = tempfile::tempdir().unwrap();
+    let address = RedisAddress::parse(&cluster.store_arg()).unwrap();
+    // Each line's decision, then each id's live document: its time (its own, or the one it
+    // was given), node and root.
+    let decide = |name: &str, store: Option<Arc<dyn tantivy_dedup::forest::SharedForest>>| {
+        let path = dir.path().join(name);
+        let mut index = DedupIndex::open_or_create_with_store(&path, None, store, 16).unwrap();
+        let mut decisions = Vec::new();
+        index
+            .ingest(input.as_bytes(), &path, Some(300), |line, outcome| {
+                decisions.push((line, outcome.map_err(|error| error.to_string())));
+                ControlFlow::Continue(())
+            })
+            .unwrap();
+        index.commit().unwrap();
+        let searcher = index.searcher();
+        let mut live: Vec<_> = decisions
+            .iter()
+            .filter_map(|(_, decision)| Some(decision.as_ref().ok()?.id.clone()))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .map(|id| {
+                let document = searcher.document(&id).unwrap().unwrap();
+                (id, document.published_at, document.simhash, document.root)
+            })
+            .collect();
+        live.sort();
+        (decisions, live, index.places_in_flight())
+    };
+    let (in_memory, memory_live, one_at_a_time) = decide("memory", None);
+    let (in_flight, store_live, several) = decide("store", Some(Arc::new(address)));
+    assert!(!one_at_a_time && several);
+    assert_eq!(store_live, memory_live, "the live documents");
+    assert_eq!(in_memory.len(), lines.len());
+    let changes: HashSet<String> = in_memory
+        .iter()
+        .filter_map(|(_, decision)| Some(format!("{:?}", decision.as_ref().ok()?.change)))
+        .collect();
+    assert_eq!(
+        changes.len(),
+        3,
+        "added, replaced and unchanged: {changes:?}"
+    );
+    let differing: Vec<_> = in_memory
+        .iter()
+        .zip(&in_flight)
+        .filter(|(memory, store)| memory != store)
+        .take(3)
+        .collect();
+    assert!(differing.is_empty(), "{differing:#?}");
+    assert_eq!(in_flight.len(), in_memory.len());
+}
+
+/// `DedupIndex::ingest` with 16 inserts in flight, a Redis node stopped part-way: it reports
+/// a prefix of the lines, each decided as an index with its forest in memory decides it (a
+/// re-send after the cut, answered from the index alone, is not reported either), then the
+/// store's error.
+#[test]
+fn an_index_ingest_cut_by_a_store_failure_reports_a_prefix() {
+    use std::ops::ControlFlow;
+    use tantivy_dedup::engine::DedupIndex;
+    let mut cluster = RedisCluster::start(3);
+    let mut rng = SmallRng::seed_from_u64(53);
+    let bases: Vec<String> = (0..600).map(|_| story(&mut rng)).collect();
+    let mut lines: Vec<String> = Vec::new();
+    for number in 0..4_000usize {
+        // Every fifth line sends one 600 lines back again: unchanged (and, its id last seen
+        // before the run of lines added together, in the middle of such a run).
+        let line = if number % 5 == 4 && number >= 600 {
+            lines[number - 600].clone()
+        } else {
+            serde_json::json!({
+                "id": format!("doc-{}", rng.random_range(0..3_000)),
+                "content": variant(&bases[rng.random_range(0..bases.len())], rng.random_range(0..5)),
+                "published_at": T0 + number as Timestamp * 10,
+            })
+            .to_string()
+        };
+        lines.push(line);
+    }
+    let input = lines.join("\n");
+    let dir = tempfile::tempdir().unwrap();
+    let decision_of = |outcome: Result<tantivy_dedup::Decision, _>| {
+        format!(
+            "{:?}",
+            outcome.map_err(|error: tantivy_dedup::article::ArticleError| error.to_string())
+        )
+    };
+    let mut expected = Vec::new();
+    let memory = dir.path().join("memory");
+    DedupIndex::open_or_create_with_store(&memory, None, None, 1)
+        .unwrap()
+        .ingest(input.as_bytes(), &memory, None, |_, outcome| {
+            expected.push(decision_of(outcome));
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+
+    let address = RedisAddress::parse(&cluster.store_arg()).unwrap();
+    let path = dir.path().join("store");
+    let mut index =
+        DedupIndex::open_or_create_with_store(&path, None, Some(Arc::new(address)), 16).unwrap();
+    let mut reported = Vec::new();
+    let outcome = std::thread::scope(|scope| {
+        let (half_done, wait_for_it) = std::sync::mpsc::channel();
+        let cluster = &mut cluster;
+        // The node stops once the lines after the first 1,000 have published 400 keys or so,
+        // whatever the machine's speed.
+        scope.spawn(move || stop_a_node_after_400_keys_more(cluster, wait_for_it));
+        // The sender is dropped when the run ends, however it ends, so the thread above ends.
+        let reported = &mut reported;
+        index.ingest(input.as_bytes(), &path, None, move |number, outcome| {
+            reported.push((number, decision_of(outcome)));
+            if number == 1_000 {
+                let _ = half_done.send(());
+            }
+            ControlFlow::Continue(())
+        })
+    });
+    assert!(outcome.is_err(), "the run went on past the store's failure");
+    assert!(
+        reported.len() > 1_000 && reported.len() < expected.len(),
+        "{} lines reported",
+        reported.len()
+    );
+    for (at, (number, decision)) in reported.iter().enumerate() {
+        assert_eq!(
+            *number,
+            at as u64 + 1,
+            "lines reported in order, none skipped"
+        );
+        assert_eq!(decision, &expected[at], "line {number}");
+    }
+    eprintln!(
+        "a store failure cut the ingest after {} of {} lines",
+        reported.len(),
+        expected.len()
+    );
 }
 
 /// A `tantivy-dedup serve --store` process on its own index, killed when dropped.
