@@ -8,11 +8,14 @@ use std::io;
 use super::checkpoint::{CheckpointReader, CheckpointWriter};
 use super::placement::{ForestStats, NodeInfo, Placement, Signature, Timestamp};
 use super::store::{
-    Claim, Edge, EdgeState, ForestStore, RootRank, Settlement, StoreError, clamp_time,
+    Claim, Edge, EdgeState, Edges, ForestStore, RootRank, Settlement, StoreError, clamp_time,
 };
 use crate::index::{BlockLayout, PigeonholeIndex, push_compact};
 use crate::simhash::FingerprintHasher;
-use crate::verify::{Candidates, Compared, Sketch, SketchStore, SketchView, Verdict, Verifier};
+use crate::verify::{
+    Candidates, Compared, Evidence, Sketch, SketchStore, SketchView, Verdict, Verifier,
+    without_carried_text,
+};
 use crate::{Error, Fingerprint};
 
 /// One node of the forest, packed into 16 bytes beside its fingerprint in the index.
@@ -491,7 +494,7 @@ impl Forest {
     /// Every stored node with an edge to a new node of `fingerprint` and `sketch`: within
     /// `k` in seed mode; in default mode a candidate that verifies and is evidence (the module
     /// `evidence` of `verify`), with what its text is to the new one.
-    fn verified_edges(&self, fingerprint: Fingerprint, sketch: Option<&Sketch>) -> Vec<Compared> {
+    fn verified_edges(&self, fingerprint: Fingerprint, sketch: Option<&Sketch>) -> Evidence {
         let Some(verification) = &self.verification else {
             let mut near = Vec::new();
             self.index.for_each_within(fingerprint, |node, _| {
@@ -500,7 +503,10 @@ impl Forest {
                     verdict: Verdict::Copy,
                 })
             });
-            return near;
+            return Evidence {
+                edges: near,
+                boilerplate: false,
+            };
         };
         let empty = Sketch::default();
         let sketch = sketch.unwrap_or(&empty).view();
@@ -533,7 +539,15 @@ impl Forest {
             (Some(part), Some(whole)) => verification.verifier.is_part_of(part, whole),
             _ => false,
         };
-        candidates.evidenced(&compared, |node| self.root_of_node(node), part_of)
+        let evidence = candidates.evidenced(&compared, |node| self.root_of_node(node), part_of);
+        without_carried_text(
+            evidence,
+            &compared,
+            sketch,
+            |node| verification.sketches.get(node),
+            |node| self.root_of_node(node),
+            &verification.verifier,
+        )
     }
 
     /// Follows attachments from a stored node to its root.
@@ -708,15 +722,18 @@ impl Forest {
                         .for_each_co_posted(info.fingerprint, |other| reachable.push(other));
                 }
                 // Roots may reach a text they contain or are contained in (an edge without
-                // evidence, or a boilerplate text), never a copy.
+                // evidence, or a boilerplate text), and a copy when what the two share is
+                // text other stories carry (`verify::without_carried_text`: who carried it
+                // may have expired since), never a copy of the same shingles.
                 let joined_root = reachable.into_iter().find(|&other| {
                     other != info.fingerprint
                         && self.index.get(other).is_some_and(|n| n.is_root())
                         && self.stored_edge(info.fingerprint, other) == Verdict::Copy
+                        && self.same_shingles(info.fingerprint, other)
                 });
                 if let Some(other) = joined_root {
                     return Err(format!(
-                        "roots {} and {other} reach each other and are copies",
+                        "roots {} and {other} reach each other and are copies of the same shingles",
                         info.fingerprint
                     ));
                 }
@@ -776,6 +793,20 @@ impl Forest {
             }
         }
         Ok(())
+    }
+
+    /// Whether two stored nodes sample the same shingles (in seed mode, no sketch: always).
+    fn same_shingles(&self, a: Fingerprint, b: Fingerprint) -> bool {
+        let Some(verification) = &self.verification else {
+            return true;
+        };
+        match (verification.sketches.get(a), verification.sketches.get(b)) {
+            (Some(a), Some(b)) => {
+                let (a, b) = a.comparable(b);
+                a == b
+            }
+            _ => false,
+        }
     }
 
     /// What the texts of two stored nodes are to each other: in seed mode copies within `k`
@@ -890,9 +921,10 @@ impl ForestStore for Forest {
         fingerprint: Fingerprint,
         sketch: Option<&Sketch>,
         _later: &dyn Fn(&EdgeState) -> bool,
-    ) -> Result<Vec<Edge>, StoreError> {
+    ) -> Result<Edges, StoreError> {
         let mut edges = Vec::new();
-        for compared in self.verified_edges(fingerprint, sketch) {
+        let evidence = self.verified_edges(fingerprint, sketch);
+        for compared in evidence.edges {
             match self.root_of_node(compared.node) {
                 Some(root) => edges.push(Edge {
                     node: compared.node,
@@ -903,7 +935,10 @@ impl ForestStore for Forest {
                 None => debug_assert!(false, "broken attachment chain at {}", compared.node),
             }
         }
-        Ok(edges)
+        Ok(Edges {
+            edges,
+            boilerplate: evidence.boilerplate,
+        })
     }
 
     fn root_ranks(&mut self, roots: &[Fingerprint]) -> Result<Vec<Option<RootRank>>, StoreError> {

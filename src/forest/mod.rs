@@ -67,7 +67,7 @@ pub use pipeline::Pipeline;
 pub use placement::{ForestStats, NodeInfo, Placement, PlacementKind, Signature, Timestamp};
 pub(crate) use store::clamp_time;
 pub use store::{
-    CLOCK_SLACK_SECONDS, Claim, Edge, EdgeState, ForestStore, LATER_INSERTS_AT_MOST,
+    CLOCK_SLACK_SECONDS, Claim, Edge, EdgeState, Edges, ForestStore, LATER_INSERTS_AT_MOST,
     MAX_NODE_CANDIDATES, Opening, RootRank, SequenceClock, Settlement, SharedForest, StoreError,
     new_token, node_candidates, place,
 };

@@ -42,13 +42,16 @@ use redis::{
 
 use super::placement::{ForestStats, Timestamp};
 use super::store::{
-    CLOCK_SLACK_SECONDS, Claim, Edge, EdgeState, ForestStore, LATER_INSERTS_AT_MOST, Opening,
-    RootRank, SequenceClock, Settlement, SharedForest, StoreError, clamp_time, seen_at,
+    CLOCK_SLACK_SECONDS, Claim, Edge, EdgeState, Edges, ForestStore, LATER_INSERTS_AT_MOST,
+    Opening, RootRank, SequenceClock, Settlement, SharedForest, StoreError, clamp_time, seen_at,
 };
 use crate::Fingerprint;
 use crate::config::DedupConfig;
 use crate::index::BlockLayout;
-use crate::verify::{Candidates, Compared, POSTING_CAPACITY, Sketch, Verdict, Verifier, digest_of};
+use crate::verify::{
+    Candidates, Compared, Evidence, POSTING_CAPACITY, Sketch, Verdict, Verifier, digest_of,
+    without_carried_text,
+};
 
 mod link;
 use link::NodeLink;
@@ -2013,7 +2016,7 @@ impl ForestStore for RedisStore {
         fingerprint: Fingerprint,
         sketch: Option<&Sketch>,
         later: &dyn Fn(&EdgeState) -> bool,
-    ) -> Result<Vec<Edge>, StoreError> {
+    ) -> Result<Edges, StoreError> {
         let k = self.shared.layout.max_distance();
         let empty = Sketch::default();
         let sketch = sketch.unwrap_or(&empty);
@@ -2112,7 +2115,21 @@ impl ForestStore for RedisStore {
             (Some(verifier), Some(part), Some(whole)) => verifier.is_part_of(part, whole),
             _ => false,
         };
-        let evidenced = found.evidenced(&verdicts, tree, part_of);
+        let evidenced = found.evidenced(&verdicts, &tree, part_of);
+        let evidence = match &self.shared.verifier {
+            Some(verifier) => without_carried_text(
+                evidenced,
+                &verdicts,
+                sketch.view(),
+                |node| sketch_of(node).map(Sketch::view),
+                &tree,
+                verifier,
+            ),
+            None => Evidence {
+                edges: evidenced,
+                boilerplate: false,
+            },
+        };
         let edge = |Compared { node, verdict }| {
             Some(Edge {
                 node,
@@ -2125,13 +2142,19 @@ impl ForestStore for RedisStore {
         if !unsettled_asked.is_empty() {
             // Answered with those alone, edges or not, to be waited for and read again
             // (`place`): the evidence is then what one writer in turn would have weighed.
-            return Ok(verdicts
-                .into_iter()
-                .filter(|compared| unsettled_asked.contains(&compared.node))
-                .filter_map(edge)
-                .collect());
+            return Ok(Edges {
+                edges: verdicts
+                    .into_iter()
+                    .filter(|compared| unsettled_asked.contains(&compared.node))
+                    .filter_map(edge)
+                    .collect(),
+                boilerplate: false,
+            });
         }
-        Ok(evidenced.into_iter().filter_map(edge).collect())
+        Ok(Edges {
+            edges: evidence.edges.into_iter().filter_map(edge).collect(),
+            boilerplate: evidence.boilerplate,
+        })
     }
 
     fn root_ranks(&mut self, roots: &[Fingerprint]) -> Result<Vec<Option<RootRank>>, StoreError> {

@@ -132,6 +132,16 @@ pub struct Edge {
     pub state: EdgeState,
 }
 
+/// What [`ForestStore::edges`] found for a new node.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Edges {
+    /// Every edge, in no particular order.
+    pub edges: Vec<Edge>,
+    /// Whether the new text is almost only text that other stories carry
+    /// ([`Evidence::boilerplate`](crate::verify::Evidence)): it joins only a copy of itself.
+    pub boilerplate: bool,
+}
+
 impl Edge {
     /// The root of the neighbour's tree: `None` while it is pending.
     pub fn root(&self) -> Option<Fingerprint> {
@@ -328,7 +338,7 @@ pub trait ForestStore {
         fingerprint: Fingerprint,
         sketch: Option<&Sketch>,
         later: &dyn Fn(&EdgeState) -> bool,
-    ) -> Result<Vec<Edge>, StoreError>;
+    ) -> Result<Edges, StoreError>;
 
     /// For the inserts that follow, until called with `None`: judge expiry by
     /// `clock.newest` rather than this connection's clock, while the clock is at most
@@ -741,15 +751,18 @@ fn place_once<S: ForestStore + ?Sized>(
             } => ticket_in_turn && order.is_later(owner),
             EdgeState::Settled { ticket: None, .. } => false,
         };
-        let edges = loop {
-            let edges = store.edges(fingerprint, sketch, &later)?;
+        let Edges {
+            edges,
+            boilerplate: carried,
+        } = loop {
+            let found = store.edges(fingerprint, sketch, &later)?;
             // What is left pending came earlier (a smaller ticket), or may have (no ticket yet).
-            let earlier_pending = edges.iter().find_map(|edge| match edge.state {
+            let earlier_pending = found.edges.iter().find_map(|edge| match edge.state {
                 EdgeState::Pending { owner, .. } => Some((edge.node, owner)),
                 EdgeState::Settled { .. } => None,
             });
             match earlier_pending {
-                None => break edges,
+                None => break found,
                 Some((node, owner)) => {
                     if waiting.expired(node, owner) {
                         store.abandon(node, owner)?;
@@ -759,7 +772,7 @@ fn place_once<S: ForestStore + ?Sized>(
         };
         // Boilerplate joins only its own copies (another page of the same footer alone), never
         // a story that carries it.
-        let boilerplate = is_boilerplate(&edges);
+        let boilerplate = carried || is_boilerplate(&edges);
         let best = if boilerplate {
             let copies: Vec<Edge> = edges
                 .iter()

@@ -5,8 +5,8 @@
 //! A portal's disclaimer, a site's footer or a block of links sits in many unrelated articles.
 //! A document that is only that text (a page whose body the scraper missed) is a part of each
 //! of them, so each verifies against it, and without a rule every article that carries the
-//! footer would join one story through it. Two facts of the stream tell such text apart from a
-//! story's own lead or excerpt, and neither needs a list or any state beyond the postings:
+//! footer would join one story through it. Three facts of the stream tell such text apart
+//! from a story's own text, and none needs a list or any state beyond the postings:
 //!
 //! - **A part that texts which differ share is no evidence.** A candidate that the new text
 //!   contains ([`Verdict::Contains`]) and that is not near its fingerprint has *rivals* when
@@ -19,6 +19,13 @@
 //!   ([`Verdict::Contained`]) of nodes of [`BOILERPLATE_STORIES`] different trees or more
 //!   belongs to none of them: it joins only a copy of itself, or starts a story, and its
 //!   decision says why ([`Reason::Boilerplate`](super::Reason::Boilerplate)).
+//! - **Text that other stories carry is left out of the comparison.** Two short posts under
+//!   one disclaimer are mostly the disclaimer, and verify as copies with no page between
+//!   them. When the part two texts share is carried by texts of two other trees that have
+//!   parts of their own (texts of other stories that carry it), the shingles those carry are
+//!   left out of both and the pair must still verify
+//!   ([`without_carried_text`]); a text left with almost nothing of its own is
+//!   boilerplate.
 //!
 //! One more rule keeps a text that contains two stories from joining them to each other: a
 //! page carrying two reports, or a roundup, joins the story of one of them as a leaf that
@@ -27,6 +34,8 @@
 //! store for the root's sketch; the postings cannot tell, since the root need not share a key
 //! with the text).
 
+use super::sketch;
+use super::{SketchView, Verifier};
 use crate::Fingerprint;
 
 /// What [`Verifier::verdict`](super::Verifier::verdict) finds of a text against another.
@@ -183,6 +192,220 @@ impl Candidates {
     }
 }
 
+/// The evidence left once the text that other stories carry is left out of each
+/// comparison (SPEC §1, "no bridges": text that many different stories share is no
+/// evidence).
+///
+/// Two posts under one portal's disclaimer are mostly the disclaimer: they verify as
+/// copies. For each candidate of `evidence` whose comparable shingles are not the new text's
+/// own, the part the two share is asked whether other stories carry it: texts of the
+/// candidates (`compared`) that carry [`CARRIED`] of it and have a part of their own the new
+/// text lacks ([`OWN_PART`] of their sample, and [`OWN_HASHES`]), in
+/// [`BOILERPLATE_STORIES`] - 1 trees other than the candidate's. If so, the hashes of that
+/// part that texts of two such trees carry are *carried*, and the candidate stays evidence
+/// only if the two texts still verify without them (`verifier`): two posts under a
+/// disclaimer are then two posts; a repost of one under the disclaimer is still its copy. A
+/// new text left with less than [`OWN_PART`] of itself (or [`OWN_HASHES`]) once a dropped
+/// candidate's carried hashes are out is [`Evidence::boilerplate`].
+///
+/// A story's own text is carried only when texts of two other trees quote it with parts of
+/// their own (a line many people post with their own comments, or reposts with comments too
+/// long to join it): a repost that adds almost nothing to such a text is then boilerplate
+/// too, and one that adds a comment of its own is compared on the comment. Texts the new one
+/// contains as they are (a disclaimer page) are also the rivals' ([`Candidates::evidenced`]).
+///
+/// `sketch_of` gives a candidate's sketch (`None`: not read, which carries nothing and is
+/// kept); `tree` a node's root (`None` for one not settled, which counts as a tree of its
+/// own), asked only of a candidate's carriers, and of the candidate when it has two.
+///
+/// ```
+/// use tantivy_dedup::Fingerprint;
+/// use tantivy_dedup::verify::{Compared, Sketch, Verdict, Verifier, without_carried_text};
+///
+/// let disclaimer = "特别声明：以上文章内容仅代表作者本人观点，不代表本网观点或立场。\
+///                   如有关于作品内容、版权或其它问题请于作品发表后的30日内与本网联系。";
+/// let sketch = |post: &str| {
+///     let text = format!("{post}\n{disclaimer}");
+///     Sketch::of(&[text.as_str()], 200)
+/// };
+/// // Posts of four stories under the disclaimer: nodes 1 to 4, trees of their own.
+/// let stored = [
+///     sketch("植物园的郁金香开了，人好多。"),
+///     sketch("地铁二号线又停运了，要迟到。"),
+///     sketch("新跑鞋很舒服，今晚跑了十公里。"),
+///     sketch("明天考科目二，好紧张啊。"),
+/// ];
+/// let sketch_of = |node: Fingerprint| Some(stored[node.0 as usize - 1].view());
+/// let verifier = Verifier::default();
+/// let evidence_for = |new: &Sketch| {
+///     let compared: Vec<Compared> = (1..=4)
+///         .map(|node| Compared {
+///             node: Fingerprint(node),
+///             verdict: verifier.verdict(new, &stored[node as usize - 1]),
+///         })
+///         .collect();
+///     // Through the disclaimer, the new post verifies against each of them.
+///     assert!(compared.iter().all(|candidate| candidate.verdict != Verdict::Apart));
+///     without_carried_text(compared.clone(), &compared, new.view(), sketch_of, Some, &verifier)
+/// };
+/// // A fourth post is a story of its own: without the disclaimer it matches none.
+/// let other = evidence_for(&sketch("楼下新开的牛肉面真好吃。"));
+/// assert!(other.edges.is_empty() && !other.boilerplate);
+/// // A repost of the first one still joins it.
+/// let repost = evidence_for(&sketch("转发微博：植物园的郁金香开了，人好多。"));
+/// assert_eq!(repost.edges.iter().map(|edge| edge.node.0).collect::<Vec<_>>(), [1]);
+/// // A reply of two characters is almost only the disclaimer: boilerplate.
+/// assert!(evidence_for(&sketch("顶！")).boilerplate);
+/// ```
+pub fn without_carried_text<'s>(
+    evidence: Vec<Compared>,
+    compared: &[Compared],
+    new: SketchView<'_>,
+    sketch_of: impl Fn(Fingerprint) -> Option<SketchView<'s>>,
+    tree: impl Fn(Fingerprint) -> Option<Fingerprint>,
+    verifier: &Verifier,
+) -> Evidence {
+    // Whether each compared text has a part of its own beside the new one (asked once, and
+    // only of the texts that carry a shared part).
+    let mut owns_a_part: Vec<Option<bool>> = vec![None; compared.len()];
+    let mut edges = Vec::with_capacity(evidence.len());
+    let mut boilerplate = false;
+    for candidate in evidence {
+        let Some(stored) = sketch_of(candidate.node) else {
+            edges.push(candidate);
+            continue;
+        };
+        let (ours, theirs) = new.comparable(stored);
+        let shared = sketch::shared_elements(ours, theirs);
+        if shared.len() == ours.len() && shared.len() == theirs.len() {
+            edges.push(candidate); // the same shingles: a copy, whatever others carry
+            continue;
+        }
+        let shift = new.parts().0.max(stored.parts().0);
+        let shared_part = SketchView::from_parts(shift, &shared);
+        let mut owns_a_part_at = |at: usize, carrier: SketchView<'_>| {
+            *owns_a_part[at].get_or_insert_with(|| {
+                let (ours, theirs) = new.comparable(carrier);
+                has_own_part(
+                    theirs.len() - sketch::count_shared(ours, theirs),
+                    theirs.len(),
+                )
+            })
+        };
+        // The texts that carry the shared part, and which of its hashes each carries.
+        let mut carriers: Vec<(Fingerprint, Vec<bool>)> = Vec::new();
+        for (at, other) in compared.iter().enumerate() {
+            if other.node == candidate.node {
+                continue;
+            }
+            let Some(carrier) = sketch_of(other.node) else {
+                continue;
+            };
+            let (part, within) = shared_part.comparable(carrier);
+            let needed = (CARRIED * part.len() as f64).ceil() as usize;
+            if part.is_empty()
+                || sketch::count_shared_at_least(part, within, needed).is_none()
+                || !owns_a_part_at(at, carrier)
+            {
+                continue;
+            }
+            // A sparser sample than the pair's sees only the part's lower hashes: it is taken
+            // to carry the rest as it carries those.
+            let marks = shared
+                .iter()
+                .enumerate()
+                .map(|(index, hash)| index >= part.len() || within.binary_search(hash).is_ok());
+            carriers.push((other.node, marks.collect()));
+        }
+        let Some(carried_hashes) = carried_by_other_trees(candidate.node, carriers, &shared, &tree)
+        else {
+            edges.push(candidate);
+            continue;
+        };
+        let without_carried = |view: SketchView<'_>| -> Vec<u32> {
+            let hashes = view.hashes().iter();
+            hashes
+                .filter(|hash| carried_hashes.binary_search(hash).is_err())
+                .copied()
+                .collect()
+        };
+        let (new_left, stored_left) = (without_carried(new), without_carried(stored));
+        if verifier.matches(
+            SketchView::from_parts(new.parts().0, &new_left),
+            SketchView::from_parts(stored.parts().0, &stored_left),
+        ) {
+            edges.push(candidate);
+        } else if !has_own_part(ours.len() - carried_hashes.len(), ours.len()) {
+            boilerplate = true;
+        }
+    }
+    Evidence { edges, boilerplate }
+}
+
+/// Whether a text has enough of its own beside another: `own` of its `len` hashes (the
+/// comparable ones) that the other lacks, [`OWN_HASHES`] and [`OWN_PART`] of them.
+fn has_own_part(own: usize, len: usize) -> bool {
+    own >= OWN_HASHES && own as f64 >= OWN_PART * len as f64
+}
+
+/// The hashes of `shared` (the part a candidate shares with the new text) that carriers of
+/// [`BOILERPLATE_STORIES`] - 1 trees other than the candidate's carry (`marks`: which hashes
+/// each carrier carries), when carriers of that many other trees carry the part; `None`
+/// otherwise. Trees are asked only once there are enough carriers (a shared store waits for
+/// the trees of nodes still pending), and an unsettled carrier (`tree` gives `None`) is a tree
+/// of its own.
+fn carried_by_other_trees(
+    candidate: Fingerprint,
+    carriers: Vec<(Fingerprint, Vec<bool>)>,
+    shared: &[u32],
+    tree: impl Fn(Fingerprint) -> Option<Fingerprint>,
+) -> Option<Vec<u32>> {
+    if carriers.len() + 1 < BOILERPLATE_STORIES {
+        return None;
+    }
+    let own_tree = tree(candidate);
+    let mut by_tree: Vec<(Option<Fingerprint>, Vec<bool>)> = carriers
+        .into_iter()
+        .map(|(node, marks)| (tree(node), marks))
+        .filter(|(root, _)| root.is_none() || *root != own_tree)
+        .collect();
+    by_tree.sort_by_key(|(root, _)| *root);
+    // One row of marks a tree: those of its carriers together.
+    let mut trees: Vec<Vec<bool>> = Vec::new();
+    let mut last_root = None;
+    for (root, marks) in by_tree {
+        match trees.last_mut() {
+            Some(row) if root.is_some() && root == last_root => {
+                row.iter_mut()
+                    .zip(marks)
+                    .for_each(|(mark, carried)| *mark |= carried);
+            }
+            _ => trees.push(marks),
+        }
+        last_root = root;
+    }
+    if trees.len() + 1 < BOILERPLATE_STORIES {
+        return None;
+    }
+    let carried = shared.iter().enumerate().filter(|&(index, _)| {
+        trees.iter().filter(|row| row[index]).count() + 1 >= BOILERPLATE_STORIES
+    });
+    Some(carried.map(|(_, &hash)| hash).collect())
+}
+
+/// The candidates that are evidence ([`without_carried_text`]), and whether the
+/// new text is boilerplate: almost only text that other stories carry.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Evidence {
+    /// The candidates that are evidence, in the order they were given.
+    pub edges: Vec<Compared>,
+    /// Whether a candidate was dropped because the text it shares with the new one is carried
+    /// by other stories, and the new text keeps less than [`OWN_PART`] (or [`OWN_HASHES`]) of
+    /// itself without that text: it starts a story, joins only a copy of itself, and its
+    /// decision carries [`Reason::Boilerplate`](super::Reason::Boilerplate).
+    pub boilerplate: bool,
+}
+
 /// A candidate compared with the new text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Compared {
@@ -208,3 +431,17 @@ pub const RIVALS: usize = 3;
 /// neardup-dev, 0.4 of the smaller text and more), two reports on one page share a phrase at
 /// most.
 pub const SHARED_WITH_THE_ROOT: f64 = 0.3;
+
+/// The share of each of two texts' samples that must be their own (not in the other) before
+/// the part they share is asked whether other stories carry it
+/// ([`without_carried_text`]): a post has a fifth of its own beside a disclaimer;
+/// a copy with a typo has a few hashes.
+pub const OWN_PART: f64 = 0.1;
+
+/// The fewest hashes of its own each text must have (see [`OWN_PART`]): one typo changes
+/// [`SHINGLE_CHARACTERS`](super::SHINGLE_CHARACTERS) shingles.
+pub const OWN_HASHES: usize = 5;
+
+/// The share of the part two texts share that a text must carry to carry it too
+/// ([`without_carried_text`]).
+pub const CARRIED: f64 = 0.8;

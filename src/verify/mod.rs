@@ -16,7 +16,8 @@ mod sketch;
 
 pub use candidates::SketchStore;
 pub use evidence::{
-    BOILERPLATE_STORIES, Candidates, Compared, RIVALS, SHARED_WITH_THE_ROOT, Verdict,
+    BOILERPLATE_STORIES, CARRIED, Candidates, Compared, Evidence, OWN_HASHES, OWN_PART, RIVALS,
+    SHARED_WITH_THE_ROOT, Verdict, without_carried_text,
 };
 pub use postings::POSTING_CAPACITY;
 pub use sketch::{

@@ -757,6 +757,23 @@ pub(crate) fn count_figures(a: &[u32], b: &[u32]) -> (usize, usize, usize) {
     (figures(a), figures(b), count_shared_where(a, b, is_figure))
 }
 
+/// The elements two strictly increasing slices share, in order.
+pub(crate) fn shared_elements(a: &[u32], b: &[u32]) -> Vec<u32> {
+    let (mut i, mut j, mut shared) = (0, 0, Vec::new());
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                shared.push(a[i]);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    shared
+}
+
 /// Elements two strictly increasing slices share.
 pub(crate) fn count_shared(a: &[u32], b: &[u32]) -> usize {
     count_shared_where(a, b, |_| true)

@@ -785,6 +785,53 @@ fn a_disclaimer_page_joins_no_two_stories_that_carry_it() {
     }
 }
 
+/// Short posts under one portal's disclaimer (issue 34, "Boilerplate learned from the
+/// stream"): each post is a fifth of its text, so two of them verify as copies of each other
+/// through the disclaimer alone. Once texts of other stories show that the disclaimer is
+/// carried by stories that differ (the briefs, which are longer than it), the posts are
+/// compared without it: each is a story of its own, a repost of one under the disclaimer
+/// still joins it, and a post with almost nothing of its own beside the disclaimer is
+/// boilerplate. Before the change every post joined the first.
+#[test]
+fn short_posts_under_one_disclaimer_are_stories_of_their_own() {
+    let disclaimer = "特别声明：以上文章内容仅代表作者本人观点，不代表本网观点或立场。如有关于作品内容、\
+                      版权或其它问题请于作品发表后的30日内与本网联系，我们将及时处理。";
+    let with_disclaimer = |text: &str| format!("{text}\n{disclaimer}");
+    let posts = [
+        "楼下新开的牛肉面真好吃。",
+        "植物园的郁金香开了，人好多。",
+        "地铁二号线又停运了，要迟到。",
+        "新跑鞋很舒服，今晚跑了十公里。",
+        "明天考科目二，好紧张啊。",
+    ];
+    let mut texts: Vec<String> = BRIEFS[..3]
+        .iter()
+        .map(|brief| with_disclaimer(brief))
+        .collect();
+    texts.extend(posts.iter().map(|post| with_disclaimer(post)));
+    // A repost of the first post, under the disclaimer too; a reply of two characters.
+    texts.push(with_disclaimer(&format!("转发微博：{}", posts[0])));
+    texts.push(with_disclaimer("顶！"));
+    let decisions = decide_all(&texts);
+    let stories: Vec<usize> = (0..3 + posts.len()).collect();
+    assert_stories_apart("posts under a disclaimer", &texts, &decisions, &stories);
+    for &i in &stories {
+        assert_eq!(decisions[i].reason, None, "{}", texts[i]);
+    }
+    assert_eq!(
+        decisions[8].root, decisions[3].root,
+        "the repost of the first post"
+    );
+    let reply = &decisions[9];
+    assert_eq!(reply.reason, Some(Reason::Boilerplate));
+    assert!(
+        decisions[..9]
+            .iter()
+            .all(|decision| decision.root != reply.root),
+        "the reply joined a story"
+    );
+}
+
 /// A tail one source puts under all of its articles (issue 34, "Boilerplate"): once three of
 /// its stories carry it, a page that is only the tail (a video page whose body is not text)
 /// is boilerplate, starts a story of its own, and no later article joins another through it.
