@@ -2090,9 +2090,10 @@ impl ForestStore for RedisStore {
             let at = states.binary_search_by_key(&node, |&(node, _)| node).ok()?;
             Some(states[at].1)
         };
-        // The evidence asks the tree of a candidate that the new text contains, and of its
-        // rivals; a pending one (an earlier insert's: a later one's reads as `Later`) has none
-        // yet, where one writer in turn would have found it settled.
+        // The evidence asks the tree of a candidate that the new text contains, of its rivals,
+        // and of the texts that carry what a candidate shares with the new one; a pending one
+        // (an earlier insert's: a later one's reads as `Later`) has none yet, where one writer
+        // in turn would have found it settled.
         let unsettled_asked = std::cell::RefCell::new(Vec::new());
         let tree = |node| match state_of(node)? {
             EdgeState::Settled { root, .. } => Some(root),
@@ -2115,14 +2116,14 @@ impl ForestStore for RedisStore {
             (Some(verifier), Some(part), Some(whole)) => verifier.is_part_of(part, whole),
             _ => false,
         };
-        let evidenced = found.evidenced(&verdicts, &tree, part_of);
+        let evidenced = found.evidenced(&verdicts, tree, part_of);
         let evidence = match &self.shared.verifier {
             Some(verifier) => without_carried_text(
                 evidenced,
                 &verdicts,
                 sketch.view(),
                 |node| sketch_of(node).map(Sketch::view),
-                &tree,
+                tree,
                 verifier,
             ),
             None => Evidence {

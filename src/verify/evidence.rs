@@ -445,3 +445,63 @@ pub const OWN_HASHES: usize = 5;
 /// The share of the part two texts share that a text must carry to carry it too
 /// ([`without_carried_text`]).
 pub const CARRIED: f64 = 0.8;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verify::Sketch;
+
+    const DISCLAIMER: &str = "特别声明：以上文章内容仅代表作者本人观点，不代表本网观点或立场。\
+                              如有关于作品内容、版权或其它问题请于作品发表后的30日内与本网联系。";
+
+    /// A text of `characters` characters drawn from a fixed vocabulary by `seed`.
+    fn invented(seed: u64, characters: usize) -> String {
+        let vocabulary: Vec<char> =
+            "春夏秋冬山水花鸟风云雨雪城乡街巷车站学校医院公园超市早晚新旧快慢\
+                                     东西南北江河湖海田林草木金银铜铁米面油盐茶酒瓜果桥路"
+                .chars()
+                .collect();
+        let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..characters)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                vocabulary[(state % vocabulary.len() as u64) as usize]
+            })
+            .collect()
+    }
+
+    /// Two posts under the disclaimer, and two long articles under it (sampled sketches, which
+    /// see only the disclaimer's lower hashes): the articles carry the whole disclaimer, so
+    /// the posts are compared without it and are apart.
+    #[test]
+    fn sparser_carriers_carry_the_whole_shared_part() {
+        let under = |text: String| Sketch::of(&[format!("{text}\n{DISCLAIMER}").as_str()], 200);
+        let new = under(format!("{}。", invented(1, 12)));
+        let post = under(format!("{}。", invented(2, 12)));
+        let articles = [under(invented(3, 900)), under(invented(4, 900))];
+        assert!(articles.iter().all(|article| article.view().parts().0 > 0));
+        let verifier = Verifier::default();
+        assert!(
+            verifier.matches(&new, &post),
+            "the posts verify through the disclaimer"
+        );
+        let sketches = [&post, &articles[0], &articles[1]];
+        let compared: Vec<Compared> = (0..3)
+            .map(|node| Compared {
+                node: Fingerprint(node),
+                verdict: verifier.verdict(&new, sketches[node as usize]),
+            })
+            .collect();
+        let evidence = without_carried_text(
+            vec![compared[0]],
+            &compared,
+            new.view(),
+            |node| Some(sketches[node.0 as usize].view()),
+            Some,
+            &verifier,
+        );
+        assert!(evidence.edges.is_empty(), "{evidence:?}");
+    }
+}

@@ -8,7 +8,8 @@
 //! killed and restarted during ingest loses no acknowledged insert, and one stopped under a
 //! pipelined `Deduplicator::run` cuts it after the decisions placed before; an index ingesting
 //! with inserts in flight decides as one with its forest in memory, and reports a prefix of
-//! its lines when a node stops under it; processes
+//! its lines when a node stops under it; posts under one disclaimer are placed with inserts
+//! in flight as one writer in turn places them; processes
 //! (`dedup`, `ingest`, `serve`) share the forest through the command line.
 
 use std::collections::{HashMap, HashSet};
@@ -651,6 +652,62 @@ fn a_pipelined_writer_decides_as_one_on_crowded_key_postings() {
     let expected = sequential_roots(&config, &documents);
     let got = pipeline_all(&cluster.store_arg(), &config, &documents, 32, 40);
     assert_same_roots(&got, &expected, "crowded postings");
+}
+
+/// Posts of a dozen characters under one portal's disclaimer (most of each text), reposts of
+/// some, and stories under it too: the rule for text that other stories carry decides most of
+/// them (issue 34), and asks the trees of the texts that carry the disclaimer, pending ones
+/// among them. 32 inserts in flight decide as one writer in turn; the posts stay apart (before
+/// the rule they all joined a few stories through the disclaimer).
+#[test]
+fn a_pipelined_writer_decides_as_one_on_posts_under_a_disclaimer() {
+    const DISCLAIMER: &str = "特别声明：以上文章内容仅代表作者本人观点，不代表本网观点或立场。\
+        如有关于作品内容、版权或其它问题请于作品发表后的30日内与本网联系，我们将及时处理。";
+    let cluster = RedisCluster::start(3);
+    let config = DedupConfig::default();
+    let signer = Signer::new(&config);
+    let mut rng = SmallRng::seed_from_u64(34);
+    let characters: Vec<char> = story(&mut rng).chars().filter(|&c| c != '。').collect();
+    let mut posts: Vec<(usize, String)> = Vec::new();
+    let mut documents = Vec::new();
+    for position in 0..900 {
+        let (story_id, text) = match position % 5 {
+            // A story under the disclaimer: a story of its own, longer than the disclaimer.
+            0 | 1 if position < 30 || position % 5 == 0 => (position, story(&mut rng)),
+            4 if !posts.is_empty() => {
+                let (story_id, post) = posts[rng.random_range(0..posts.len())].clone();
+                (story_id, format!("转发：{post}"))
+            }
+            _ => {
+                let post: String = (0..12)
+                    .map(|_| characters[rng.random_range(0..characters.len())])
+                    .chain(['。'])
+                    .collect();
+                posts.push((position, post.clone()));
+                (position, post)
+            }
+        };
+        documents.push(Document::signed(
+            &signer,
+            format!("d{position}"),
+            format!("{text}\n{DISCLAIMER}"),
+            story_id,
+            T0 + position as Timestamp,
+        ));
+    }
+    let expected = sequential_roots(&config, &documents);
+    let got = pipeline_all(&cluster.store_arg(), &config, &documents, 32, 40);
+    assert_same_roots(&got, &expected, "posts under a disclaimer");
+    let post_roots: HashSet<Fingerprint> = posts
+        .iter()
+        .map(|&(position, _)| expected[position])
+        .collect();
+    assert!(
+        post_roots.len() * 10 >= posts.len() * 9,
+        "{} posts in {} stories",
+        posts.len(),
+        post_roots.len()
+    );
 }
 
 /// The service tests' corpus documents, signed under `config`, each at the time `time_of`
