@@ -133,6 +133,18 @@ pub struct Edge {
 }
 
 /// What [`ForestStore::edges`] found for a new node.
+///
+/// ```
+/// use tantivy_dedup::Fingerprint;
+/// use tantivy_dedup::forest::{EdgeState, ForestStore, Forest};
+///
+/// let mut forest = Forest::new(3, 7 * 86_400).unwrap();
+/// forest.place(Fingerprint(0b1000), 0);
+/// // Seed mode: every node within k bits is an edge, a copy.
+/// let found = forest.edges(Fingerprint(0b1011), None, &|_: &EdgeState| false).unwrap();
+/// assert_eq!(found.edges.iter().map(|edge| edge.node).collect::<Vec<_>>(), [Fingerprint(0b1000)]);
+/// assert!(!found.boilerplate);
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Edges {
     /// Every edge, in no particular order.
@@ -332,7 +344,9 @@ pub trait ForestStore {
     /// neither an edge, nor a rival in the evidence of others, nor in a key posting. When
     /// the evidence needs the trees of pending nodes (not later ones), the answer is those
     /// nodes alone, with their verdicts, edges or not: the caller waits for them and asks
-    /// again.
+    /// again. The answer also says whether the new text is almost only text that other
+    /// stories carry ([`Edges::boilerplate`], from `verify::without_carried_text`), which
+    /// [`place`] treats as boilerplate.
     fn edges(
         &mut self,
         fingerprint: Fingerprint,
