@@ -546,7 +546,7 @@ impl Forest {
             sketch,
             |node| verification.sketches.get(node),
             |node| self.root_of_node(node),
-            &verification.verifier,
+            |a, b| verification.verifier.matches(a, b),
         )
     }
 

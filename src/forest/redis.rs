@@ -2124,7 +2124,7 @@ impl ForestStore for RedisStore {
                 sketch.view(),
                 |node| sketch_of(node).map(Sketch::view),
                 tree,
-                verifier,
+                |a, b| verifier.matches(a, b),
             ),
             None => Evidence {
                 edges: evidenced,

@@ -34,8 +34,8 @@
 //! store for the root's sketch; the postings cannot tell, since the root need not share a key
 //! with the text).
 
+use super::SketchView;
 use super::sketch;
-use super::{SketchView, Verifier};
 use crate::Fingerprint;
 
 /// What [`Verifier::verdict`](super::Verifier::verdict) finds of a text against another.
@@ -203,10 +203,11 @@ impl Candidates {
 /// text lacks ([`OWN_PART`] of their sample, and [`OWN_HASHES`]), in
 /// [`BOILERPLATE_STORIES`] - 1 trees other than the candidate's. If so, the hashes of that
 /// part that texts of two such trees carry are *carried*, and the candidate stays evidence
-/// only if the two texts still verify without them (`verifier`): two posts under a
-/// disclaimer are then two posts; a repost of one under the disclaimer is still its copy. A
-/// new text left with less than [`OWN_PART`] of itself (or [`OWN_HASHES`]) once a dropped
-/// candidate's carried hashes are out is [`Evidence::boilerplate`].
+/// only if the two texts still verify without them (`matches`: the verifier's rule, such as
+/// [`Verifier::matches`](super::Verifier::matches)): two posts under a disclaimer are then
+/// two posts; a repost of one under the disclaimer is still its copy. A new text left with
+/// less than [`OWN_PART`] of itself (or [`OWN_HASHES`]) once a dropped candidate's carried
+/// hashes are out is [`Evidence::boilerplate`].
 ///
 /// A story's own text is carried only when texts of two other trees quote it with parts of
 /// their own (a line many people post with their own comments, or reposts with comments too
@@ -246,7 +247,9 @@ impl Candidates {
 ///         .collect();
 ///     // Through the disclaimer, the new post verifies against each of them.
 ///     assert!(compared.iter().all(|candidate| candidate.verdict != Verdict::Apart));
-///     without_carried_text(compared.clone(), &compared, new.view(), sketch_of, Some, &verifier)
+///     without_carried_text(compared.clone(), &compared, new.view(), sketch_of, Some, |a, b| {
+///         verifier.matches(a, b)
+///     })
 /// };
 /// // A fourth post is a story of its own: without the disclaimer it matches none.
 /// let other = evidence_for(&sketch("楼下新开的牛肉面真好吃。"));
@@ -263,7 +266,7 @@ pub fn without_carried_text<'s>(
     new: SketchView<'_>,
     sketch_of: impl Fn(Fingerprint) -> Option<SketchView<'s>>,
     tree: impl Fn(Fingerprint) -> Option<Fingerprint>,
-    verifier: &Verifier,
+    matches: impl Fn(SketchView<'_>, SketchView<'_>) -> bool,
 ) -> Evidence {
     // Whether each compared text has a part of its own beside the new one (asked once, and
     // only of the texts that carry a shared part).
@@ -330,7 +333,7 @@ pub fn without_carried_text<'s>(
                 .collect()
         };
         let (new_left, stored_left) = (without_carried(new), without_carried(stored));
-        if verifier.matches(
+        if matches(
             SketchView::from_parts(new.parts().0, &new_left),
             SketchView::from_parts(stored.parts().0, &stored_left),
         ) {
@@ -449,7 +452,7 @@ pub const CARRIED: f64 = 0.8;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::verify::Sketch;
+    use crate::verify::{Sketch, Verifier};
 
     const DISCLAIMER: &str = "特别声明：以上文章内容仅代表作者本人观点，不代表本网观点或立场。\
                               如有关于作品内容、版权或其它问题请于作品发表后的30日内与本网联系。";
@@ -500,7 +503,7 @@ mod tests {
             new.view(),
             |node| Some(sketches[node.0 as usize].view()),
             Some,
-            &verifier,
+            |a, b| verifier.matches(a, b),
         );
         assert!(evidence.edges.is_empty(), "{evidence:?}");
     }
