@@ -152,8 +152,9 @@ enum Command {
 struct StoreArgs {
     /// Keep the fingerprint tables and forest on a Redis Cluster shared with other processes,
     /// e.g. `redis://127.0.0.1:7000,redis://127.0.0.1:7001,redis://127.0.0.1:7002` (seed
-    /// nodes; scripts/redis-cluster.sh starts a local one). Each ingesting process writes its
-    /// own index (a shard); all of them must use the same [dedup] settings (docs/scaling.md)
+    /// nodes; scripts/redis-cluster.sh starts a local one). Each ingesting process writes an
+    /// index of its own, not a shard of one index (for that, `serve --shard` behind a
+    /// `serve --coordinator`); all of them must use the same [dedup] settings (docs/scaling.md)
     /// [default: in memory, rebuilt from the index on open]
     #[arg(long, value_name = "URLS")]
     store: Option<String>,

@@ -766,6 +766,20 @@ impl RedisStore {
         Ok(bytes.as_deref().and_then(decode_sketch).filter(|_| live))
     }
 
+    /// Runs `script` on `node`'s record alone: whether it replied 1 (it did what it was asked;
+    /// 0 when the record was not as the script needs it, owned by another token, say).
+    fn run_on_node(
+        &mut self,
+        script: &Lua,
+        node: Fingerprint,
+        args: &[String],
+    ) -> Result<bool, StoreError> {
+        let mut batch = Batch::default();
+        batch.script(script, &self.node_key(node), args);
+        let (done,): (i64,) = self.run_batch(&batch)?;
+        Ok(done == 1)
+    }
+
     /// Round trips to the cluster made so far: each batch counts one (however many nodes it
     /// goes to), and one more when some of its commands had to be sent again.
     pub fn round_trips(&self) -> u64 {
@@ -2289,14 +2303,7 @@ impl ForestStore for RedisStore {
     }
 
     fn abandon(&mut self, fingerprint: Fingerprint, owner: u64) -> Result<bool, StoreError> {
-        let mut batch = Batch::default();
-        batch.script(
-            &ABANDON,
-            &self.node_key(fingerprint),
-            &[(owner as i64).to_string()],
-        );
-        let (removed,): (i64,) = self.run_batch(&batch)?;
-        Ok(removed == 1)
+        self.run_on_node(&ABANDON, fingerprint, &[(owner as i64).to_string()])
     }
 
     fn pending_timeout(&self) -> Duration {
@@ -2304,21 +2311,11 @@ impl ForestStore for RedisStore {
     }
 
     fn remove_document(&mut self, fingerprint: Fingerprint) -> Result<bool, StoreError> {
-        let mut batch = Batch::default();
-        batch.script(&REMOVE_DOCUMENT, &self.node_key(fingerprint), &[]);
-        let (removed,): (i64,) = self.run_batch(&batch)?;
-        Ok(removed == 1)
+        self.run_on_node(&REMOVE_DOCUMENT, fingerprint, &[])
     }
 
     fn uncount_claim(&mut self, fingerprint: Fingerprint, token: u64) -> Result<bool, StoreError> {
-        let mut batch = Batch::default();
-        batch.script(
-            &UNCOUNT_CLAIM,
-            &self.node_key(fingerprint),
-            &[(token as i64).to_string()],
-        );
-        let (taken,): (i64,) = self.run_batch(&batch)?;
-        Ok(taken == 1)
+        self.run_on_node(&UNCOUNT_CLAIM, fingerprint, &[(token as i64).to_string()])
     }
 
     fn stats(&self) -> ForestStats {
