@@ -117,8 +117,8 @@ pub struct LineTooLong {
 /// Why a line is not a valid article.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ArticleError {
-    /// Not JSON, or not a JSON object.
-    #[error("not a JSON object: {0}")]
+    /// Not JSON (a syntax error, a line cut short), or JSON that is not an object.
+    #[error("not a valid JSON object: {0}")]
     Json(String),
     /// A required field is absent or null (named by its input key).
     #[error("missing required field `{0}`")]
@@ -824,8 +824,8 @@ mod tests {
     #[test]
     fn errors_say_what_to_fix() {
         let cases = [
-            ("{", "not a JSON object"),
-            ("[1]", "not a JSON object"),
+            ("{", "not a valid JSON object: EOF while parsing"),
+            ("[1]", "not a valid JSON object: got an array"),
             (r#"{"content": "x"}"#, "missing required field `id`"),
             (r#"{"id": "a"}"#, "missing required field `content`"),
             (r#"{"id": "", "content": "x"}"#, "`id` must not be empty"),

@@ -16,6 +16,15 @@ pub enum Error {
         /// What is wrong with it.
         message: String,
     },
+    /// The user dictionary (`[index] user_dict`) cannot be used: a line that is not a word
+    /// with an optional frequency and tag, or a process that already splits text otherwise.
+    #[error("cannot use the user dictionary {path} ([index] user_dict): {message}")]
+    UserDictionary {
+        /// The dictionary's file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
     /// A line of input data is unusable for the operation (e.g. labeled data without a label).
     #[error("{path}:{line}: {message}")]
     Data {

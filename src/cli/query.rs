@@ -71,7 +71,8 @@ pub struct SearchArgs {
     /// FIELD:desc / FIELD:asc, by a number, date or boolean field of your own (likes:desc: the
     /// story whose matching articles have the most likes first; stories without a value
     /// last)
-    #[arg(long, value_name = "ORDER", default_value = "relevance")]
+    #[arg(long, value_name = "ORDER", default_value = "relevance",
+          value_parser = option_value::<ListOrder>)]
     sort: ListOrder,
     #[command(flatten)]
     page: PageArgs,
@@ -133,7 +134,7 @@ pub struct SearchArgs {
     highlight_chars: Option<usize>,
     /// The trend window that --sort trending, --sort hot and --min-recent read: 6h, 30m, 1d
     /// or any whole number of seconds from 1s to 366d
-    #[arg(long, value_name = "DURATION", default_value = "6h", value_parser = trend_span)]
+    #[arg(long, value_name = "DURATION", default_value = "6h", value_parser = option_value::<TrendSpan>)]
     trend_window: TrendSpan,
     /// When the trend window ends, in the forms of --to [default: now]. An index of past
     /// articles has no trend now: give the time to look back from
@@ -260,8 +261,9 @@ pub struct CheckArgs {
     json: bool,
 }
 
-/// `--trend-window`'s value; its error says what a window is, nothing of a query.
-fn trend_span(text: &str) -> Result<TrendSpan, String> {
+/// An option's value read as the API reads it (`--sort`, `--trend-window`); its error says
+/// what the value must be, without the "invalid query" of an HTTP answer: the query is fine.
+fn option_value<T: std::str::FromStr<Err = tantivy_dedup::Error>>(text: &str) -> Result<T, String> {
     text.parse().map_err(|error| match error {
         tantivy_dedup::Error::Query(message) => message,
         other => other.to_string(),

@@ -56,7 +56,7 @@ pub fn jieba() -> &'static Jieba {
 /// ```
 pub fn use_user_dictionary(path: &Path) -> Result<()> {
     let (words, digest) = read_user_dictionary(path)?;
-    let refused = |message: String| Error::ConfigFile {
+    let refused = |message: String| Error::UserDictionary {
         path: path.to_owned(),
         message,
     };
@@ -90,7 +90,7 @@ fn read_user_dictionary(path: &Path) -> Result<(Vec<UserWord>, u64)> {
         path: path.to_owned(),
         source,
     })?;
-    let words = user_words(&text).map_err(|message| Error::ConfigFile {
+    let words = user_words(&text).map_err(|message| Error::UserDictionary {
         path: path.to_owned(),
         message,
     })?;

@@ -317,6 +317,14 @@ fn mistakes_get_clear_errors_and_leave_nothing_behind() {
         );
         assert!(!stderr(&output).contains("panicked"), "{bad:?}");
     }
+    // An unknown order says what an order is, and does not call the query invalid.
+    let unknown_sort = run(&["search", "--index", index, "新闻", "--sort", "bogus"]);
+    assert!(
+        stderr(&unknown_sort).contains("sort must be one of")
+            && !stderr(&unknown_sort).contains("invalid query"),
+        "{}",
+        stderr(&unknown_sort)
+    );
 }
 
 #[test]
@@ -652,13 +660,14 @@ fn a_user_dictionary_keeps_new_words_whole() {
     let again = ingest(Some("settings.toml"), &with);
     assert!(again.status.success(), "{}", stderr(&again));
 
-    // A bad line is refused by number, and nothing is made.
+    // A bad line is refused by number, in the user dictionary's name, and nothing is made.
     std::fs::write(path("words.txt"), "凌霄微电子\n凌霄 many\n").unwrap();
     let refused = ingest(Some("settings.toml"), &path("news-bad"));
     assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
     assert!(
-        stderr(&refused)
-            .contains(r#"line 2: the frequency "many" of "凌霄" is not a whole number"#),
+        stderr(&refused).contains("cannot use the user dictionary")
+            && stderr(&refused)
+                .contains(r#"line 2: the frequency "many" of "凌霄" is not a whole number"#),
         "{}",
         stderr(&refused)
     );

@@ -3566,7 +3566,7 @@ fn a_huge_max_future_is_refused_and_never_panics() {
 
 /// serde reads a JSON array into a struct by position, so
 /// `["id", title, content, source, url, published_at]` used to be indexed as an article,
-/// although the API (and the error `not a JSON object`) speaks of objects only.
+/// although the API (and the error `not a valid JSON object`) speaks of objects only.
 #[test]
 fn a_json_array_is_not_an_article() {
     assert!(Article::from_json(r#"["arr", null, "正文", null, null, null]"#).is_err());
