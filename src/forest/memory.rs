@@ -14,7 +14,6 @@ use crate::index::{BlockLayout, PigeonholeIndex, push_compact};
 use crate::simhash::FingerprintHasher;
 use crate::verify::{
     Candidates, Compared, Evidence, Sketch, SketchStore, SketchView, Verdict, Verifier,
-    without_carried_text,
 };
 use crate::{Error, Fingerprint};
 
@@ -532,21 +531,12 @@ impl Forest {
                 verdict: verification.verifier.verdict(sketch, stored),
             })
             .collect();
-        let part_of = |part: Fingerprint, whole: Fingerprint| match (
-            verification.sketches.get(part),
-            verification.sketches.get(whole),
-        ) {
-            (Some(part), Some(whole)) => verification.verifier.is_part_of(part, whole),
-            _ => false,
-        };
-        let evidence = candidates.evidenced(&compared, |node| self.root_of_node(node), part_of);
-        without_carried_text(
-            evidence,
+        candidates.evidence(
             &compared,
             sketch,
             |node| verification.sketches.get(node),
             |node| self.root_of_node(node),
-            |a, b| verification.verifier.matches(a, b),
+            &verification.verifier,
         )
     }
 

@@ -50,7 +50,6 @@ use crate::config::DedupConfig;
 use crate::index::BlockLayout;
 use crate::verify::{
     Candidates, Compared, Evidence, POSTING_CAPACITY, Sketch, Verdict, Verifier, digest_of,
-    without_carried_text,
 };
 
 mod link;
@@ -2122,26 +2121,17 @@ impl ForestStore for RedisStore {
                 .ok()?;
             Some(&sketches[at].1)
         };
-        let part_of = |part: Fingerprint, whole: Fingerprint| match (
-            &self.shared.verifier,
-            sketch_of(part),
-            sketch_of(whole),
-        ) {
-            (Some(verifier), Some(part), Some(whole)) => verifier.is_part_of(part, whole),
-            _ => false,
-        };
-        let evidenced = found.evidenced(&verdicts, tree, part_of);
         let evidence = match &self.shared.verifier {
-            Some(verifier) => without_carried_text(
-                evidenced,
+            Some(verifier) => found.evidence(
                 &verdicts,
                 sketch.view(),
                 |node| sketch_of(node).map(Sketch::view),
                 tree,
-                |a, b| verifier.matches(a, b),
+                verifier,
             ),
+            // Seed mode: the candidates are the nodes within `k`, each read as a copy.
             None => Evidence {
-                edges: evidenced,
+                edges: verdicts.clone(),
                 boilerplate: false,
             },
         };

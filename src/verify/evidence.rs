@@ -34,8 +34,8 @@
 //! store for the root's sketch; the postings cannot tell, since the root need not share a key
 //! with the text).
 
-use super::SketchView;
 use super::sketch;
+use super::{SketchView, Verifier};
 use crate::Fingerprint;
 
 /// What [`Verifier::verdict`](super::Verifier::verdict) finds of a text against another.
@@ -189,6 +189,46 @@ impl Candidates {
             })
             .copied()
             .collect()
+    }
+}
+
+impl Candidates {
+    /// The candidates that are evidence, and whether the new text is boilerplate: the rivals'
+    /// rule ([`evidenced`](Self::evidenced)), then the text other stories carry left out
+    /// ([`without_carried_text`]), each by `verifier`'s rule. What both stores ask of the
+    /// candidates they read; the arguments are those of the two steps (`sketch_of`: a
+    /// candidate's sketch, `None` for one not read; `tree`: a node's root, `None` for one not
+    /// settled).
+    ///
+    /// ```
+    /// use tantivy_dedup::Fingerprint;
+    /// use tantivy_dedup::verify::{Candidates, Compared, Sketch, Verifier};
+    ///
+    /// let story = Sketch::of(&["国家统计局今天发布数据，前三季度国内生产总值同比增长百分之五点二。"], 200);
+    /// let verifier = Verifier::default();
+    /// let mut candidates = Candidates::default();
+    /// candidates.push_key([Fingerprint(1)]);
+    /// let compared = [Compared { node: Fingerprint(1), verdict: verifier.verdict(&story, &story) }];
+    /// let evidence = candidates.evidence(&compared, story.view(), |_| Some(story.view()), Some, &verifier);
+    /// assert_eq!(evidence.edges, compared);
+    /// assert!(!evidence.boilerplate);
+    /// ```
+    pub fn evidence<'s>(
+        &self,
+        compared: &[Compared],
+        new: SketchView<'_>,
+        sketch_of: impl Fn(Fingerprint) -> Option<SketchView<'s>>,
+        tree: impl Fn(Fingerprint) -> Option<Fingerprint>,
+        verifier: &Verifier,
+    ) -> Evidence {
+        let part_of = |part, whole| match (sketch_of(part), sketch_of(whole)) {
+            (Some(part), Some(whole)) => verifier.is_part_of(part, whole),
+            _ => false,
+        };
+        let evidenced = self.evidenced(compared, &tree, part_of);
+        without_carried_text(evidenced, compared, new, &sketch_of, &tree, |a, b| {
+            verifier.matches(a, b)
+        })
     }
 }
 
