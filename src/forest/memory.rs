@@ -103,7 +103,8 @@ const MEMORY_TOKEN: u64 = 1;
 /// every leaf is within `k` of the node it was attached through, which is its root or a sibling and
 /// was seen no earlier than the leaf. In a verifying forest: no two roots that a lookup reaches
 /// from one another (within `k`, or posted under a shared key) verify, every leaf verifies against
-/// the node it was attached through, and every node has a sketch. Always: each fingerprint is one
+/// the node it was attached through or is a copy of it plus text other stories carried (the node
+/// then lies within the leaf: `Verifier::lies_within`), and every node has a sketch. Always: each fingerprint is one
 /// node; no value is the root of two stories (a root that expired leaves its value marked with its
 /// text's digest, and the value may be a leaf again, but a root only of the same text); each root's
 /// child count equals the leaves under it; no stored node is older than the window; each node has
@@ -674,7 +675,12 @@ impl Forest {
                     let parent = self.index.get(attached).ok_or_else(|| {
                         format!("leaf {} attached to missing {attached}", info.fingerprint)
                     })?;
-                    if self.stored_edge(info.fingerprint, attached) == Verdict::Apart {
+                    // A leaf verifies against the node it was attached through, or is a copy
+                    // of it plus text other stories carried (`verify::without_carried_text`:
+                    // who carried it may have expired since), which the node lies within.
+                    if self.stored_edge(info.fingerprint, attached) == Verdict::Apart
+                        && !self.lies_within(attached, info.fingerprint)
+                    {
                         return Err(format!(
                             "leaf {} has no edge to {attached} ({} bits apart, k = {k})",
                             info.fingerprint,
@@ -783,6 +789,21 @@ impl Forest {
             }
         }
         Ok(())
+    }
+
+    /// Whether a stored node's text lies within another's (`Verifier::lies_within`; in seed
+    /// mode, no sketch: never).
+    fn lies_within(&self, part: Fingerprint, whole: Fingerprint) -> bool {
+        let Some(verification) = &self.verification else {
+            return false;
+        };
+        match (
+            verification.sketches.get(part),
+            verification.sketches.get(whole),
+        ) {
+            (Some(part), Some(whole)) => verification.verifier.lies_within(part, whole),
+            _ => false,
+        }
     }
 
     /// Whether two stored nodes sample the same shingles (in seed mode, no sketch: always).

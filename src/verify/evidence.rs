@@ -25,7 +25,9 @@
 //!   parts of their own (texts of other stories that carry it), the shingles those carry are
 //!   left out of both and the pair must still verify
 //!   ([`without_carried_text`]); a text left with almost nothing of its own is
-//!   boilerplate.
+//!   boilerplate. The other way round, a text that is a smaller candidate plus text that
+//!   other stories carry (a portal's repost of a post, under the portal's disclaimer) is
+//!   that candidate's copy, though the two are too unequal to verify as they are.
 //!
 //! One more rule keeps a text that contains two stories from joining them to each other: a
 //! page carrying two reports, or a roundup, joins the story of one of them as a leaf that
@@ -226,9 +228,7 @@ impl Candidates {
             _ => false,
         };
         let evidenced = self.evidenced(compared, &tree, part_of);
-        without_carried_text(evidenced, compared, new, &sketch_of, &tree, |a, b| {
-            verifier.matches(a, b)
-        })
+        without_carried_text(evidenced, compared, new, &sketch_of, &tree, verifier)
     }
 }
 
@@ -255,9 +255,19 @@ impl Candidates {
 /// too, and one that adds a comment of its own is compared on the comment. Texts the new one
 /// contains as they are (a disclaimer page) are also the rivals' ([`Candidates::evidenced`]).
 ///
+/// The other way round, a candidate of `compared` that does not verify, that has fewer
+/// comparable hashes than the new text and lies within it ([`Verifier::lies_within`]), is
+/// an edge, a [`Verdict::Copy`], when the hashes of the new text it lacks are carried the
+/// same way (texts of [`BOILERPLATE_STORIES`] - 1 other trees carry [`CARRIED`] of them and
+/// have parts of their own) and the new text is its copy without the hashes they carry: a
+/// portal's repost of a short post under the portal's disclaimer, which outweighs the post.
+/// (Not the reverse order: a post without the disclaimer reaches none of the texts that
+/// show it carried.)
+///
 /// `sketch_of` gives a candidate's sketch (`None`: not read, which carries nothing and is
 /// kept); `tree` a node's root (`None` for one not settled, which counts as a tree of its
-/// own), asked only of a candidate's carriers, and of the candidate when it has two.
+/// own), asked only of a candidate's carriers, and of the candidate when it has two;
+/// `verifier` is the rule the pairs are compared by.
 ///
 /// ```
 /// use tantivy_dedup::Fingerprint;
@@ -287,9 +297,7 @@ impl Candidates {
 ///         .collect();
 ///     // Through the disclaimer, the new post verifies against each of them.
 ///     assert!(compared.iter().all(|candidate| candidate.verdict != Verdict::Apart));
-///     without_carried_text(compared.clone(), &compared, new.view(), sketch_of, Some, |a, b| {
-///         verifier.matches(a, b)
-///     })
+///     without_carried_text(compared.clone(), &compared, new.view(), sketch_of, Some, &verifier)
 /// };
 /// // A fourth post is a story of its own: without the disclaimer it matches none.
 /// let other = evidence_for(&sketch("楼下新开的牛肉面真好吃。"));
@@ -299,6 +307,23 @@ impl Candidates {
 /// assert_eq!(repost.edges.iter().map(|edge| edge.node.0).collect::<Vec<_>>(), [1]);
 /// // A reply of two characters is almost only the disclaimer: boilerplate.
 /// assert!(evidence_for(&sketch("顶！")).boilerplate);
+/// // The second post without the disclaimer, then its repost under it: too unequal to
+/// // verify, a copy once the disclaimer is out.
+/// let bare = Sketch::of(&["地铁二号线又停运了，要迟到。"], 200);
+/// let stored_too = |node: Fingerprint| match node.0 {
+///     5 => Some(bare.view()),
+///     node => sketch_of(Fingerprint(node)),
+/// };
+/// let repost = sketch("地铁二号线又停运了，要迟到。");
+/// let compared: Vec<Compared> = (1..=5)
+///     .map(|node| Compared {
+///         node: Fingerprint(node),
+///         verdict: verifier.verdict(&repost, stored_too(Fingerprint(node)).unwrap()),
+///     })
+///     .collect();
+/// assert_eq!(compared[4].verdict, Verdict::Apart);
+/// let evidence = without_carried_text(Vec::new(), &compared, repost.view(), stored_too, Some, &verifier);
+/// assert_eq!(evidence.edges, [Compared { node: Fingerprint(5), verdict: Verdict::Copy }]);
 /// ```
 pub fn without_carried_text<'s>(
     evidence: Vec<Compared>,
@@ -306,11 +331,51 @@ pub fn without_carried_text<'s>(
     new: SketchView<'_>,
     sketch_of: impl Fn(Fingerprint) -> Option<SketchView<'s>>,
     tree: impl Fn(Fingerprint) -> Option<Fingerprint>,
-    matches: impl Fn(SketchView<'_>, SketchView<'_>) -> bool,
+    verifier: &Verifier,
 ) -> Evidence {
     // Whether each compared text has a part of its own beside the new one (asked once, and
-    // only of the texts that carry a shared part).
+    // only of the texts that carry a part asked about).
     let mut owns_a_part: Vec<Option<bool>> = vec![None; compared.len()];
+    // The hashes of `part` (hashes of the new text, sampled at `shift`) that texts of
+    // BOILERPLATE_STORIES - 1 trees other than `candidate`'s carry, each with a part of its
+    // own (`carried_by_other_trees`); `None` when fewer trees carry it.
+    let mut carried = |candidate: Fingerprint, shift: u8, part: &[u32]| {
+        let whole_part = SketchView::from_parts(shift, part);
+        let mut carriers: Vec<(Fingerprint, Vec<bool>)> = Vec::new();
+        for (at, other) in compared.iter().enumerate() {
+            if other.node == candidate {
+                continue;
+            }
+            let Some(carrier) = sketch_of(other.node) else {
+                continue;
+            };
+            let (sampled, within) = whole_part.comparable(carrier);
+            let needed = (CARRIED * sampled.len() as f64).ceil() as usize;
+            if sampled.is_empty()
+                || sketch::count_shared_at_least(sampled, within, needed).is_none()
+            {
+                continue;
+            }
+            let owns = *owns_a_part[at].get_or_insert_with(|| {
+                let (ours, theirs) = new.comparable(carrier);
+                has_own_part(
+                    theirs.len() - sketch::count_shared(ours, theirs),
+                    theirs.len(),
+                )
+            });
+            if !owns {
+                continue;
+            }
+            // A sparser sample than the part's sees only its lower hashes: it is taken to
+            // carry the rest as it carries those.
+            let marks = part
+                .iter()
+                .enumerate()
+                .map(|(index, hash)| index >= sampled.len() || within.binary_search(hash).is_ok());
+            carriers.push((other.node, marks.collect()));
+        }
+        carried_by_other_trees(candidate, carriers, part, &tree)
+    };
     let mut edges = Vec::with_capacity(evidence.len());
     let mut boilerplate = false;
     for candidate in evidence {
@@ -325,64 +390,59 @@ pub fn without_carried_text<'s>(
             continue;
         }
         let shift = new.parts().0.max(stored.parts().0);
-        let shared_part = SketchView::from_parts(shift, &shared);
-        let mut owns_a_part_at = |at: usize, carrier: SketchView<'_>| {
-            *owns_a_part[at].get_or_insert_with(|| {
-                let (ours, theirs) = new.comparable(carrier);
-                has_own_part(
-                    theirs.len() - sketch::count_shared(ours, theirs),
-                    theirs.len(),
-                )
-            })
-        };
-        // The texts that carry the shared part, and which of its hashes each carries.
-        let mut carriers: Vec<(Fingerprint, Vec<bool>)> = Vec::new();
-        for (at, other) in compared.iter().enumerate() {
-            if other.node == candidate.node {
-                continue;
-            }
-            let Some(carrier) = sketch_of(other.node) else {
-                continue;
-            };
-            let (part, within) = shared_part.comparable(carrier);
-            let needed = (CARRIED * part.len() as f64).ceil() as usize;
-            if part.is_empty()
-                || sketch::count_shared_at_least(part, within, needed).is_none()
-                || !owns_a_part_at(at, carrier)
-            {
-                continue;
-            }
-            // A sparser sample than the pair's sees only the part's lower hashes: it is taken
-            // to carry the rest as it carries those.
-            let marks = shared
-                .iter()
-                .enumerate()
-                .map(|(index, hash)| index >= part.len() || within.binary_search(hash).is_ok());
-            carriers.push((other.node, marks.collect()));
-        }
-        let Some(carried_hashes) = carried_by_other_trees(candidate.node, carriers, &shared, &tree)
-        else {
+        let Some(carried_hashes) = carried(candidate.node, shift, &shared) else {
             edges.push(candidate);
             continue;
         };
-        let without_carried = |view: SketchView<'_>| -> Vec<u32> {
-            let hashes = view.hashes().iter();
-            hashes
-                .filter(|hash| carried_hashes.binary_search(hash).is_err())
-                .copied()
-                .collect()
-        };
-        let (new_left, stored_left) = (without_carried(new), without_carried(stored));
-        if matches(
-            SketchView::from_parts(new.parts().0, &new_left),
-            SketchView::from_parts(stored.parts().0, &stored_left),
+        if verifier.matches(
+            SketchView::from_parts(new.parts().0, &without(new, &carried_hashes)),
+            SketchView::from_parts(stored.parts().0, &without(stored, &carried_hashes)),
         ) {
             edges.push(candidate);
         } else if !has_own_part(ours.len() - carried_hashes.len(), ours.len()) {
             boilerplate = true;
         }
     }
+    // The other way round: a text that is a candidate plus text other stories carry (a repost
+    // under a portal's disclaimer, of a post without it) does not verify as it is, the
+    // disclaimer outweighing a short post, and is its copy once that text is out.
+    for candidate in compared.iter().filter(|c| c.verdict == Verdict::Apart) {
+        let Some(stored) = sketch_of(candidate.node) else {
+            continue;
+        };
+        let (ours, theirs) = new.comparable(stored);
+        if theirs.is_empty() || theirs.len() >= ours.len() || !verifier.lies_within(stored, new) {
+            continue;
+        }
+        let own: Vec<u32> = ours
+            .iter()
+            .filter(|hash| theirs.binary_search(hash).is_err())
+            .copied()
+            .collect();
+        let shift = new.parts().0.max(stored.parts().0);
+        let Some(carried_hashes) = carried(candidate.node, shift, &own) else {
+            continue;
+        };
+        let new_left = without(new, &carried_hashes);
+        if verifier.verdict(SketchView::from_parts(new.parts().0, &new_left), stored)
+            == Verdict::Copy
+        {
+            edges.push(Compared {
+                node: candidate.node,
+                verdict: Verdict::Copy,
+            });
+        }
+    }
     Evidence { edges, boilerplate }
+}
+
+/// A sketch's hashes less `carried` (sorted).
+fn without(view: SketchView<'_>, carried: &[u32]) -> Vec<u32> {
+    let hashes = view.hashes().iter();
+    hashes
+        .filter(|hash| carried.binary_search(hash).is_err())
+        .copied()
+        .collect()
 }
 
 /// Whether a text has enough of its own beside another: `own` of its `len` hashes (the
@@ -543,7 +603,7 @@ mod tests {
             new.view(),
             |node| Some(sketches[node.0 as usize].view()),
             Some,
-            |a, b| verifier.matches(a, b),
+            &verifier,
         );
         assert!(evidence.edges.is_empty(), "{evidence:?}");
     }

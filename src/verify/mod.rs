@@ -193,6 +193,35 @@ impl Verifier {
         self.verdict(part, whole) == Verdict::Contained
     }
 
+    /// Whether the first text lies within the second at the containment floor
+    /// (`min_containment` of its comparable sample in the other's), whatever their sizes: what
+    /// a text keeps of a candidate that it is a copy of once the text other stories carry is
+    /// out, such as a post of the repost that adds a portal's disclaimer to it (the module
+    /// `evidence`), though the two do not verify as they are.
+    ///
+    /// ```
+    /// use tantivy_dedup::verify::{Sketch, Verifier};
+    ///
+    /// let post = Sketch::of(&["植物园的郁金香开了，人好多。"], 200);
+    /// let repost = Sketch::of(&["植物园的郁金香开了，人好多。\n特别声明：以上文章内容仅代表作者本人观点，\
+    ///                            不代表本网观点或立场。如有关于作品内容、版权或其它问题请与本网联系。"], 200);
+    /// let verifier = Verifier::default();
+    /// assert!(!verifier.matches(&post, &repost), "the disclaimer outweighs the post");
+    /// assert!(verifier.lies_within(&post, &repost));
+    /// assert!(!verifier.lies_within(&repost, &post));
+    /// ```
+    pub fn lies_within<'a, 'b>(
+        &self,
+        part: impl Into<SketchView<'a>>,
+        whole: impl Into<SketchView<'b>>,
+    ) -> bool {
+        let (part, whole) = part.into().comparable(whole.into());
+        // The fewest shared hashes that make the floor: most candidates fall short after a
+        // fraction of the walk.
+        let needed = (self.min_containment * part.len() as f64).ceil() as usize;
+        !part.is_empty() && sketch::count_shared_at_least(part, whole, needed).is_some()
+    }
+
     /// Whether two sketched texts are near-duplicates. Symmetric. Takes [`Sketch`]es or
     /// [`SketchView`]s.
     pub fn matches<'a, 'b>(
