@@ -104,12 +104,12 @@ const MEMORY_TOKEN: u64 = 1;
 /// was seen no earlier than the leaf. In a verifying forest: no two roots that a lookup reaches
 /// from one another (within `k`, or posted under a shared key) verify, every leaf verifies against
 /// the node it was attached through or is a copy of it plus text other stories carried (the node
-/// then lies within the leaf: `Verifier::lies_within`), and every node has a sketch. Always: each fingerprint is one
-/// node; no value is the root of two stories (a root that expired leaves its value marked with its
-/// text's digest, and the value may be a leaf again, but a root only of the same text); each root's
-/// child count equals the leaves under it; no stored node is older than the window; each node has
-/// one entry in the expiry queue, no later than its last-seen time. The outcome of a sequence of
-/// inserts depends only on their order and their fingerprints and times.
+/// then lies within the leaf: `Verifier::lies_within`), and every node has a sketch. Always: each
+/// fingerprint is one node; no value is the root of two stories (a root that expired leaves its
+/// value marked with its text's digest, and the value may be a leaf again, but a root only of the
+/// same text); each root's child count equals the leaves under it; no stored node is older than the
+/// window; each node has one entry in the expiry queue, no later than its last-seen time. The
+/// outcome of a sequence of inserts depends only on their order and their fingerprints and times.
 ///
 /// ```
 /// use tantivy_dedup::{Fingerprint, Forest};
@@ -489,11 +489,11 @@ impl Forest {
         self.roots += 1;
     }
 
-    /// Calls `visit(node, distance)` for every stored node that has an edge to a node
-    /// `fingerprint` with sketch `sketch` (which need not be stored), each once.
-    /// Every stored node with an edge to a new node of `fingerprint` and `sketch`: within
-    /// `k` in seed mode; in default mode a candidate that verifies and is evidence (the module
-    /// `evidence` of `verify`), with what its text is to the new one.
+    /// Every stored node with an edge to a new node of `fingerprint` and `sketch` (which need
+    /// not be stored): within `k` in seed mode; in default mode a candidate that is evidence
+    /// (`Candidates::evidence`: one that verifies and passes the rules against bridges, or
+    /// one the new text is a copy of once the text other stories carry is out), with what its
+    /// text is to the new one.
     fn verified_edges(&self, fingerprint: Fingerprint, sketch: Option<&Sketch>) -> Evidence {
         let Some(verification) = &self.verification else {
             let mut near = Vec::new();
@@ -791,47 +791,44 @@ impl Forest {
         Ok(())
     }
 
+    /// The sketches of two stored nodes, in a verifying forest that holds both.
+    fn stored_sketches(
+        &self,
+        a: Fingerprint,
+        b: Fingerprint,
+    ) -> Option<(&Verifier, SketchView<'_>, SketchView<'_>)> {
+        let verification = self.verification.as_ref()?;
+        let (a, b) = (verification.sketches.get(a)?, verification.sketches.get(b)?);
+        Some((&verification.verifier, a, b))
+    }
+
     /// Whether a stored node's text lies within another's (`Verifier::lies_within`; in seed
     /// mode, no sketch: never).
     fn lies_within(&self, part: Fingerprint, whole: Fingerprint) -> bool {
-        let Some(verification) = &self.verification else {
-            return false;
-        };
-        match (
-            verification.sketches.get(part),
-            verification.sketches.get(whole),
-        ) {
-            (Some(part), Some(whole)) => verification.verifier.lies_within(part, whole),
-            _ => false,
-        }
+        self.stored_sketches(part, whole)
+            .is_some_and(|(verifier, part, whole)| verifier.lies_within(part, whole))
     }
 
     /// Whether two stored nodes sample the same shingles (in seed mode, no sketch: always).
     fn same_shingles(&self, a: Fingerprint, b: Fingerprint) -> bool {
-        let Some(verification) = &self.verification else {
+        if self.verification.is_none() {
             return true;
-        };
-        match (verification.sketches.get(a), verification.sketches.get(b)) {
-            (Some(a), Some(b)) => {
-                let (a, b) = a.comparable(b);
-                a == b
-            }
-            _ => false,
         }
+        self.stored_sketches(a, b).is_some_and(|(_, a, b)| {
+            let (a, b) = a.comparable(b);
+            a == b
+        })
     }
 
     /// What the texts of two stored nodes are to each other: in seed mode copies within `k`
     /// and apart beyond; in default mode what they verify as.
     fn stored_edge(&self, a: Fingerprint, b: Fingerprint) -> Verdict {
-        match &self.verification {
-            None if a.distance(b) <= self.max_distance() => Verdict::Copy,
-            None => Verdict::Apart,
-            Some(verification) => {
-                match (verification.sketches.get(a), verification.sketches.get(b)) {
-                    (Some(x), Some(y)) => verification.verifier.verdict(x, y),
-                    _ => Verdict::Apart,
-                }
+        match self.stored_sketches(a, b) {
+            _ if self.verification.is_none() && a.distance(b) <= self.max_distance() => {
+                Verdict::Copy
             }
+            Some((verifier, x, y)) => verifier.verdict(x, y),
+            None => Verdict::Apart,
         }
     }
 }

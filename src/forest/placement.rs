@@ -102,7 +102,8 @@ pub struct Placement {
     /// is drawn from it.
     pub via: Option<Fingerprint>,
     /// [`Reason::Boilerplate`] when the document's text is a part of several different
-    /// stories: it joined only a copy of itself, or started a story.
+    /// stories: it joined only a copy of itself (as it is, or once the text other stories carry
+    /// is out), or started a story.
     pub reason: Option<Reason>,
 }
 

@@ -2104,9 +2104,10 @@ impl ForestStore for RedisStore {
             Some(states[at].1)
         };
         // The evidence asks the tree of a candidate that the new text contains, of its rivals,
-        // and of the texts that carry what a candidate shares with the new one; a pending one
-        // (an earlier insert's: a later one's reads as `Later`) has none yet, where one writer
-        // in turn would have found it settled.
+        // and of the texts that carry what a candidate shares with the new one (or what the
+        // new text has beyond a candidate that lies within it), and of such a candidate; a
+        // pending one (an earlier insert's: a later one's reads as `Later`) has none yet,
+        // where one writer in turn would have found it settled.
         let unsettled_asked = std::cell::RefCell::new(Vec::new());
         let tree = |node| match state_of(node)? {
             EdgeState::Settled { root, .. } => Some(root),

@@ -150,7 +150,8 @@ pub struct Edges {
     /// Every edge, in no particular order.
     pub edges: Vec<Edge>,
     /// Whether the new text is almost only text that other stories carry
-    /// ([`Evidence::boilerplate`](crate::verify::Evidence)): it joins only a copy of itself.
+    /// ([`Evidence::boilerplate`](crate::verify::Evidence)): it joins only a copy of itself
+    /// (as it is, or once the text other stories carry is out).
     pub boilerplate: bool,
 }
 
@@ -339,7 +340,9 @@ pub trait ForestStore {
     fn record_ticket(&mut self, fingerprint: Fingerprint, token: u64, ticket: u64);
 
     /// Every live node other than `fingerprint` with an edge to it: within `k`, or in a
-    /// verifying store, a candidate whose sketch verifies. A node for which `later` is true
+    /// verifying store, a candidate that is evidence (`verify::Candidates::evidence`: its
+    /// sketch verifies and passes the rules against bridges, or the new text is its copy once
+    /// the text other stories carry is out). A node for which `later` is true
     /// (an insert that comes after this one) is left out, as if it were not there yet: it is
     /// neither an edge, nor a rival in the evidence of others, nor in a key posting. When
     /// the evidence needs the trees of pending nodes (not later ones), the answer is those
@@ -875,8 +878,8 @@ fn is_boilerplate(edges: &[Edge]) -> bool {
 /// of members other than their root, when it shares too little with the root (SPEC §1, "no
 /// bridges": a document that contains two stories may join one of them but must not join them
 /// to each other). Only whole trees are left out, never one the text reaches by a copy, by a
-/// text it contains, or at its root; so no leaf hangs from a node it does not verify against,
-/// and no text that copies a live root starts a story beside it.
+/// text it contains, or at its root; so every leaf hangs from a node it has an edge to, and no
+/// text that copies a live root starts a story beside it.
 ///
 /// A page carrying two reports, or a roundup, joins the story of one of them and hangs there
 /// as a leaf that contains its root. A later text that is only a part of that leaf (the other

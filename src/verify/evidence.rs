@@ -1,6 +1,6 @@
-//! Which verified candidates are evidence that a text belongs to their story: the boilerplate
-//! rule of SPEC §1 ("no bridges"), read from the key postings, which already remember which
-//! texts of the window share each key.
+//! Which candidates are evidence that a text belongs to their story: the boilerplate rule of
+//! SPEC §1 ("no bridges"), read from the key postings, which already remember which texts of
+//! the window share each key.
 //!
 //! A portal's disclaimer, a site's footer or a block of links sits in many unrelated articles.
 //! A document that is only that text (a page whose body the scraper missed) is a part of each
@@ -17,8 +17,8 @@
 //!   that contain it are its copies, and they match.
 //! - **A part of several stories is boilerplate.** A new text that verifies as a part
 //!   ([`Verdict::Contained`]) of nodes of [`BOILERPLATE_STORIES`] different trees or more
-//!   belongs to none of them: it joins only a copy of itself, or starts a story, and its
-//!   decision says why ([`Reason::Boilerplate`](super::Reason::Boilerplate)).
+//!   belongs to none of them: it joins only a copy of itself (as it is, or once the text other
+//!   stories carry is out), or starts a story, and its decision says why ([`Reason::Boilerplate`](super::Reason::Boilerplate)).
 //! - **Text that other stories carry is left out of the comparison.** Two short posts under
 //!   one disclaimer are mostly the disclaimer, and verify as copies with no page between
 //!   them. When the part two texts share is carried by texts of two other trees that have
@@ -192,12 +192,11 @@ impl Candidates {
             .copied()
             .collect()
     }
-}
 
-impl Candidates {
     /// The candidates that are evidence, and whether the new text is boilerplate: the rivals'
     /// rule ([`evidenced`](Self::evidenced)), then the text other stories carry left out
-    /// ([`without_carried_text`]), each by `verifier`'s rule. What both stores ask of the
+    /// ([`without_carried_text`], which also takes as copies the candidates the new text is a
+    /// copy of once that text is out), each by `verifier`'s rule. What both stores ask of the
     /// candidates they read; the arguments are those of the two steps (`sketch_of`: a
     /// candidate's sketch, `None` for one not read; `tree`: a node's root, `None` for one not
     /// settled).
@@ -232,9 +231,9 @@ impl Candidates {
     }
 }
 
-/// The evidence left once the text that other stories carry is left out of each
-/// comparison (SPEC §1, "no bridges": text that many different stories share is no
-/// evidence).
+/// The evidence once the text that other stories carry is left out of each comparison (SPEC
+/// §1, "no bridges": text that many different stories share is no evidence, one way or the
+/// other).
 ///
 /// Two posts under one portal's disclaimer are mostly the disclaimer: they verify as
 /// copies. For each candidate of `evidence` whose comparable shingles are not the new text's
@@ -414,12 +413,8 @@ pub fn without_carried_text<'s>(
         if theirs.is_empty() || theirs.len() >= ours.len() || !verifier.lies_within(stored, new) {
             continue;
         }
-        let own: Vec<u32> = ours
-            .iter()
-            .filter(|hash| theirs.binary_search(hash).is_err())
-            .copied()
-            .collect();
         let shift = new.parts().0.max(stored.parts().0);
+        let own = without(SketchView::from_parts(shift, ours), theirs);
         let Some(carried_hashes) = carried(candidate.node, shift, &own) else {
             continue;
         };
@@ -436,11 +431,11 @@ pub fn without_carried_text<'s>(
     Evidence { edges, boilerplate }
 }
 
-/// A sketch's hashes less `carried` (sorted).
-fn without(view: SketchView<'_>, carried: &[u32]) -> Vec<u32> {
+/// A sketch's hashes less those of `left_out` (sorted).
+fn without(view: SketchView<'_>, left_out: &[u32]) -> Vec<u32> {
     let hashes = view.hashes().iter();
     hashes
-        .filter(|hash| carried.binary_search(hash).is_err())
+        .filter(|hash| left_out.binary_search(hash).is_err())
         .copied()
         .collect()
 }
@@ -500,12 +495,14 @@ fn carried_by_other_trees(
 /// new text is boilerplate: almost only text that other stories carry.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Evidence {
-    /// The candidates that are evidence, in the order they were given.
+    /// The candidates that are evidence: those given as evidence that stay so, in the order
+    /// they were given, then the candidates the new text is a copy of once the text other
+    /// stories carry is out, in the order of `compared`.
     pub edges: Vec<Compared>,
     /// Whether a candidate was dropped because the text it shares with the new one is carried
     /// by other stories, and the new text keeps less than [`OWN_PART`] (or [`OWN_HASHES`]) of
-    /// itself without that text: it starts a story, joins only a copy of itself, and its
-    /// decision carries [`Reason::Boilerplate`](super::Reason::Boilerplate).
+    /// itself without that text: it starts a story, joins only a copy of itself (as it is, or
+    /// once the text other stories carry is out), and its decision carries [`Reason::Boilerplate`](super::Reason::Boilerplate).
     pub boilerplate: bool,
 }
 
@@ -606,5 +603,45 @@ mod tests {
             &verifier,
         );
         assert!(evidence.edges.is_empty(), "{evidence:?}");
+    }
+
+    /// A post, then a text that is the post and a long block other stories carry (sampled
+    /// sketches, which keep only the block's lower hashes): too unequal to verify, the text
+    /// is the post's copy once the block is out; another post under the block is not.
+    #[test]
+    fn a_sampled_text_is_a_copy_of_a_post_once_the_carried_block_is_out() {
+        let block = invented(10, 500);
+        let post = Sketch::of(&[invented(1, 60).as_str()], 200);
+        let under = |text: String| Sketch::of(&[format!("{text}\n{block}").as_str()], 200);
+        let carriers = [under(invented(3, 1500)), under(invented(4, 1500))];
+        let verifier = Verifier::default();
+        let evidence_for = |new: &Sketch| {
+            assert!(new.view().parts().0 > 0, "sampled");
+            let sketches = [&post, &carriers[0], &carriers[1]];
+            let compared: Vec<Compared> = (0..3)
+                .map(|node| Compared {
+                    node: Fingerprint(node),
+                    verdict: verifier.verdict(new, sketches[node as usize]),
+                })
+                .collect();
+            assert!(compared.iter().all(|c| c.verdict == Verdict::Apart));
+            without_carried_text(
+                Vec::new(),
+                &compared,
+                new.view(),
+                |node| Some(sketches[node.0 as usize].view()),
+                Some,
+                &verifier,
+            )
+        };
+        let repost = evidence_for(&under(invented(1, 60)));
+        assert_eq!(
+            repost.edges,
+            [Compared {
+                node: Fingerprint(0),
+                verdict: Verdict::Copy
+            }]
+        );
+        assert!(evidence_for(&under(invented(2, 60))).edges.is_empty());
     }
 }
