@@ -18,7 +18,8 @@
 //! - **A part of several stories is boilerplate.** A new text that verifies as a part
 //!   ([`Verdict::Contained`]) of nodes of [`BOILERPLATE_STORIES`] different trees or more
 //!   belongs to none of them: it joins only a copy of itself (as it is, or once the text other
-//!   stories carry is out), or starts a story, and its decision says why ([`Reason::Boilerplate`](super::Reason::Boilerplate)).
+//!   stories carry is out), or starts a story, and its decision says why
+//!   ([`Reason::Boilerplate`](super::Reason::Boilerplate)).
 //! - **Text that other stories carry is left out of the comparison.** Two short posts under
 //!   one disclaimer are mostly the disclaimer, and verify as copies with no page between
 //!   them. When the part two texts share is carried by texts of two other trees that have
@@ -502,7 +503,8 @@ pub struct Evidence {
     /// Whether a candidate was dropped because the text it shares with the new one is carried
     /// by other stories, and the new text keeps less than [`OWN_PART`] (or [`OWN_HASHES`]) of
     /// itself without that text: it starts a story, joins only a copy of itself (as it is, or
-    /// once the text other stories carry is out), and its decision carries [`Reason::Boilerplate`](super::Reason::Boilerplate).
+    /// once the text other stories carry is out), and its decision carries
+    /// [`Reason::Boilerplate`](super::Reason::Boilerplate).
     pub boilerplate: bool,
 }
 
