@@ -2,8 +2,9 @@
 # Wraps every document in the page of one of `sites` invented news sites, chosen at random:
 # the site's own header (navigation, a source and editor line) and footer (a disclaimer, a
 # copyright and licence line, a hotline), 100 to 300 characters of chrome a page, the same on
-# every page of a site. Reprints of one story land on different sites, as scraped pages do;
-# labels are kept. Measures what a site's chrome does to recall (BENCHMARKS.md, "No bridges").
+# every page of a site, whose name becomes the document's `source`. Reprints of one story
+# land on different sites, as scraped pages do; labels are kept. Measures what a site's
+# chrome does to precision and recall (BENCHMARKS.md, "No bridges").
 import gzip, json, random, sys
 
 src, out, sites, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
@@ -23,13 +24,14 @@ def site(i):
     )
     if rng.random() < 0.5:
         footer += f"\n{place}网客户端 扫码下载 关注{place}网微信公众号，获取更多本地新闻资讯。"
-    return header, footer
+    return f"{place}网", header, footer
 
 
 chrome = [site(i) for i in range(sites)]
 with gzip.open(src, "rt") as lines, gzip.open(out, "wt") as output:
     for line in lines:
         document = json.loads(line)
-        header, footer = rng.choice(chrome)
+        source, header, footer = rng.choice(chrome)
         document["content"] = header + document["content"] + footer
+        document["source"] = source
         output.write(json.dumps(document, ensure_ascii=False) + "\n")
