@@ -57,6 +57,10 @@ impl std::str::FromStr for Mode {
 /// otherwise.
 pub const DEFAULT_SHORT_TEXT_CHARS: usize = 200;
 
+/// The `[dedup]` key added after indexes were made, which an index's settings file may lack
+/// ([`Config::from_index_settings`]).
+const SOURCE_CHROME: &str = "source_chrome";
+
 /// How near-duplicates are detected and how long clusters live.
 ///
 /// `DedupConfig::default()` equals the `[dedup]` table of the shipped `schema/news.toml`.
@@ -87,6 +91,11 @@ pub struct DedupConfig {
     pub fields: Vec<String>,
     /// Fingerprint only the longest sentence.
     pub longest_sentence: bool,
+    /// Learn each source's chrome from the stream (the lines a source repeats at the ends of
+    /// its own pages: navigation, editor lines, disclaimers, copyright) and sign its pages
+    /// without it ([`chrome`](crate::chrome)). Only documents with a `source` are read. An
+    /// index made before this setting existed keeps deciding without it.
+    pub source_chrome: bool,
     /// Default mode: texts with at most this many distinct shingles (about this many Chinese
     /// characters or English words) are verified on every shingle; longer texts on a
     /// consistent sample of this many. Its default is also `eval`'s long/short split (in
@@ -124,6 +133,7 @@ impl Default for DedupConfig {
             weighting: None,
             fields: vec!["content".to_owned()],
             longest_sentence: false,
+            source_chrome: true,
             short_text_chars: DEFAULT_SHORT_TEXT_CHARS,
             min_containment: crate::verify::DEFAULT_MIN_CONTAINMENT,
             min_jaccard: crate::verify::DEFAULT_MIN_JACCARD,
@@ -188,8 +198,19 @@ impl Config {
     /// schema, which the index's meta.json records and every open compares
     /// ([`check_schema`](crate::engine::schema::check_schema)). `[index]` may change from one
     /// run to the next anyway.
+    ///
+    /// A key added after an index was made (`source_chrome`) takes the value that keeps the
+    /// index deciding as it did.
     pub fn from_index_settings(path: &Path) -> Result<Self> {
-        Self::read(path, DedupConfig::require_every_key)
+        let mut added_later = false;
+        let mut config = Self::read(path, |text| {
+            added_later = DedupConfig::lacks_source_chrome(text);
+            DedupConfig::require_every_key(text)
+        })?;
+        if added_later {
+            config.dedup.source_chrome = false;
+        }
+        Ok(config)
     }
 
     /// Reads a TOML file, runs `check` on its text, then reads and checks the settings.
@@ -1159,6 +1180,15 @@ impl DedupConfig {
     /// Checks that the `[dedup]` table of a TOML text states every key that serialising
     /// settings always writes (see [`Config::from_index_settings`]); the error names those
     /// missing.
+    fn lacks_source_chrome(text: &str) -> bool {
+        toml::from_str::<toml::Table>(text).is_ok_and(|table| {
+            table
+                .get("dedup")
+                .and_then(toml::Value::as_table)
+                .is_some_and(|dedup| !dedup.contains_key(SOURCE_CHROME))
+        })
+    }
+
     fn require_every_key(text: &str) -> Result<()> {
         let table: toml::Table =
             toml::from_str(text).map_err(|error| Error::Config(error.to_string()))?;
@@ -1169,6 +1199,7 @@ impl DedupConfig {
         let missing: Vec<&str> = written
             .keys()
             .map(String::as_str)
+            .filter(|key| *key != SOURCE_CHROME)
             .filter(|key| !stated.is_some_and(|stated| stated.contains_key(*key)))
             .collect();
         if missing.is_empty() {
@@ -1453,6 +1484,35 @@ mod tests {
         )
         .unwrap();
         assert_eq!(Config::from_toml_str(&config.to_toml()).unwrap(), config);
+    }
+
+    #[test]
+    fn an_index_made_before_source_chrome_keeps_deciding_without_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("settings.toml");
+        let text = Config::default().to_toml();
+        assert!(text.contains("source_chrome = true"));
+        std::fs::write(&path, &text).unwrap();
+        assert!(
+            Config::from_index_settings(&path)
+                .unwrap()
+                .dedup
+                .source_chrome
+        );
+        let before: String = text
+            .lines()
+            .filter(|line| !line.starts_with("source_chrome ="))
+            .map(|line| format!("{line}\n"))
+            .collect();
+        std::fs::write(&path, &before).unwrap();
+        assert!(
+            !Config::from_index_settings(&path)
+                .unwrap()
+                .dedup
+                .source_chrome
+        );
+        // A user's settings file that leaves it out takes the default.
+        assert!(Config::from_path(&path).unwrap().dedup.source_chrome);
     }
 
     #[test]

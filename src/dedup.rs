@@ -9,6 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use crate::article::{Article, ArticleError, ArticleReader, ArticleRecord};
+use crate::chrome::{PageLines, SourceChrome, Stripped};
 use crate::config::DedupConfig;
 use crate::forest::{
     Forest, ForestStats, ForestStore, Pipeline, Placement, Signature, Timestamp, new_token, place,
@@ -117,6 +118,9 @@ pub struct Deduplicator {
     /// The store that replaces `forest` when several processes share the forest (such as
     /// `forest::redis::RedisStore`, feature `redis`).
     shared: Option<Shared>,
+    /// What each source repeats on its pages, learned from the articles placed so far (by
+    /// this process: with a shared forest, each process learns from its own stream).
+    chrome: SourceChrome,
 }
 
 /// A forest that several processes share, as this process reaches it.
@@ -178,6 +182,7 @@ impl Deduplicator {
             config,
             forest,
             shared: None,
+            chrome: SourceChrome::default(),
         })
     }
 
@@ -308,8 +313,68 @@ impl Deduplicator {
 
     /// Signs and places one article; `arrival` is its time when it has no `published_at`.
     pub fn add_article(&mut self, article: &Article, arrival: Timestamp) -> Result<Decision> {
-        let signature = self.signer.sign(article);
+        let (signature, page) = self
+            .signer
+            .sign_page(&self.signer.parts(article), article.source.as_deref());
+        let stripped = page.map_or(Stripped::Nothing, |page| self.chrome.strip(page));
+        let signature = self.signer.without_chrome(signature, stripped);
         self.decide(article, signature, arrival)
+    }
+
+    /// What it learned of each source's chrome.
+    pub fn source_chrome(&self) -> &SourceChrome {
+        &self.chrome
+    }
+
+    /// What of a page is its source's chrome ([`SourceChrome::strip`]), the page then
+    /// remembered: for a caller that signs its pages itself and places them in order.
+    pub fn strip_chrome(&mut self, page: PageLines) -> Stripped {
+        self.chrome.strip(page)
+    }
+
+    /// Remembers a page placed before ([`SourceChrome::remember`]): rebuilding what the
+    /// stream taught, the pages given in the order they were placed.
+    pub fn remember_chrome(&mut self, page: PageLines) {
+        self.chrome.remember(page);
+    }
+
+    /// A batch's pages shown to [`SourceChrome`] in order; those that had some of their
+    /// source's chrome signed again without it, in parallel.
+    fn without_chrome(&mut self, batch: Vec<(u64, PagedLine)>) -> Vec<(u64, SignedLine)> {
+        use rayon::prelude::*;
+        let mut stripped = Vec::new();
+        let batch: Vec<(u64, SignedLine)> = batch
+            .into_iter()
+            .enumerate()
+            .map(|(position, (number, line))| {
+                let line = line.map(|(article, signature, page)| {
+                    match page.map_or(Stripped::Nothing, |page| self.chrome.strip(page)) {
+                        Stripped::Nothing => (article, signature),
+                        Stripped::Everything => (
+                            article,
+                            self.signer.without_chrome(signature, Stripped::Everything),
+                        ),
+                        Stripped::Texts(texts) => {
+                            stripped.push((position, texts));
+                            (article, signature)
+                        }
+                    }
+                });
+                (number, line)
+            })
+            .collect();
+        let signer = &self.signer;
+        let signed: Vec<(usize, Signature)> = stripped
+            .into_par_iter()
+            .map(|(position, texts)| (position, signer.sign_stripped(&texts)))
+            .collect();
+        let mut batch = batch;
+        for (position, signature) in signed {
+            if let (_, Ok((_, old))) = &mut batch[position] {
+                *old = signature;
+            }
+        }
+        batch
     }
 
     fn decide(
@@ -347,10 +412,14 @@ impl Deduplicator {
             articles,
             BATCH_SIZE,
             |record| {
-                let signature = signer.sign_record(&record);
-                (record.article, signature)
+                let (signature, page) = signer.sign_page(
+                    &signer.record_parts(&record),
+                    record.article.source.as_deref(),
+                );
+                (record.article, signature, page)
             },
             |batch| {
+                let batch = self.without_chrome(batch);
                 if !self.places_in_flight() {
                     return self.place_one_by_one(batch, &mut report, &mut failure);
                 }
@@ -430,6 +499,9 @@ impl Deduplicator {
 /// A line of [`Deduplicator::run`]'s input, parsed and signed, or why it was not.
 type SignedLine = std::result::Result<(Article, Signature), ArticleError>;
 
+/// A [`SignedLine`] with its page's lines, before its source's chrome is taken out.
+type PagedLine = std::result::Result<(Article, Signature, Option<PageLines>), ArticleError>;
+
 /// Articles parsed and fingerprinted together, in parallel, before they are placed in order.
 pub const BATCH_SIZE: usize = 2048;
 
@@ -452,6 +524,7 @@ pub struct Signer {
     fingerprinter: Fingerprinter,
     fields: Vec<String>,
     sketch_capacity: Option<usize>,
+    source_chrome: bool,
 }
 
 impl Signer {
@@ -461,7 +534,14 @@ impl Signer {
             fingerprinter: config.fingerprinter(),
             fields: config.fields.clone(),
             sketch_capacity: config.sketch_capacity(),
+            source_chrome: config.source_chrome && config.mode == crate::Mode::Default,
         }
+    }
+
+    /// Whether it gives pages' lines ([`page_lines`](Self::page_lines)): `[dedup]
+    /// source_chrome`, in default mode (seed mode signs every text as it is).
+    pub fn learns_chrome(&self) -> bool {
+        self.source_chrome
     }
 
     /// The fingerprinter in use.
@@ -510,9 +590,51 @@ impl Signer {
     /// ```
     pub fn sign_texts(&self, raw: &[&str]) -> Signature {
         let normalized: Vec<String> = raw.iter().map(|part| normalize(part)).collect();
+        self.sign_normalized(raw, &normalized)
+    }
+
+    /// [`sign_texts`](Self::sign_texts), and when the configuration learns sources' chrome
+    /// and the text has a source, the [`PageLines`] of the same texts, for the
+    /// [`SourceChrome`] of the ordered stream to strip.
+    pub fn sign_page(&self, raw: &[&str], source: Option<&str>) -> (Signature, Option<PageLines>) {
+        let normalized: Vec<String> = raw.iter().map(|part| normalize(part)).collect();
+        let signature = self.sign_normalized(raw, &normalized);
+        (signature, self.page_lines(source, normalized))
+    }
+
+    /// The lines of a page of `source` whose fingerprinted texts, normalised, are
+    /// `normalized`: `None` without a source, or when the configuration does not learn
+    /// sources' chrome.
+    pub fn page_lines(&self, source: Option<&str>, normalized: Vec<String>) -> Option<PageLines> {
+        let source = source.filter(|source| self.source_chrome && !source.is_empty())?;
+        Some(PageLines::new(source, normalized))
+    }
+
+    /// A page's signature once [`SourceChrome::strip`] read it: `signature`, the page's own,
+    /// when it had no chrome; its texts without the chrome signed again when it had some;
+    /// `signature` marked [`Reason::Boilerplate`] when it is chrome alone.
+    pub fn without_chrome(&self, signature: Signature, stripped: Stripped) -> Signature {
+        match stripped {
+            Stripped::Nothing => signature,
+            Stripped::Texts(texts) => self.sign_stripped(&texts),
+            Stripped::Everything => Signature {
+                reason: signature.reason.or(Some(Reason::Boilerplate)),
+                ..signature
+            },
+        }
+    }
+
+    /// Signs a page's texts without its source's chrome (normalised, as it read them).
+    fn sign_stripped(&self, texts: &[String]) -> Signature {
+        let raw: Vec<&str> = texts.iter().map(String::as_str).collect();
+        self.sign_normalized(&raw, texts)
+    }
+
+    /// Signs texts already normalised (`normalized[i]` is [`normalize`]`(raw[i])`).
+    fn sign_normalized(&self, raw: &[&str], normalized: &[String]) -> Signature {
         let (sketch, reason) = self.sketch(normalized.iter().map(String::as_str));
         Signature {
-            fingerprint: self.fingerprinter.fingerprint_normalized(raw, &normalized),
+            fingerprint: self.fingerprinter.fingerprint_normalized(raw, normalized),
             sketch,
             reason,
         }

@@ -11,6 +11,8 @@
 //! - [`index`]: the pigeonhole index, which finds every stored fingerprint within `k` bits;
 //! - [`verify`]: default mode's shingle sketches, the rule that verifies a candidate pair, and
 //!   the candidates that share a sketch's rarest shingles;
+//! - [`chrome`]: each source's chrome (the lines it repeats on its own pages), learned from
+//!   the stream and left out of its pages' signatures;
 //! - [`forest`]: the parent forest that turns near-duplicate pairs into clusters, with expiry;
 //! - [`dedup`]: the ordered pipeline from articles to decisions.
 //!
@@ -39,6 +41,7 @@
 pub mod article;
 #[cfg(feature = "bench")]
 pub mod bench;
+pub mod chrome;
 pub mod config;
 pub mod dedup;
 pub mod engine;

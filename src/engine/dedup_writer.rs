@@ -15,6 +15,7 @@ use tantivy::{
     Searcher, TantivyDocument, Term,
 };
 
+use crate::chrome::{PageLines, Stripped};
 use crate::config::DedupConfig;
 use crate::dedup::{Change, Decision, Deduplicator, Signer, now};
 use crate::engine::directory::index_error;
@@ -117,6 +118,9 @@ pub struct PreparedDocument<D> {
     document: D,
     /// Where another process placed it (a shard's documents), else `None`.
     placed: Option<Placed>,
+    /// Its lines, for its source's chrome to be taken out when it is placed (boxed: most
+    /// documents have none).
+    page: Option<Box<PageLines>>,
 }
 
 /// A document on its way into the index ([`DedupWriter::add`]).
@@ -201,7 +205,16 @@ impl<D> PreparedDocument<D> {
             digest,
             document,
             placed: None,
+            page: None,
         }
+    }
+
+    /// The same document with the lines of its page ([`Signer::page_lines`]): when it is
+    /// added, the lines its source repeats on its other pages (its chrome) are taken out and
+    /// it is signed again without them (`[dedup] source_chrome`, [`crate::chrome`]).
+    pub fn with_page(mut self, page: Option<PageLines>) -> Self {
+        self.page = page.map(Box::new);
+        self
     }
 
     /// The same document, placed by another process: [`DedupWriter::add`] then stores it
@@ -246,18 +259,24 @@ pub struct DocumentPreparer {
     id_field: Option<Field>,
     time_field: Option<Field>,
     text_fields: Vec<Field>,
+    source_field: Option<Field>,
 }
 
 impl DocumentPreparer {
     /// Fingerprints a document: the values of the text fields, in order, are its text; the id
-    /// and time fields give its id and event time; the digest is of all its values.
+    /// and time fields give its id and event time, the source field its source; the digest
+    /// is of all its values.
     pub fn prepare(&self, document: TantivyDocument) -> PreparedDocument<TantivyDocument> {
         let texts: Vec<&str> = self
             .text_fields
             .iter()
             .flat_map(|&field| document.get_all(field).filter_map(|value| value.as_str()))
             .collect();
-        let signature = self.signer.sign_texts(&texts);
+        let source = self
+            .source_field
+            .and_then(|field| document.get_first(field))
+            .and_then(|value| value.as_str());
+        let (signature, page) = self.signer.sign_page(&texts, source);
         let id = self
             .id_field
             .and_then(|field| document.get_first(field))
@@ -270,7 +289,7 @@ impl DocumentPreparer {
             .and_then(|value| value.as_datetime())
             .map(DateTime::into_timestamp_secs);
         let digest = xxhash_rust::xxh3::xxh3_64(document.to_json(&self.schema).as_bytes());
-        PreparedDocument::new(document, id, time, signature, digest)
+        PreparedDocument::new(document, id, time, signature, digest).with_page(page)
     }
 }
 
@@ -325,6 +344,7 @@ pub struct DedupWriterBuilder {
     id_field: Option<Field>,
     time_field: Option<Field>,
     text_fields: Vec<Field>,
+    source_field: Option<Field>,
     location: PathBuf,
     store: Option<Arc<dyn SharedForest>>,
     /// Where the forest keeps default mode's sketches; `None`: on the heap.
@@ -412,6 +432,15 @@ impl DedupWriterBuilder {
     /// The text fields whose values are fingerprinted, in this order (at least one).
     pub fn text_fields(mut self, fields: impl IntoIterator<Item = Field>) -> Self {
         self.text_fields = fields.into_iter().collect();
+        self
+    }
+
+    /// The string field (stored) naming each document's source (its outlet or site). With
+    /// one, and `[dedup] source_chrome`, the lines a source repeats at the ends of its pages
+    /// are taken out of its documents before they are signed ([`crate::chrome`]), and what
+    /// was learned is read again on open from the latest stored documents.
+    pub fn source_field(mut self, field: Field) -> Self {
+        self.source_field = Some(field);
         self
     }
 
@@ -521,6 +550,7 @@ impl DedupWriterBuilder {
             id_field: self.id_field,
             time_field: self.time_field,
             text_fields: self.text_fields,
+            source_field: self.source_field,
             location: self.location,
             store: self.store,
             placed_elsewhere: self.placed_elsewhere,
@@ -633,6 +663,7 @@ pub struct DedupWriter {
     id_field: Option<Field>,
     time_field: Option<Field>,
     text_fields: Vec<Field>,
+    source_field: Option<Field>,
     location: PathBuf,
     store: Option<Arc<dyn SharedForest>>,
     /// Documents come placed by another process ([`DedupWriterBuilder::placed_elsewhere`]).
@@ -684,6 +715,7 @@ impl DedupWriter {
             id_field: None,
             time_field: None,
             text_fields: Vec::new(),
+            source_field: None,
             location: PathBuf::from("(tantivy index)"),
             store: None,
             sketch_dir: None,
@@ -722,6 +754,20 @@ impl DedupWriter {
         )
         .map_err(|source| index_error(&self.location, source))?;
         self.dedup = dedup;
+        if let Some(source_field) = self.source_field.filter(|_| self.signer.learns_chrome())
+            && !self.placed_elsewhere
+        {
+            let pages = recovery::latest_pages(
+                &self.reader.searcher(),
+                source_field,
+                &self.text_fields,
+                &self.signer,
+            )
+            .map_err(|source| index_error(&self.location, source))?;
+            for page in pages {
+                self.dedup.remember_chrome(page);
+            }
+        }
         self.recovery = RecoveryReport {
             checkpoint_refused: refused,
             elapsed: started.elapsed(),
@@ -1033,6 +1079,7 @@ impl DedupWriter {
             id_field: self.id_field,
             time_field: self.time_field,
             text_fields: self.text_fields.clone(),
+            source_field: self.source_field,
         }
     }
 
@@ -1206,7 +1253,7 @@ impl DedupWriter {
 
     /// What adding `prepared` takes before it is placed: nothing more for a re-send of the
     /// live version of its id (its decision again), else the document with its sketch's keys.
-    fn begin<D: DedupDocument>(&self, mut prepared: PreparedDocument<D>) -> Result<Begun<D>> {
+    fn begin<D: DedupDocument>(&mut self, mut prepared: PreparedDocument<D>) -> Result<Begun<D>> {
         if self.placed_elsewhere && prepared.placed.is_none() {
             return Err(Error::Config(format!(
                 "{:?} was not placed: this index is a shard, whose documents are placed by its \
@@ -1228,6 +1275,20 @@ impl DedupWriter {
             }
             live => live.map(|live| live.insert),
         };
+        // A document placed elsewhere was signed there.
+        if let Some(page) = prepared.page.take().filter(|_| prepared.placed.is_none()) {
+            let stripped = self.dedup.strip_chrome(*page);
+            if stripped != Stripped::Nothing {
+                let signature = std::mem::replace(&mut prepared.signature, Fingerprint(0).into());
+                let signature = self
+                    .signer
+                    .without_chrome(signature, stripped)
+                    .for_document(&prepared.id);
+                prepared.sketch = signature.sketch.clone().map(Arc::new);
+                prepared.signature = signature;
+            }
+        }
+        let reason = prepared.signature.reason;
         for &key in prepared.signature.sketch.iter().flat_map(Sketch::keys) {
             prepared
                 .document

@@ -29,6 +29,12 @@
 //! they age from growing without bound. The checkpoint is then the only record of those
 //! inserts: a full replay of such an index misses them ([`RecoveryReport::pruned_inserts`]),
 //! and gives a forest close to the writer's, not the same one.
+//!
+//! What the stream taught of each source's chrome ([`crate::chrome`]) is read again from the
+//! pages themselves: the latest [`RELEARN_DOCUMENTS`] live documents' stored texts, each
+//! source's latest [`RECENT_PAGES`] of them ([`latest_pages`]). A source with no document
+//! among them, and a source whose latest pages include documents since deleted or replaced,
+//! learns from its next pages again.
 
 use std::io;
 use std::path::Path;
@@ -36,7 +42,8 @@ use std::time::{Duration, Instant};
 
 use tantivy::Searcher;
 
-use crate::dedup::Deduplicator;
+use crate::chrome::{PageLines, RECENT_PAGES};
+use crate::dedup::{Deduplicator, Signer};
 use crate::engine::schema::{DELETED_AT, EVENT_TIME, ROOT, SEQUENCE, SIMHASH, SKETCH, sketch_in};
 use crate::forest::checkpoint::{CheckpointReader, CheckpointWriter, SavedCheckpoint};
 use crate::forest::{Forest, Signature, Timestamp};
@@ -391,4 +398,75 @@ pub(crate) fn replay(
         next_sequence,
         tombstones,
     })
+}
+
+/// How many of the latest live documents [`latest_pages`] reads.
+pub const RELEARN_DOCUMENTS: usize = 50_000;
+
+/// The pages of the latest [`RELEARN_DOCUMENTS`] live documents, at most [`RECENT_PAGES`] of
+/// each source, in the order they were placed: the texts of `text_fields`, as stored, and
+/// the source `source_field` names. A document whose texts are not stored, or cannot be
+/// read, gives nothing.
+pub(crate) fn latest_pages(
+    searcher: &Searcher,
+    source_field: tantivy::schema::Field,
+    text_fields: &[tantivy::schema::Field],
+    signer: &Signer,
+) -> tantivy::Result<Vec<PageLines>> {
+    use std::cmp::Reverse;
+    use std::collections::{BinaryHeap, HashMap};
+    use tantivy::schema::Value;
+    use tantivy::{DocAddress, TantivyDocument};
+
+    // The latest documents by sequence number: a heap of the smallest kept.
+    let mut latest: BinaryHeap<Reverse<(u64, u32, u32)>> = BinaryHeap::new();
+    for (ordinal, segment) in searcher.segment_readers().iter().enumerate() {
+        let sequences = segment.fast_fields().u64(SEQUENCE)?;
+        for doc in segment.doc_ids_alive() {
+            if let Some(sequence) = sequences.first(doc) {
+                latest.push(Reverse((sequence, ordinal as u32, doc)));
+                if latest.len() > RELEARN_DOCUMENTS {
+                    latest.pop();
+                }
+            }
+        }
+    }
+    let mut latest: Vec<(u64, u32, u32)> = latest.into_iter().map(|Reverse(doc)| doc).collect();
+    latest.sort_unstable_by(|a, b| b.cmp(a));
+    let mut per_source: HashMap<String, usize> = HashMap::new();
+    let mut pages = Vec::new();
+    for (_, ordinal, doc) in latest {
+        // A document that cannot be read (a damaged store, which `check` names) teaches
+        // nothing: opening never depends on the stored documents.
+        let Ok(document) = searcher.doc::<TantivyDocument>(DocAddress::new(ordinal, doc)) else {
+            continue;
+        };
+        let Some(source) = document
+            .get_first(source_field)
+            .and_then(|value| value.as_str())
+        else {
+            continue;
+        };
+        let count = per_source.entry(source.to_owned()).or_default();
+        if *count == RECENT_PAGES {
+            continue;
+        }
+        let texts: Vec<&str> = text_fields
+            .iter()
+            .flat_map(|&field| document.get_all(field).filter_map(|value| value.as_str()))
+            .collect();
+        if texts.is_empty() {
+            continue;
+        }
+        let normalized = texts
+            .iter()
+            .map(|text| crate::text::normalize(text))
+            .collect();
+        if let Some(page) = signer.page_lines(Some(source), normalized) {
+            *count += 1;
+            pages.push(page);
+        }
+    }
+    pages.reverse();
+    Ok(pages)
 }

@@ -111,6 +111,13 @@ impl Preparer {
             })
             .collect();
         let signature = self.signer.sign_analyzed(&parts);
+        let page = self.signer.page_lines(
+            source.as_deref(),
+            parts
+                .iter()
+                .map(|part| part.normalized().to_owned())
+                .collect(),
+        );
 
         let fields = &self.fields;
         let mut document = NewsDocument::default();
@@ -136,7 +143,7 @@ impl Preparer {
                 NewsValue::Date(DateTime::from_timestamp_secs(time)),
             );
         }
-        PreparedDocument::new(document, id, published_at, signature, digest)
+        PreparedDocument::new(document, id, published_at, signature, digest).with_page(page)
     }
 }
 
@@ -384,6 +391,7 @@ impl DedupIndex {
             .id_field(fields.id)
             .time_field(fields.published_at)
             .text_fields(text_fields)
+            .source_field(fields.source)
             .location(dir);
         // A run with another window or tables (all `check_compatible` lets change) can use
         // no checkpoint of the index's own settings, and must not replace it with one of its

@@ -151,8 +151,19 @@ fn reopening_gives_the_decisions_of_an_uninterrupted_run() {
         "the workload should make clusters expire"
     );
 
-    for split in [1, 150, 299, 451] {
-        let path = dir.path().join(format!("split-{split}"));
+    assert_reopening_gives(dir.path(), &steps, &expected, &[1, 150, 299, 451]);
+}
+
+/// Runs `steps` on fresh indexes under `dir`, each closed after `split` of them (for each
+/// of `splits`) and opened again for the rest; asserts that each gives the `expected` roots.
+fn assert_reopening_gives(
+    dir: &Path,
+    steps: &[Step],
+    expected: &[Option<Fingerprint>],
+    splits: &[usize],
+) {
+    for &split in splits {
+        let path = dir.join(format!("split-{split}"));
         let mut index = DedupIndex::create(&path, config()).unwrap();
         let mut roots = run(&mut index, &steps[..split]);
         index.commit().unwrap();
@@ -872,4 +883,54 @@ fn a_commit_records_the_log_position_of_what_it_holds() {
             .unwrap()
             .contains("1764400000000-7")
     );
+}
+
+/// [`workload`] without deletes, every page under its source's own header and footer lines.
+fn pages_under_chrome(seed: u64, steps: usize) -> Vec<Step> {
+    workload(seed, steps)
+        .into_iter()
+        .filter_map(|step| match step {
+            Step::Add(mut article) => {
+                let source = article.source.clone().unwrap_or_default();
+                article.content = format!(
+                    "{source} 首页 > 新闻 > 正文\n{}\n版权所有 {source} 未经授权不得转载 新闻热线：12345678",
+                    article.content
+                );
+                Some(Step::Add(article))
+            }
+            Step::Delete(_) => None,
+        })
+        .collect()
+}
+
+#[test]
+fn what_the_stream_taught_of_each_sources_chrome_is_read_again_on_open() {
+    let steps = pages_under_chrome(5, 400);
+    let dir = tempfile::tempdir().unwrap();
+    let mut straight = DedupIndex::create(&dir.path().join("straight"), config()).unwrap();
+    let expected = run(&mut straight, &steps);
+    straight.commit().unwrap();
+
+    // The chrome was learned: without it, the same pages make other stories.
+    let mut blind_config = config();
+    blind_config.dedup.source_chrome = false;
+    let mut blind = DedupIndex::create(&dir.path().join("blind"), blind_config).unwrap();
+    assert_ne!(run(&mut blind, &steps), expected);
+
+    // The pipeline without an index learns the same.
+    let mut dedup = Deduplicator::new(config().dedup).unwrap();
+    let mut arrival = 0;
+    let alone: Vec<Option<Fingerprint>> = steps
+        .iter()
+        .map(|step| {
+            let Step::Add(article) = step else {
+                return None;
+            };
+            arrival = article.published_at.unwrap_or(arrival);
+            Some(dedup.add_article(article, arrival).unwrap().root)
+        })
+        .collect();
+    assert_eq!(alone, expected, "the dedup pipeline and the index");
+
+    assert_reopening_gives(dir.path(), &steps, &expected, &[3, 37, 201]);
 }

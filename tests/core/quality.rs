@@ -1119,3 +1119,60 @@ fn notices_of_one_template_naming_other_works_are_not_merged() {
         &format!("{}延伸阅读：《科技创新年度报告》。", series[0]),
     );
 }
+
+/// A page of `site`: its header (navigation, source and editor lines) and footer
+/// (disclaimer, copyright, hotline) around `story`, as a scraper keeps them.
+fn site_page(site: &str, story: &str) -> String {
+    format!(
+        "{site} 首页 > 要闻 > 正文\n来源：{site} 编辑：王芳 责任编辑：李华\n{story}\n\
+         特别声明：本文仅代表作者观点，不代表{site}立场。转载请注明来源{site}，如有侵权请联系删除。\n\
+         版权所有 {site} 备案号12345678号 新闻热线：0571-12345678"
+    )
+}
+
+/// Short posts under each site's own chrome (issue 34, "per-source footers"): once a site's
+/// latest pages show its chrome, its other stories stay apart, a post reprinted on two sites
+/// joins across them, and a page of the chrome alone is boilerplate.
+#[test]
+fn a_sites_own_chrome_neither_joins_its_stories_nor_splits_a_reprint() {
+    const POSTS: [&str; 6] = [
+        "植物园的郁金香开了，人好多。",
+        "地铁二号线又停运了，要迟到。",
+        "楼下新开的面馆味道不错，推荐。",
+        "今天的晚霞太美了，赶紧拍下来。",
+        "周末带孩子去科技馆，排队一小时。",
+        "小区终于装上了电梯，老人方便多了。",
+    ];
+    let mut dedup = Deduplicator::new(DedupConfig::default()).unwrap();
+    let mut minutes = 0;
+    let mut add = |site: &str, text: String| {
+        minutes += 1;
+        let mut page = article(&format!("p{minutes}"), &text, minutes);
+        page.source = Some(site.to_owned());
+        dedup.add_article(&page, T0).unwrap()
+    };
+    // Each site's first pages, before its chrome shows.
+    for site in ["江城网", "海州网"] {
+        for post in &POSTS[..tantivy_dedup::chrome::MIN_PAGES] {
+            add(site, site_page(site, &format!("{site}的读者说：{post}")));
+        }
+    }
+    let later: Vec<Decision> = POSTS[4..]
+        .iter()
+        .map(|post| add("江城网", site_page("江城网", post)))
+        .collect();
+    assert_ne!(
+        later[0].root, later[1].root,
+        "two stories of one site joined"
+    );
+    let reprint = add("海州网", site_page("海州网", POSTS[5]));
+    assert_eq!(
+        reprint.root, later[1].root,
+        "a post reprinted on another site"
+    );
+    let chrome_alone = add("江城网", site_page("江城网", ""));
+    assert_eq!(chrome_alone.reason, Some(Reason::Boilerplate));
+    assert_ne!(chrome_alone.root, later[0].root);
+    assert_ne!(chrome_alone.root, later[1].root);
+    dedup.forest().check_invariants().unwrap();
+}

@@ -18,6 +18,7 @@ use super::directory::Entry;
 use super::shards::{relay, shard_unavailable};
 use crate::Fingerprint;
 use crate::article::{ArticleReader, ArticleRecord};
+use crate::chrome::PageLines;
 use crate::dedup::now;
 use crate::engine::{Placed, ShardSpec};
 use crate::forest::Signature;
@@ -51,6 +52,8 @@ struct Signed {
     raw: Bytes,
     record: ArticleRecord,
     signature: Signature,
+    /// Its page's lines, for its source's chrome to be taken out in the write turn.
+    page: Option<PageLines>,
     digest: u64,
 }
 
@@ -99,12 +102,19 @@ pub(super) async fn post_documents(
         let signer = &sign_state.signer;
         let signed: Vec<Signed> = signed
             .into_par_iter()
-            .map(|(position, raw, record)| Signed {
-                position,
-                raw,
-                signature: signer.sign_record(&record),
-                digest: record.digest(),
-                record,
+            .map(|(position, raw, record)| {
+                let (signature, page) = signer.sign_page(
+                    &signer.record_parts(&record),
+                    record.article.source.as_deref(),
+                );
+                Signed {
+                    position,
+                    raw,
+                    signature,
+                    page,
+                    digest: record.digest(),
+                    record,
+                }
             })
             .collect();
         let warnings: Vec<String> = coverage.warning(articles.time_key()).into_iter().collect();
@@ -329,6 +339,10 @@ fn place(
             Some((document.record.article.id.clone(), entry.as_ref()?.digest))
         })
         .collect();
+    let mut chrome = state
+        .chrome
+        .lock()
+        .map_err(|_| ApiError::internal("the sources' chrome was poisoned by a panic"))?;
     let mut newest = placer.newest_time();
     let mut inserts = Vec::new();
     for document in &mut signed {
@@ -343,7 +357,10 @@ fn place(
             .unwrap_or_else(|| newest.unwrap_or_else(now));
         newest = Some(newest.map_or(time, |newest| newest.max(time)));
         // Taken: the second pass needs the placement, not the signature.
-        let signature = std::mem::replace(&mut document.signature, Fingerprint(0).into());
+        let mut signature = std::mem::replace(&mut document.signature, Fingerprint(0).into());
+        if let Some(page) = document.page.take() {
+            signature = state.signer.without_chrome(signature, chrome.strip(page));
+        }
         inserts.push((signature.for_document(id), time));
     }
     let mut placements = placer

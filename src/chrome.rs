@@ -1,0 +1,372 @@
+//! A source's chrome: the lines a source repeats on its own pages, learned from the stream.
+//!
+//! A scraped page carries its site's navigation, source and editor lines, disclaimer,
+//! copyright and hotline around the article. Two pages of one site share all of it, so two
+//! short stories of one site verify as copies through it, and two sites' pages of one story
+//! share too little of themselves to verify (BENCHMARKS.md, "every page under its site's
+//! chrome"). The rules of [`verify`](crate::verify) that leave out text other stories carry
+//! need other stories' texts that carry it, which a site's chrome does not have: only its own
+//! pages carry it, and the first of them have joined one story by then.
+//!
+//! A platform knows each article's source, and what one source repeats on its pages is its
+//! own, whatever story they tell. [`SourceChrome`] remembers, for each source, the lines at
+//! the two ends of its last [`RECENT_PAGES`] pages; a line of a new page that
+//! [`REPEATED_SHARE`] of them carry, each with other lines of its own (once there are
+//! [`MIN_PAGES`]), is chrome, and the page
+//! is signed without it
+//! ([`Signer::without_chrome`](crate::dedup::Signer::without_chrome)), so neither
+//! its fingerprint, its candidates nor its verification see it. A source that publishes one
+//! story again (an update) repeats that story's lines too, but not on three in four of its
+//! latest pages, each time beside other lines. A page whose every line is chrome is the
+//! source's chrome alone: it is signed as it is, and is boilerplate
+//! ([`Stripped::Everything`]).
+//!
+//! Only pages with a source are read, and a source's pages are told apart from another's by
+//! the source's name alone. A source that is a whole platform (every post `新浪微博`) repeats
+//! a post's lines in its reposts: a page of one line is never stripped (its one line is all
+//! of it), and reposts of one post are rarely three in four of a platform's latest posts.
+//!
+//! The memory is bounded by the number of sources: [`RECENT_PAGES`] sets of at most
+//! `2 x EDGE_LINES` 32-bit line hashes each, at most about 1.1 KB a source.
+//!
+//! ```
+//! use tantivy_dedup::chrome::{PageLines, SourceChrome, Stripped};
+//!
+//! let page = |story: &str| {
+//!     PageLines::new(
+//!         "江城网",
+//!         vec![format!("江城网 首页 > 要闻 > 正文\n{story}\n版权所有 江城网 未经授权禁止转载")],
+//!     )
+//! };
+//! let mut chrome = SourceChrome::default();
+//! for story in ["市图书馆周末延长开放时间。", "江城地铁三号线今日开通运营。", "全市中小学下周一开学。", "城东新建三座口袋公园。"] {
+//!     assert_eq!(chrome.strip(page(story)), Stripped::Nothing);
+//! }
+//! // The site's header and footer are on its four pages before.
+//! let stripped = chrome.strip(page("本周末全市将迎来一次明显降温过程。"));
+//! assert_eq!(stripped, Stripped::Texts(vec!["本周末全市将迎来一次明显降温过程。".to_owned()]));
+//! ```
+
+use std::collections::{HashMap, VecDeque};
+use std::ops::Range;
+
+use xxhash_rust::xxh3::xxh3_64;
+
+/// How many of a source's latest pages are remembered.
+pub const RECENT_PAGES: usize = 16;
+
+/// On what share of the source's remembered pages a line must be to be chrome: a header or
+/// a footer is on every page; an article's own lines are on its few updates, and a post's
+/// on its reposts, which on a platform named as one source (every post `新浪微博`) come
+/// between other posts.
+pub const REPEATED_SHARE: f64 = 0.75;
+
+/// How many of its pages a source must have shown before any of its lines is chrome.
+pub const MIN_PAGES: usize = 4;
+
+/// How many lines at each end of a page are read: chrome is a page's header and footer; an
+/// article's middle is never compared (which bounds the memory a page costs).
+pub const EDGE_LINES: usize = 8;
+
+/// What [`SourceChrome::strip`] found of its source's chrome on a page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stripped {
+    /// None: the page is signed as it is.
+    Nothing,
+    /// Some of its lines: its texts without them, which it is signed by.
+    Texts(Vec<String>),
+    /// Every line: a page of its source's chrome alone, boilerplate, signed as it is.
+    Everything,
+}
+
+/// The lines of one page of a source: its texts (already normalised: one line break between
+/// lines), and the hash and place of the lines at its two ends. Made on any thread, so that
+/// the ordered [`SourceChrome::strip`] only looks them up.
+#[derive(Debug, Clone)]
+pub struct PageLines {
+    source: u64,
+    parts: Vec<String>,
+    /// (part, byte range in it, hash) of each non-empty line at the page's two ends, in order.
+    edges: Vec<(usize, Range<usize>, u32)>,
+    /// How many non-empty lines the whole page has.
+    lines: usize,
+    /// The page as its source's chrome will remember it.
+    remembered: RecentPage,
+}
+
+impl PageLines {
+    /// The lines of a page of `source` whose normalised texts (the fingerprinted fields, in
+    /// order) are `parts`.
+    pub fn new(source: &str, parts: Vec<String>) -> PageLines {
+        let lines: Vec<(usize, Range<usize>)> = parts
+            .iter()
+            .enumerate()
+            .flat_map(|(index, part)| {
+                line_ranges(part)
+                    .filter(|range| !part[range.clone()].trim().is_empty())
+                    .map(move |range| (index, range))
+            })
+            .collect();
+        let count = lines.len();
+        let ends = count.saturating_sub(EDGE_LINES).max(EDGE_LINES);
+        let edges: Vec<(usize, Range<usize>, u32)> = lines
+            .into_iter()
+            .enumerate()
+            .filter(|(position, _)| *position < EDGE_LINES || *position >= ends)
+            .map(|(_, (index, range))| {
+                let hash = xxh3_64(parts[index][range.clone()].trim().as_bytes()) as u32;
+                (index, range, hash)
+            })
+            .collect();
+        let mut hashes: Vec<u32> = edges.iter().map(|(_, _, hash)| *hash).collect();
+        hashes.sort_unstable();
+        hashes.dedup();
+        let sum = hashes
+            .iter()
+            .fold(0u32, |sum, hash| sum.wrapping_add(*hash));
+        PageLines {
+            source: xxh3_64(source.as_bytes()),
+            parts,
+            edges,
+            lines: count,
+            remembered: RecentPage {
+                lines: hashes.into_boxed_slice(),
+                sum,
+            },
+        }
+    }
+
+    /// The page's normalised texts, as given.
+    pub fn parts(&self) -> &[String] {
+        &self.parts
+    }
+}
+
+/// A page as its source's chrome remembers it.
+#[derive(Debug, Clone)]
+struct RecentPage {
+    /// The distinct hashes of the lines at its ends, sorted.
+    lines: Box<[u32]>,
+    /// Their wrapping sum: less one line's hash, it names the rest of the page, so that the
+    /// pages a line is on are counted only when the rest of them differ (a post sent again
+    /// and again is one page, however often).
+    sum: u32,
+}
+
+/// What each source repeated on its latest pages (see the [module](self)). Pages must be
+/// shown to it in the order they are placed, as the forest's inserts are: what it strips of
+/// a page depends on the pages of its source before it.
+#[derive(Debug, Default, Clone)]
+pub struct SourceChrome {
+    /// Per source, its latest pages, the oldest first.
+    recent: HashMap<u64, VecDeque<RecentPage>>,
+}
+
+impl SourceChrome {
+    /// The page's texts without the lines its source repeated ([`REPEATED_SHARE`] of its
+    /// latest pages carry them, each beside lines of its own); then remembers the page.
+    pub fn strip(&mut self, page: PageLines) -> Stripped {
+        let stripped = self.without_chrome(&page);
+        self.remember(page);
+        stripped
+    }
+
+    /// Remembers a page as its source's latest, without stripping it (rebuilding what a
+    /// stream taught from the pages it left).
+    pub fn remember(&mut self, page: PageLines) {
+        if page.edges.is_empty() {
+            return;
+        }
+        let recent = self.recent.entry(page.source).or_default();
+        if recent.len() == RECENT_PAGES {
+            recent.pop_front();
+        }
+        recent.push_back(page.remembered);
+    }
+
+    /// How many sources it remembers pages of.
+    pub fn sources(&self) -> usize {
+        self.recent.len()
+    }
+
+    fn without_chrome(&self, page: &PageLines) -> Stripped {
+        let Some(recent) = self.recent.get(&page.source) else {
+            return Stripped::Nothing;
+        };
+        if recent.len() < MIN_PAGES {
+            return Stripped::Nothing;
+        }
+        let repeats = (REPEATED_SHARE * recent.len() as f64).ceil() as usize;
+        let chrome: Vec<&(usize, Range<usize>, u32)> = page
+            .edges
+            .iter()
+            .filter(|(_, _, hash)| is_chrome(recent, *hash, repeats))
+            .collect();
+        if chrome.is_empty() {
+            return Stripped::Nothing;
+        }
+        if chrome.len() == page.lines {
+            return Stripped::Everything;
+        }
+        let stripped = page
+            .parts
+            .iter()
+            .enumerate()
+            .map(|(index, part)| {
+                let mut kept = String::with_capacity(part.len());
+                for range in line_ranges(part) {
+                    let line = &part[range.clone()];
+                    let chrome_line = chrome
+                        .iter()
+                        .any(|(part, chrome, _)| *part == index && *chrome == range);
+                    if !chrome_line {
+                        if !kept.is_empty() {
+                            kept.push('\n');
+                        }
+                        kept.push_str(line);
+                    }
+                }
+                kept
+            })
+            .collect();
+        Stripped::Texts(stripped)
+    }
+}
+
+/// Whether `repeats` of a source's latest pages carry the line `hash`, the rest of each
+/// page different. Most lines are a page's own: the walk stops once too few pages are left.
+fn is_chrome(recent: &VecDeque<RecentPage>, hash: u32, repeats: usize) -> bool {
+    let allowed_misses = recent.len() - repeats;
+    let (mut hits, mut misses) = (0, 0);
+    for page in recent.iter().rev() {
+        if page.lines.binary_search(&hash).is_ok() {
+            hits += 1;
+        } else {
+            misses += 1;
+            if misses > allowed_misses {
+                return false;
+            }
+        }
+    }
+    if hits < repeats {
+        return false;
+    }
+    let mut rests: Vec<u32> = recent
+        .iter()
+        .filter(|page| page.lines.binary_search(&hash).is_ok())
+        .map(|page| page.sum.wrapping_sub(hash))
+        .collect();
+    rests.sort_unstable();
+    rests.dedup();
+    rests.len() >= repeats
+}
+
+/// The byte ranges of a text's lines (without their line breaks).
+fn line_ranges(text: &str) -> impl Iterator<Item = Range<usize>> + '_ {
+    text.split('\n').scan(0, |start, line| {
+        let range = *start..*start + line.len();
+        *start = range.end + 1;
+        Some(range)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(source: &str, lines: &[&str]) -> PageLines {
+        PageLines::new(source, vec![lines.join("\n")])
+    }
+
+    /// Shows `chrome` `count` pages of `source` with `line` and a line of their own.
+    fn pages_with(chrome: &mut SourceChrome, source: &str, line: &str, count: usize) {
+        for i in 0..count {
+            chrome.strip(page(source, &[line, &format!("第{i}篇稿件的正文")]));
+        }
+    }
+
+    #[test]
+    fn another_source_teaches_nothing() {
+        let mut chrome = SourceChrome::default();
+        pages_with(&mut chrome, "甲网", "甲网首页", MIN_PAGES);
+        assert_eq!(
+            chrome.strip(page("乙网", &["甲网首页", "另一篇稿件"])),
+            Stripped::Nothing
+        );
+        assert_eq!(
+            chrome.strip(page("甲网", &["甲网首页", "又一篇稿件"])),
+            Stripped::Texts(vec!["又一篇稿件".to_owned()])
+        );
+        assert_eq!(chrome.sources(), 2);
+    }
+
+    #[test]
+    fn a_line_on_fewer_than_three_in_four_pages_is_kept() {
+        let mut chrome = SourceChrome::default();
+        pages_with(&mut chrome, "微博", "热门帖子的原文", 11);
+        pages_with(&mut chrome, "微博", "别的帖子", 5);
+        // 11 of the latest 16: under 3 in 4.
+        assert_eq!(
+            chrome.strip(page("微博", &["热门帖子的原文", "转发评论"])),
+            Stripped::Nothing
+        );
+    }
+
+    #[test]
+    fn a_post_sent_again_and_again_is_not_chrome() {
+        let mut chrome = SourceChrome::default();
+        for _ in 0..RECENT_PAGES {
+            chrome.strip(page("微博", &["同一条广告帖子"]));
+        }
+        let with_a_tail = ["同一条广告帖子", "特别声明：以上内容仅代表作者本人观点"];
+        assert_eq!(chrome.strip(page("微博", &with_a_tail)), Stripped::Nothing);
+    }
+
+    #[test]
+    fn updates_of_one_story_are_not_chrome_and_chrome_alone_is_boilerplate() {
+        let mut chrome = SourceChrome::default();
+        let story = ["第一段内容比较长一些", "第二段内容比较长一些"];
+        for i in 0..MIN_PAGES {
+            chrome.strip(page("甲网", &[story[0], story[1], &format!("第{i}次更新")]));
+            chrome.strip(page("甲网", &[&format!("另一篇稿件{i}")]));
+        }
+        // A story updated again and again among the source's other stories.
+        let update = [story[0], story[1], "又改了一处"];
+        assert_eq!(chrome.strip(page("甲网", &update)), Stripped::Nothing);
+
+        pages_with(&mut chrome, "乙网", "乙网首页", RECENT_PAGES);
+        assert_eq!(
+            chrome.strip(page("乙网", &["乙网首页"])),
+            Stripped::Everything
+        );
+    }
+
+    #[test]
+    fn only_the_ends_are_read_and_forgotten_after_recent_pages() {
+        let mut chrome = SourceChrome::default();
+        let numbered: Vec<String> = (0..2 * EDGE_LINES + 4)
+            .map(|i| format!("第{i}行"))
+            .collect();
+        let mut lines: Vec<&str> = numbered.iter().map(String::as_str).collect();
+        lines[EDGE_LINES + 1] = "中间的重复行";
+        for _ in 0..MIN_PAGES {
+            chrome.strip(page("甲网", &lines));
+        }
+        let stripped = chrome.strip(page("甲网", &["中间的重复行", "新的一篇文章的正文"]));
+        assert_eq!(
+            stripped,
+            Stripped::Nothing,
+            "a line in the middle of a page is never counted"
+        );
+        pages_with(&mut chrome, "甲网", "另一个页头", RECENT_PAGES);
+        assert_eq!(
+            chrome.strip(page("甲网", &["第0行", "又一篇"])),
+            Stripped::Nothing,
+            "pages older than the latest {RECENT_PAGES} are forgotten"
+        );
+        assert_eq!(
+            chrome.strip(page("甲网", &["另一个页头", "又一篇"])),
+            Stripped::Texts(vec!["又一篇".to_owned()])
+        );
+    }
+}
