@@ -18,16 +18,23 @@
 //! its fingerprint, its candidates nor its verification see it. A source that publishes one
 //! story again (an update) repeats that story's lines too, but not on three in four of its
 //! latest pages, each time beside other lines. A page whose every line is chrome is the
-//! source's chrome alone: it is signed as it is, and is boilerplate
-//! ([`Stripped::Everything`]).
+//! source's chrome alone, boilerplate ([`Stripped::Everything`]): only the same page joins
+//! it.
 //!
 //! Only pages with a source are read, and a source's pages are told apart from another's by
 //! the source's name alone. A source that is a whole platform (every post `新浪微博`) repeats
 //! a post's lines in its reposts: a page of one line is never stripped (its one line is all
 //! of it), and reposts of one post are rarely three in four of a platform's latest posts.
 //!
-//! The memory is bounded by the number of sources: [`RECENT_PAGES`] sets of at most
-//! `2 x EDGE_LINES` 32-bit line hashes each, at most about 1.1 KB a source.
+//! A page is remembered with its position in the stream (the index's insert number), and is
+//! forgotten once [`FORGET_AFTER`] inserts came after it: what opening an index can read
+//! again from its latest stored documents. The memory is bounded by the number of sources:
+//! [`RECENT_PAGES`] pages of at most `2 x EDGE_LINES` 32-bit line hashes, a sum and a
+//! position each, at most about 1.7 KB a source with its allocations.
+//!
+//! Remembering happens as pages are stripped, before they are placed; a caller whose
+//! placing failed takes back what the pages it did not place taught
+//! ([`SourceChrome::mark`], [`SourceChrome::forget_since`]).
 //!
 //! ```
 //! use tantivy_dedup::chrome::{PageLines, SourceChrome, Stripped};
@@ -39,11 +46,12 @@
 //!     )
 //! };
 //! let mut chrome = SourceChrome::default();
-//! for story in ["市图书馆周末延长开放时间。", "江城地铁三号线今日开通运营。", "全市中小学下周一开学。", "城东新建三座口袋公园。"] {
-//!     assert_eq!(chrome.strip(page(story)), Stripped::Nothing);
+//! let stories = ["市图书馆周末延长开放时间。", "江城地铁三号线今日开通运营。", "全市中小学下周一开学。", "城东新建三座口袋公园。"];
+//! for (position, story) in stories.into_iter().enumerate() {
+//!     assert_eq!(chrome.strip(page(story), position as u64), Stripped::Nothing);
 //! }
 //! // The site's header and footer are on its four pages before.
-//! let stripped = chrome.strip(page("本周末全市将迎来一次明显降温过程。"));
+//! let stripped = chrome.strip(page("本周末全市将迎来一次明显降温过程。"), 4);
 //! assert_eq!(stripped, Stripped::Texts(vec!["本周末全市将迎来一次明显降温过程。".to_owned()]));
 //! ```
 
@@ -54,6 +62,9 @@ use xxhash_rust::xxh3::xxh3_64;
 
 /// How many of a source's latest pages are remembered.
 pub const RECENT_PAGES: usize = 16;
+
+/// After how many inserts a page is forgotten (and how far back opening an index reads).
+pub const FORGET_AFTER: u64 = 50_000;
 
 /// On what share of the source's remembered pages a line must be to be chrome: a header or
 /// a footer is on every page; an article's own lines are on its few updates, and a post's
@@ -75,8 +86,9 @@ pub enum Stripped {
     Nothing,
     /// Some of its lines: its texts without them, which it is signed by.
     Texts(Vec<String>),
-    /// Every line: a page of its source's chrome alone, boilerplate, signed as it is.
-    Everything,
+    /// Every line: a page of its source's chrome alone, boilerplate; with a hash of its
+    /// whole text, which only the same page shares.
+    Everything(u64),
 }
 
 /// The lines of one page of a source: its texts (already normalised: one line break between
@@ -98,32 +110,37 @@ impl PageLines {
     /// The lines of a page of `source` whose normalised texts (the fingerprinted fields, in
     /// order) are `parts`.
     pub fn new(source: &str, parts: Vec<String>) -> PageLines {
-        let lines: Vec<(usize, Range<usize>)> = parts
-            .iter()
-            .enumerate()
-            .flat_map(|(index, part)| {
+        // Two walks over the lines instead of a list of them: the first counts them, the
+        // second keeps those at the ends.
+        let lines = || {
+            parts.iter().enumerate().flat_map(|(index, part)| {
                 line_ranges(part)
-                    .filter(|range| !part[range.clone()].trim().is_empty())
+                    .filter(move |range| !part[range.clone()].trim().is_empty())
                     .map(move |range| (index, range))
             })
-            .collect();
-        let count = lines.len();
+        };
+        let count = lines().count();
         let ends = count.saturating_sub(EDGE_LINES).max(EDGE_LINES);
-        let edges: Vec<(usize, Range<usize>, u32)> = lines
-            .into_iter()
-            .enumerate()
-            .filter(|(position, _)| *position < EDGE_LINES || *position >= ends)
-            .map(|(_, (index, range))| {
-                let hash = xxh3_64(parts[index][range.clone()].trim().as_bytes()) as u32;
-                (index, range, hash)
-            })
-            .collect();
+        let mut edges: Vec<(usize, Range<usize>, u32)> =
+            Vec::with_capacity(count.min(2 * EDGE_LINES));
+        // The lines between the ends are part of the rest of the page too: a site whose
+        // header and footer fill both ends still shows a different page each time.
+        let mut middle = 0u64;
+        for (position, (index, range)) in lines().enumerate() {
+            let line = parts[index][range.clone()].trim();
+            if position < EDGE_LINES || position >= ends {
+                edges.push((index, range, xxh3_64(line.as_bytes()) as u32));
+            } else {
+                middle = middle.rotate_left(1) ^ xxh3_64(line.as_bytes());
+            }
+        }
         let mut hashes: Vec<u32> = edges.iter().map(|(_, _, hash)| *hash).collect();
         hashes.sort_unstable();
         hashes.dedup();
+        hashes.shrink_to_fit();
         let sum = hashes
             .iter()
-            .fold(0u32, |sum, hash| sum.wrapping_add(*hash));
+            .fold(middle as u32, |sum, hash| sum.wrapping_add(*hash));
         PageLines {
             source: xxh3_64(source.as_bytes()),
             parts,
@@ -132,6 +149,7 @@ impl PageLines {
             remembered: RecentPage {
                 lines: hashes.into_boxed_slice(),
                 sum,
+                position: 0,
             },
         }
     }
@@ -140,6 +158,11 @@ impl PageLines {
     pub fn parts(&self) -> &[String] {
         &self.parts
     }
+
+    /// Whether it has a line with anything but white space (else it teaches nothing).
+    pub fn has_lines(&self) -> bool {
+        !self.edges.is_empty()
+    }
 }
 
 /// A page as its source's chrome remembers it.
@@ -147,41 +170,159 @@ impl PageLines {
 struct RecentPage {
     /// The distinct hashes of the lines at its ends, sorted.
     lines: Box<[u32]>,
-    /// Their wrapping sum: less one line's hash, it names the rest of the page, so that the
-    /// pages a line is on are counted only when the rest of them differ (a post sent again
-    /// and again is one page, however often).
+    /// Their wrapping sum, with a hash of the lines between the ends: less one line's hash,
+    /// it names the rest of the page, so that the pages a line is on are counted only when
+    /// the rest of them differ (a post sent again and again is one page, however often).
     sum: u32,
+    /// Its place in the stream.
+    position: u64,
 }
+
+/// One source's latest pages, with a count of their lines by bucket: a line whose bucket
+/// counts fewer than the pages it must be on is no chrome, told without a search (most
+/// lines of most pages).
+#[derive(Debug, Clone)]
+struct Recent {
+    /// The oldest first.
+    pages: VecDeque<RecentPage>,
+    /// Lines of `pages` by the bucket of their hash ([`bucket`]).
+    buckets: [u16; BUCKETS],
+}
+
+/// How many buckets [`Recent`] counts lines in.
+const BUCKETS: usize = 64;
+
+/// A line hash's bucket.
+fn bucket(hash: u32) -> usize {
+    (hash >> 26) as usize % BUCKETS
+}
+
+impl Default for Recent {
+    fn default() -> Self {
+        Recent {
+            pages: VecDeque::new(),
+            buckets: [0; BUCKETS],
+        }
+    }
+}
+
+impl Recent {
+    fn count(&mut self, page: &RecentPage, up: bool) {
+        for &hash in page.lines.iter() {
+            let count = &mut self.buckets[bucket(hash)];
+            *count = if up { *count + 1 } else { *count - 1 };
+        }
+    }
+
+    fn push_back(&mut self, page: RecentPage) {
+        self.count(&page, true);
+        self.pages.push_back(page);
+    }
+
+    fn push_front(&mut self, page: RecentPage) {
+        self.count(&page, true);
+        self.pages.push_front(page);
+    }
+
+    fn pop_back(&mut self) -> Option<RecentPage> {
+        let page = self.pages.pop_back()?;
+        self.count(&page, false);
+        Some(page)
+    }
+
+    fn pop_front(&mut self) -> Option<RecentPage> {
+        let page = self.pages.pop_front()?;
+        self.count(&page, false);
+        Some(page)
+    }
+}
+
+/// Where [`SourceChrome`]'s memory stood ([`SourceChrome::mark`]), to go back to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mark(usize);
 
 /// What each source repeated on its latest pages (see the [module](self)). Pages must be
 /// shown to it in the order they are placed, as the forest's inserts are: what it strips of
 /// a page depends on the pages of its source before it.
+///
+/// ```
+/// use tantivy_dedup::chrome::{PageLines, SourceChrome, Stripped};
+///
+/// let page = |story: &str| PageLines::new("海州网", vec![format!("海州网首页\n{story}")]);
+/// let mut chrome = SourceChrome::default();
+/// for position in 0..4 {
+///     chrome.strip(page(&format!("第{position}篇稿件")), position);
+/// }
+/// let mark = chrome.mark();
+/// assert_eq!(chrome.strip(page("第五篇"), 4), Stripped::Texts(vec!["第五篇".into()]));
+/// // The fifth page was not placed after all: what it taught is taken back.
+/// chrome.forget_since(mark);
+/// assert_eq!(chrome.strip(page("第五篇"), 4), Stripped::Texts(vec!["第五篇".into()]));
+/// ```
 #[derive(Debug, Default, Clone)]
 pub struct SourceChrome {
     /// Per source, its latest pages, the oldest first.
-    recent: HashMap<u64, VecDeque<RecentPage>>,
+    recent: HashMap<u64, Recent>,
+    /// Since the last [`settle`](Self::settle): each page remembered, in order, by its
+    /// source, with the page it pushed out.
+    taught: Vec<(u64, Option<RecentPage>)>,
 }
 
 impl SourceChrome {
     /// The page's texts without the lines its source repeated ([`REPEATED_SHARE`] of its
-    /// latest pages carry them, each beside lines of its own); then remembers the page.
-    pub fn strip(&mut self, page: PageLines) -> Stripped {
-        let stripped = self.without_chrome(&page);
-        self.remember(page);
+    /// latest pages carry them, each beside lines of its own); then remembers the page, at
+    /// `position` in the stream (increasing from one page to the next).
+    pub fn strip(&mut self, page: PageLines, position: u64) -> Stripped {
+        let stripped = self.without_chrome(&page, position);
+        self.remember(page, position);
         stripped
     }
 
-    /// Remembers a page as its source's latest, without stripping it (rebuilding what a
-    /// stream taught from the pages it left).
-    pub fn remember(&mut self, page: PageLines) {
+    /// Remembers a page as its source's latest, at `position`, without stripping it
+    /// (rebuilding what a stream taught from the pages it left).
+    pub fn remember(&mut self, mut page: PageLines, position: u64) {
         if page.edges.is_empty() {
             return;
         }
+        page.remembered.position = position;
         let recent = self.recent.entry(page.source).or_default();
-        if recent.len() == RECENT_PAGES {
-            recent.pop_front();
-        }
+        let pushed_out = if recent.pages.len() == RECENT_PAGES {
+            recent.pop_front()
+        } else {
+            None
+        };
         recent.push_back(page.remembered);
+        self.taught.push((page.source, pushed_out));
+    }
+
+    /// Where its memory stands now.
+    pub fn mark(&self) -> Mark {
+        Mark(self.taught.len())
+    }
+
+    /// Takes back every page remembered since `mark` (pages that were not placed), unless
+    /// it was [settled](Self::settle) since.
+    pub fn forget_since(&mut self, mark: Mark) {
+        while self.taught.len() > mark.0 {
+            let Some((source, pushed_out)) = self.taught.pop() else {
+                break;
+            };
+            if let Some(recent) = self.recent.get_mut(&source) {
+                recent.pop_back();
+                if let Some(page) = pushed_out {
+                    recent.push_front(page);
+                }
+                if recent.pages.is_empty() {
+                    self.recent.remove(&source);
+                }
+            }
+        }
+    }
+
+    /// Keeps what was remembered for good (the pages were placed): the marks taken before
+    /// can no longer be gone back to.
+    pub fn settle(&mut self) {
+        self.taught.clear();
     }
 
     /// How many sources it remembers pages of.
@@ -189,24 +330,34 @@ impl SourceChrome {
         self.recent.len()
     }
 
-    fn without_chrome(&self, page: &PageLines) -> Stripped {
+    fn without_chrome(&self, page: &PageLines, position: u64) -> Stripped {
         let Some(recent) = self.recent.get(&page.source) else {
             return Stripped::Nothing;
         };
-        if recent.len() < MIN_PAGES {
+        // The pages forgotten by now are the oldest.
+        let forgotten =
+            (recent.pages).partition_point(|old| old.position + FORGET_AFTER <= position);
+        let known = recent.pages.len() - forgotten;
+        if known < MIN_PAGES {
             return Stripped::Nothing;
         }
-        let repeats = (REPEATED_SHARE * recent.len() as f64).ceil() as usize;
+        let repeats = (REPEATED_SHARE * known as f64).ceil() as usize;
         let chrome: Vec<&(usize, Range<usize>, u32)> = page
             .edges
             .iter()
-            .filter(|(_, _, hash)| is_chrome(recent, *hash, repeats))
+            .filter(|(_, _, hash)| {
+                usize::from(recent.buckets[bucket(*hash)]) >= repeats
+                    && is_chrome(recent.pages.range(forgotten..), *hash, repeats)
+            })
             .collect();
         if chrome.is_empty() {
             return Stripped::Nothing;
         }
         if chrome.len() == page.lines {
-            return Stripped::Everything;
+            let whole = page.parts.iter().fold(0u64, |whole, part| {
+                whole.rotate_left(1) ^ xxh3_64(part.as_bytes())
+            });
+            return Stripped::Everything(whole);
         }
         let stripped = page
             .parts
@@ -235,10 +386,14 @@ impl SourceChrome {
 
 /// Whether `repeats` of a source's latest pages carry the line `hash`, the rest of each
 /// page different. Most lines are a page's own: the walk stops once too few pages are left.
-fn is_chrome(recent: &VecDeque<RecentPage>, hash: u32, repeats: usize) -> bool {
+fn is_chrome<'a>(
+    recent: impl DoubleEndedIterator<Item = &'a RecentPage> + ExactSizeIterator + Clone,
+    hash: u32,
+    repeats: usize,
+) -> bool {
     let allowed_misses = recent.len() - repeats;
     let (mut hits, mut misses) = (0, 0);
-    for page in recent.iter().rev() {
+    for page in recent.clone().rev() {
         if page.lines.binary_search(&hash).is_ok() {
             hits += 1;
         } else {
@@ -252,7 +407,6 @@ fn is_chrome(recent: &VecDeque<RecentPage>, hash: u32, repeats: usize) -> bool {
         return false;
     }
     let mut rests: Vec<u32> = recent
-        .iter()
         .filter(|page| page.lines.binary_search(&hash).is_ok())
         .map(|page| page.sum.wrapping_sub(hash))
         .collect();
@@ -278,95 +432,145 @@ mod tests {
         PageLines::new(source, vec![lines.join("\n")])
     }
 
-    /// Shows `chrome` `count` pages of `source` with `line` and a line of their own.
-    fn pages_with(chrome: &mut SourceChrome, source: &str, line: &str, count: usize) {
-        for i in 0..count {
-            chrome.strip(page(source, &[line, &format!("第{i}篇稿件的正文")]));
+    /// A [`SourceChrome`] shown pages one insert apart.
+    #[derive(Default)]
+    struct Stream {
+        chrome: SourceChrome,
+        position: u64,
+    }
+
+    impl Stream {
+        fn show(&mut self, page: PageLines) -> Stripped {
+            self.position += 1;
+            self.chrome.strip(page, self.position)
+        }
+
+        /// Shows `count` pages of `source` with `line` and a line of their own.
+        fn pages_with(&mut self, source: &str, line: &str, count: usize) {
+            for i in 0..count {
+                self.show(page(source, &[line, &format!("第{i}篇稿件的正文")]));
+            }
         }
     }
 
     #[test]
     fn another_source_teaches_nothing() {
-        let mut chrome = SourceChrome::default();
-        pages_with(&mut chrome, "甲网", "甲网首页", MIN_PAGES);
+        let mut stream = Stream::default();
+        stream.pages_with("甲网", "甲网首页", MIN_PAGES);
         assert_eq!(
-            chrome.strip(page("乙网", &["甲网首页", "另一篇稿件"])),
+            stream.show(page("乙网", &["甲网首页", "另一篇稿件"])),
             Stripped::Nothing
         );
         assert_eq!(
-            chrome.strip(page("甲网", &["甲网首页", "又一篇稿件"])),
+            stream.show(page("甲网", &["甲网首页", "又一篇稿件"])),
             Stripped::Texts(vec!["又一篇稿件".to_owned()])
         );
-        assert_eq!(chrome.sources(), 2);
+        assert_eq!(stream.chrome.sources(), 2);
     }
 
     #[test]
     fn a_line_on_fewer_than_three_in_four_pages_is_kept() {
-        let mut chrome = SourceChrome::default();
-        pages_with(&mut chrome, "微博", "热门帖子的原文", 11);
-        pages_with(&mut chrome, "微博", "别的帖子", 5);
+        let mut stream = Stream::default();
+        stream.pages_with("微博", "热门帖子的原文", 11);
+        stream.pages_with("微博", "别的帖子", 5);
         // 11 of the latest 16: under 3 in 4.
-        assert_eq!(
-            chrome.strip(page("微博", &["热门帖子的原文", "转发评论"])),
-            Stripped::Nothing
-        );
+        let repost = page("微博", &["热门帖子的原文", "转发评论"]);
+        assert_eq!(stream.show(repost), Stripped::Nothing);
     }
 
     #[test]
     fn a_post_sent_again_and_again_is_not_chrome() {
-        let mut chrome = SourceChrome::default();
+        let mut stream = Stream::default();
         for _ in 0..RECENT_PAGES {
-            chrome.strip(page("微博", &["同一条广告帖子"]));
+            stream.show(page("微博", &["同一条广告帖子"]));
         }
         let with_a_tail = ["同一条广告帖子", "特别声明：以上内容仅代表作者本人观点"];
-        assert_eq!(chrome.strip(page("微博", &with_a_tail)), Stripped::Nothing);
+        assert_eq!(stream.show(page("微博", &with_a_tail)), Stripped::Nothing);
     }
 
     #[test]
-    fn updates_of_one_story_are_not_chrome_and_chrome_alone_is_boilerplate() {
-        let mut chrome = SourceChrome::default();
-        let story = ["第一段内容比较长一些", "第二段内容比较长一些"];
+    fn a_site_whose_chrome_fills_both_ends_is_still_stripped() {
+        let header: Vec<String> = (0..EDGE_LINES).map(|i| format!("导航栏目{i}")).collect();
+        let footer: Vec<String> = (0..EDGE_LINES).map(|i| format!("页脚信息{i}")).collect();
+        let page_of = |story: &str| {
+            let mut lines: Vec<&str> = header.iter().map(String::as_str).collect();
+            lines.push(story);
+            lines.extend(footer.iter().map(String::as_str));
+            page("甲网", &lines)
+        };
+        let mut stream = Stream::default();
         for i in 0..MIN_PAGES {
-            chrome.strip(page("甲网", &[story[0], story[1], &format!("第{i}次更新")]));
-            chrome.strip(page("甲网", &[&format!("另一篇稿件{i}")]));
+            stream.show(page_of(&format!("第{i}篇稿件的正文")));
         }
-        // A story updated again and again among the source's other stories.
-        let update = [story[0], story[1], "又改了一处"];
-        assert_eq!(chrome.strip(page("甲网", &update)), Stripped::Nothing);
-
-        pages_with(&mut chrome, "乙网", "乙网首页", RECENT_PAGES);
         assert_eq!(
-            chrome.strip(page("乙网", &["乙网首页"])),
-            Stripped::Everything
+            stream.show(page_of("新的稿件正文")),
+            Stripped::Texts(vec!["新的稿件正文".to_owned()])
         );
     }
 
     #[test]
-    fn only_the_ends_are_read_and_forgotten_after_recent_pages() {
-        let mut chrome = SourceChrome::default();
+    fn updates_of_one_story_are_not_chrome_and_chrome_alone_is_boilerplate() {
+        let mut stream = Stream::default();
+        let story = ["第一段内容比较长一些", "第二段内容比较长一些"];
+        for i in 0..MIN_PAGES {
+            stream.show(page("甲网", &[story[0], story[1], &format!("第{i}次更新")]));
+            stream.show(page("甲网", &[&format!("另一篇稿件{i}")]));
+        }
+        // A story updated again and again among the source's other stories.
+        let update = [story[0], story[1], "又改了一处"];
+        assert_eq!(stream.show(page("甲网", &update)), Stripped::Nothing);
+
+        stream.pages_with("乙网", "乙网首页", RECENT_PAGES);
+        let alone = stream.show(page("乙网", &["乙网首页"]));
+        assert!(matches!(alone, Stripped::Everything(_)), "{alone:?}");
+    }
+
+    #[test]
+    fn only_the_ends_are_read_and_old_pages_are_forgotten() {
+        let mut stream = Stream::default();
         let numbered: Vec<String> = (0..2 * EDGE_LINES + 4)
             .map(|i| format!("第{i}行"))
             .collect();
         let mut lines: Vec<&str> = numbered.iter().map(String::as_str).collect();
         lines[EDGE_LINES + 1] = "中间的重复行";
         for _ in 0..MIN_PAGES {
-            chrome.strip(page("甲网", &lines));
+            stream.show(page("甲网", &lines));
         }
-        let stripped = chrome.strip(page("甲网", &["中间的重复行", "新的一篇文章的正文"]));
+        let stripped = stream.show(page("甲网", &["中间的重复行", "新的一篇文章的正文"]));
         assert_eq!(
             stripped,
             Stripped::Nothing,
             "a line in the middle of a page is never counted"
         );
-        pages_with(&mut chrome, "甲网", "另一个页头", RECENT_PAGES);
+        stream.pages_with("甲网", "另一个页头", RECENT_PAGES);
         assert_eq!(
-            chrome.strip(page("甲网", &["第0行", "又一篇"])),
+            stream.show(page("甲网", &["第0行", "又一篇"])),
             Stripped::Nothing,
             "pages older than the latest {RECENT_PAGES} are forgotten"
         );
         assert_eq!(
-            chrome.strip(page("甲网", &["另一个页头", "又一篇"])),
+            stream.show(page("甲网", &["另一个页头", "又一篇"])),
             Stripped::Texts(vec!["又一篇".to_owned()])
         );
+        stream.position += FORGET_AFTER;
+        assert_eq!(
+            stream.show(page("甲网", &["另一个页头", "又一篇"])),
+            Stripped::Nothing,
+            "pages {FORGET_AFTER} inserts old are forgotten"
+        );
+    }
+
+    #[test]
+    fn forgetting_since_a_mark_gives_back_the_memory_before_it() {
+        let mut stream = Stream::default();
+        stream.pages_with("甲网", "甲网首页", RECENT_PAGES);
+        let before = format!("{:?}", stream.chrome.recent);
+        let mark = stream.chrome.mark();
+        stream.pages_with("甲网", "另一个页头", 3);
+        stream.pages_with("乙网", "乙网首页", 2);
+        stream.chrome.forget_since(mark);
+        assert_eq!(format!("{:?}", stream.chrome.recent), before);
+        stream.chrome.settle();
+        assert_eq!(stream.chrome.mark(), Mark(0));
     }
 }

@@ -1177,9 +1177,8 @@ impl DedupConfig {
         Config::from_path(path).map(|config| config.dedup)
     }
 
-    /// Checks that the `[dedup]` table of a TOML text states every key that serialising
-    /// settings always writes (see [`Config::from_index_settings`]); the error names those
-    /// missing.
+    /// Whether the `[dedup]` table of a TOML text leaves out `source_chrome`, the key added
+    /// after indexes were made.
     fn lacks_source_chrome(text: &str) -> bool {
         toml::from_str::<toml::Table>(text).is_ok_and(|table| {
             table
@@ -1189,6 +1188,9 @@ impl DedupConfig {
         })
     }
 
+    /// Checks that the `[dedup]` table of a TOML text states every key that serialising
+    /// settings always writes (see [`Config::from_index_settings`]), but the one added after
+    /// indexes were made; the error names those missing.
     fn require_every_key(text: &str) -> Result<()> {
         let table: toml::Table =
             toml::from_str(text).map_err(|error| Error::Config(error.to_string()))?;

@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use crate::article::{Article, ArticleError, ArticleReader, ArticleRecord};
-use crate::chrome::{PageLines, SourceChrome, Stripped};
+use crate::chrome::{Mark, PageLines, SourceChrome, Stripped};
 use crate::config::DedupConfig;
 use crate::forest::{
     Forest, ForestStats, ForestStore, Pipeline, Placement, Signature, Timestamp, new_token, place,
@@ -121,6 +121,9 @@ pub struct Deduplicator {
     /// What each source repeats on its pages, learned from the articles placed so far (by
     /// this process: with a shared forest, each process learns from its own stream).
     chrome: SourceChrome,
+    /// How many articles [`add_article`](Self::add_article) and [`run`](Self::run) placed:
+    /// the next one's position in the stream, for [`SourceChrome`].
+    added: u64,
 }
 
 /// A forest that several processes share, as this process reaches it.
@@ -183,6 +186,7 @@ impl Deduplicator {
             forest,
             shared: None,
             chrome: SourceChrome::default(),
+            added: 0,
         })
     }
 
@@ -313,68 +317,80 @@ impl Deduplicator {
 
     /// Signs and places one article; `arrival` is its time when it has no `published_at`.
     pub fn add_article(&mut self, article: &Article, arrival: Timestamp) -> Result<Decision> {
-        let (signature, page) = self
+        let (mut signature, page) = self
             .signer
             .sign_page(&self.signer.parts(article), article.source.as_deref());
-        let stripped = page.map_or(Stripped::Nothing, |page| self.chrome.strip(page));
-        let signature = self.signer.without_chrome(signature, stripped);
-        self.decide(article, signature, arrival)
+        let mark = self.chrome.mark();
+        if let Some(page) = page {
+            let stripped = self.chrome.strip(page, self.added);
+            if let Some(without) = self.signer.without_chrome(&signature, stripped) {
+                signature = without;
+            }
+        }
+        let decision = self.decide(article, signature, arrival);
+        self.placed_since(usize::from(decision.is_ok()), &[mark]);
+        decision
     }
 
-    /// What it learned of each source's chrome.
-    pub fn source_chrome(&self) -> &SourceChrome {
-        &self.chrome
+    /// What it learned of each source's chrome, for a caller that signs pages itself and
+    /// places them in order (such as [`DedupWriter`](crate::engine::DedupWriter)).
+    pub fn source_chrome_mut(&mut self) -> &mut SourceChrome {
+        &mut self.chrome
     }
 
-    /// What of a page is its source's chrome ([`SourceChrome::strip`]), the page then
-    /// remembered: for a caller that signs its pages itself and places them in order.
-    pub fn strip_chrome(&mut self, page: PageLines) -> Stripped {
-        self.chrome.strip(page)
+    /// After placing: the first `placed` of the articles whose pages were shown to the
+    /// chrome (`marks[i]` its mark before the i-th) were placed; what the others taught is
+    /// taken back, the rest kept.
+    fn placed_since(&mut self, placed: usize, marks: &[Mark]) {
+        if let Some(&unplaced) = marks.get(placed) {
+            self.chrome.forget_since(unplaced);
+        }
+        self.added += placed as u64;
+        self.chrome.settle();
     }
 
-    /// Remembers a page placed before ([`SourceChrome::remember`]): rebuilding what the
-    /// stream taught, the pages given in the order they were placed.
-    pub fn remember_chrome(&mut self, page: PageLines) {
-        self.chrome.remember(page);
-    }
-
-    /// A batch's pages shown to [`SourceChrome`] in order; those that had some of their
-    /// source's chrome signed again without it, in parallel.
-    fn without_chrome(&mut self, batch: Vec<(u64, PagedLine)>) -> Vec<(u64, SignedLine)> {
+    /// A batch's pages shown to [`SourceChrome`] in order, each at the position it takes if
+    /// all before it are placed; those that had some of their source's chrome signed again
+    /// without it, in parallel. With the batch, the chrome's mark before each article.
+    fn strip_batch(&mut self, batch: Vec<(u64, PagedLine)>) -> (Vec<(u64, SignedLine)>, Vec<Mark>) {
         use rayon::prelude::*;
-        let mut stripped = Vec::new();
-        let batch: Vec<(u64, SignedLine)> = batch
+        let mut marks = Vec::with_capacity(batch.len());
+        let mut to_sign = Vec::new();
+        let mut batch: Vec<(u64, SignedLine)> = batch
             .into_iter()
             .enumerate()
-            .map(|(position, (number, line))| {
-                let line = line.map(|(article, signature, page)| {
-                    match page.map_or(Stripped::Nothing, |page| self.chrome.strip(page)) {
-                        Stripped::Nothing => (article, signature),
-                        Stripped::Everything => (
-                            article,
-                            self.signer.without_chrome(signature, Stripped::Everything),
-                        ),
-                        Stripped::Texts(texts) => {
-                            stripped.push((position, texts));
-                            (article, signature)
+            .map(|(at, (number, line))| {
+                let line = line.map(|(article, mut signature, page)| {
+                    let position = self.added + marks.len() as u64;
+                    marks.push(self.chrome.mark());
+                    if let Some(page) = page {
+                        match self.chrome.strip(page, position) {
+                            Stripped::Texts(texts) => to_sign.push((at, texts)),
+                            stripped => {
+                                if let Some(without) =
+                                    self.signer.without_chrome(&signature, stripped)
+                                {
+                                    signature = without;
+                                }
+                            }
                         }
                     }
+                    (article, signature)
                 });
                 (number, line)
             })
             .collect();
         let signer = &self.signer;
-        let signed: Vec<(usize, Signature)> = stripped
+        let signed: Vec<(usize, Signature)> = to_sign
             .into_par_iter()
-            .map(|(position, texts)| (position, signer.sign_stripped(&texts)))
+            .map(|(at, texts)| (at, signer.sign_stripped(&texts)))
             .collect();
-        let mut batch = batch;
-        for (position, signature) in signed {
-            if let (_, Ok((_, old))) = &mut batch[position] {
+        for (at, signature) in signed {
+            if let (_, Ok((_, old))) = &mut batch[at] {
                 *old = signature;
             }
         }
-        batch
+        (batch, marks)
     }
 
     fn decide(
@@ -419,9 +435,12 @@ impl Deduplicator {
                 (record.article, signature, page)
             },
             |batch| {
-                let batch = self.without_chrome(batch);
+                let (batch, marks) = self.strip_batch(batch);
                 if !self.places_in_flight() {
-                    return self.place_one_by_one(batch, &mut report, &mut failure);
+                    let mut placed = 0;
+                    let flow = self.place_one_by_one(batch, &mut report, &mut failure, &mut placed);
+                    self.placed_since(placed, &marks);
+                    return flow;
                 }
                 // Each article's event time as placing one after the other gives it: its
                 // own, else the newest placed before it.
@@ -443,6 +462,7 @@ impl Deduplicator {
                     }
                 }
                 let (placed, error) = self.place_in_order(&inserts);
+                self.placed_since(placed.len(), &marks);
                 let mut placed = placed.into_iter();
                 for (number, line) in lines {
                     let outcome = match line {
@@ -475,13 +495,17 @@ impl Deduplicator {
         batch: Vec<(u64, SignedLine)>,
         report: &mut impl FnMut(u64, std::result::Result<Decision, ArticleError>) -> ControlFlow<()>,
         failure: &mut Option<Error>,
+        placed: &mut usize,
     ) -> ControlFlow<()> {
         for (number, parsed) in batch {
             let outcome = match parsed {
                 Ok((article, signature)) => {
                     let arrival = self.newest_time().unwrap_or_else(now);
                     match self.decide(&article, signature, arrival) {
-                        Ok(decision) => Ok(decision),
+                        Ok(decision) => {
+                            *placed += 1;
+                            Ok(decision)
+                        }
                         Err(error) => {
                             *failure = Some(error);
                             return ControlFlow::Break(());
@@ -610,17 +634,19 @@ impl Signer {
         Some(PageLines::new(source, normalized))
     }
 
-    /// A page's signature once [`SourceChrome::strip`] read it: `signature`, the page's own,
-    /// when it had no chrome; its texts without the chrome signed again when it had some;
-    /// `signature` marked [`Reason::Boilerplate`] when it is chrome alone.
-    pub fn without_chrome(&self, signature: Signature, stripped: Stripped) -> Signature {
+    /// A page's signature once [`SourceChrome::strip`] read it, when it is not `signature`,
+    /// the page's own: its texts without the chrome signed again when it had some; when it
+    /// is chrome alone, [`Reason::Boilerplate`] with a sketch that only the same page
+    /// verifies against (unless its text had no shingle, which keeps it apart already).
+    pub fn without_chrome(&self, signature: &Signature, stripped: Stripped) -> Option<Signature> {
         match stripped {
-            Stripped::Nothing => signature,
-            Stripped::Texts(texts) => self.sign_stripped(&texts),
-            Stripped::Everything => Signature {
-                reason: signature.reason.or(Some(Reason::Boilerplate)),
-                ..signature
-            },
+            Stripped::Nothing => None,
+            Stripped::Texts(texts) => Some(self.sign_stripped(&texts)),
+            Stripped::Everything(page) => (!signature.verifies_nothing()).then(|| Signature {
+                fingerprint: signature.fingerprint,
+                sketch: self.sketch_capacity.map(|_| Sketch::of_whole_text(page)),
+                reason: Some(Reason::Boilerplate),
+            }),
         }
     }
 

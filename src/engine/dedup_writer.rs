@@ -15,7 +15,7 @@ use tantivy::{
     Searcher, TantivyDocument, Term,
 };
 
-use crate::chrome::{PageLines, Stripped};
+use crate::chrome::{Mark, PageLines};
 use crate::config::DedupConfig;
 use crate::dedup::{Change, Decision, Deduplicator, Signer, now};
 use crate::engine::directory::index_error;
@@ -118,8 +118,8 @@ pub struct PreparedDocument<D> {
     document: D,
     /// Where another process placed it (a shard's documents), else `None`.
     placed: Option<Placed>,
-    /// Its lines, for its source's chrome to be taken out when it is placed (boxed: most
-    /// documents have none).
+    /// Its lines, for its source's chrome to be taken out when it is placed (boxed: a
+    /// document without a source has none).
     page: Option<Box<PageLines>>,
 }
 
@@ -133,13 +133,15 @@ enum Begun<D> {
 
 /// A document to place and add, with what it replaces.
 struct Pending<D> {
-    /// The document with its sketch's keys; its signature is taken when its insert is sent
-    /// ([`take_signature`]).
+    /// The document; its signature is taken when its insert is sent ([`take_signature`]).
     prepared: PreparedDocument<D>,
     /// The insert of the live version of its id, which it replaces.
     replacing: Option<Insert>,
     /// Why its signature keeps it apart, if it does (degenerate texts).
     reason: Option<Reason>,
+    /// Where the sources' chrome stood before its page was shown to it: if it is not
+    /// placed, what its page (and the later ones) taught is taken back.
+    chrome_mark: Option<Mark>,
 }
 
 /// The signature of a document being placed, for its insert: the document keeps the rest.
@@ -762,11 +764,14 @@ impl DedupWriter {
                 source_field,
                 &self.text_fields,
                 &self.signer,
+                replayed.next_sequence,
             )
             .map_err(|source| index_error(&self.location, source))?;
-            for page in pages {
-                self.dedup.remember_chrome(page);
+            let chrome = self.dedup.source_chrome_mut();
+            for (sequence, page) in pages {
+                chrome.remember(page, sequence);
             }
+            chrome.settle();
         }
         self.recovery = RecoveryReport {
             checkpoint_refused: refused,
@@ -1189,6 +1194,7 @@ impl DedupWriter {
                 break;
             }
         }
+        self.strip_chrome(&mut run);
         // Each document's event time as placing them one after the other gives it: its own,
         // else the newest placed before it.
         let mut newest = self.dedup.newest_time();
@@ -1215,6 +1221,8 @@ impl DedupWriter {
         // taken off the forest's count are deleted, as far as the index still lets them be.
         let mut unadded = None;
         let mut stopped = false;
+        // The chrome's mark before the first page of a document not added.
+        let mut untaught: Option<Mark> = None;
         for begun in run {
             let mut pending = match begun {
                 Begun::Unchanged(decision) => {
@@ -1231,16 +1239,19 @@ impl DedupWriter {
                     .next()
                     .map(|(placement, time)| Placed::new(&placement, time)),
             };
+            let chrome_mark = pending.chrome_mark;
             match placed {
                 Some(placed) if !stopped => match self.finish(writer, pending, placed) {
                     Ok(decision) => decisions.push(decision),
                     Err(error) => {
                         unadded = Some(error);
                         stopped = true;
+                        untaught = untaught.or(chrome_mark);
                     }
                 },
                 _ => {
                     stopped = true;
+                    untaught = untaught.or(chrome_mark);
                     if let Some(replaced) = &pending.replacing {
                         // The run has failed already; this failure would say no more.
                         let _ = self.delete_live(writer, &pending.prepared.id, replaced);
@@ -1248,12 +1259,18 @@ impl DedupWriter {
                 }
             }
         }
+        // The pages of the documents not added teach nothing.
+        let chrome = self.dedup.source_chrome_mut();
+        if let Some(mark) = untaught {
+            chrome.forget_since(mark);
+        }
+        chrome.settle();
         unadded.or(failure).map_or(Ok(()), Err)
     }
 
     /// What adding `prepared` takes before it is placed: nothing more for a re-send of the
     /// live version of its id (its decision again), else the document with its sketch's keys.
-    fn begin<D: DedupDocument>(&mut self, mut prepared: PreparedDocument<D>) -> Result<Begun<D>> {
+    fn begin<D: DedupDocument>(&self, prepared: PreparedDocument<D>) -> Result<Begun<D>> {
         if self.placed_elsewhere && prepared.placed.is_none() {
             return Err(Error::Config(format!(
                 "{:?} was not placed: this index is a shard, whose documents are placed by its \
@@ -1275,30 +1292,43 @@ impl DedupWriter {
             }
             live => live.map(|live| live.insert),
         };
-        // A document placed elsewhere was signed there.
-        if let Some(page) = prepared.page.take().filter(|_| prepared.placed.is_none()) {
-            let stripped = self.dedup.strip_chrome(*page);
-            if stripped != Stripped::Nothing {
-                let signature = std::mem::replace(&mut prepared.signature, Fingerprint(0).into());
-                let signature = self
-                    .signer
-                    .without_chrome(signature, stripped)
-                    .for_document(&prepared.id);
-                prepared.sketch = signature.sketch.clone().map(Arc::new);
-                prepared.signature = signature;
-            }
-        }
-        let reason = prepared.signature.reason;
-        for &key in prepared.signature.sketch.iter().flat_map(Sketch::keys) {
-            prepared
-                .document
-                .add_u64(self.fields.sketch_keys, u64::from(key));
-        }
         Ok(Begun::ToPlace(Pending {
             prepared,
             replacing,
             reason,
+            chrome_mark: None,
         }))
+    }
+
+    /// Before a run is placed, in order: each document's page shown to the sources' chrome
+    /// at the sequence number it takes if all before it are added, and signed again without
+    /// the chrome when it had some (a document placed elsewhere was signed there); then its
+    /// sketch's keys added to it.
+    fn strip_chrome<D: DedupDocument>(&mut self, run: &mut [Begun<D>]) {
+        let mut position = self.next_sequence;
+        for begun in run {
+            let Begun::ToPlace(pending) = begun else {
+                continue;
+            };
+            let prepared = &mut pending.prepared;
+            if let Some(page) = prepared.page.take().filter(|_| prepared.placed.is_none()) {
+                let chrome = self.dedup.source_chrome_mut();
+                pending.chrome_mark = Some(chrome.mark());
+                let stripped = chrome.strip(*page, position);
+                if let Some(signature) = self.signer.without_chrome(&prepared.signature, stripped) {
+                    let signature = signature.for_document(&prepared.id);
+                    prepared.sketch = signature.sketch.clone().map(Arc::new);
+                    pending.reason = signature.reason;
+                    prepared.signature = signature;
+                }
+            }
+            position += 1;
+            for &key in prepared.signature.sketch.iter().flat_map(Sketch::keys) {
+                prepared
+                    .document
+                    .add_u64(self.fields.sketch_keys, u64::from(key));
+            }
+        }
     }
 
     /// Adds a document placed as `placed` to `writer`, with its dedup fields, in place of the
@@ -1321,6 +1351,7 @@ impl DedupWriter {
                 },
             replacing,
             reason,
+            chrome_mark: _,
         } = pending;
         let change = match &replacing {
             Some(replaced) => {

@@ -31,10 +31,10 @@
 //! and gives a forest close to the writer's, not the same one.
 //!
 //! What the stream taught of each source's chrome ([`crate::chrome`]) is read again from the
-//! pages themselves: the latest [`RELEARN_DOCUMENTS`] live documents' stored texts, each
-//! source's latest [`RECENT_PAGES`] of them ([`latest_pages`]). A source with no document
-//! among them, and a source whose latest pages include documents since deleted or replaced,
-//! learns from its next pages again.
+//! pages themselves: the stored texts of the live documents of the last
+//! [`FORGET_AFTER`] inserts, each source's latest [`RECENT_PAGES`] of them
+//! ([`latest_pages`]), as the writer remembered them. A document deleted or replaced since
+//! is not there to read: its source's older pages take its place.
 
 use std::io;
 use std::path::Path;
@@ -42,7 +42,12 @@ use std::time::{Duration, Instant};
 
 use tantivy::Searcher;
 
-use crate::chrome::{PageLines, RECENT_PAGES};
+use std::collections::HashMap;
+
+use tantivy::schema::{Field, Value};
+use tantivy::{DocAddress, TantivyDocument};
+
+use crate::chrome::{FORGET_AFTER, PageLines, RECENT_PAGES};
 use crate::dedup::{Deduplicator, Signer};
 use crate::engine::schema::{DELETED_AT, EVENT_TIME, ROOT, SEQUENCE, SIMHASH, SKETCH, sketch_in};
 use crate::forest::checkpoint::{CheckpointReader, CheckpointWriter, SavedCheckpoint};
@@ -400,45 +405,35 @@ pub(crate) fn replay(
     })
 }
 
-/// How many of the latest live documents [`latest_pages`] reads.
-pub const RELEARN_DOCUMENTS: usize = 50_000;
-
-/// The pages of the latest [`RELEARN_DOCUMENTS`] live documents, at most [`RECENT_PAGES`] of
-/// each source, in the order they were placed: the texts of `text_fields`, as stored, and
-/// the source `source_field` names. A document whose texts are not stored, or cannot be
-/// read, gives nothing.
+/// The pages of the live documents placed in the last [`FORGET_AFTER`] inserts (numbered
+/// below `next_sequence`), at most [`RECENT_PAGES`] of each source, each with its sequence
+/// number, in the order they were placed: the texts of `text_fields`, as stored, and the
+/// source `source_field` names. A document whose texts are not stored, or cannot be read,
+/// gives nothing.
 pub(crate) fn latest_pages(
     searcher: &Searcher,
-    source_field: tantivy::schema::Field,
-    text_fields: &[tantivy::schema::Field],
+    source_field: Field,
+    text_fields: &[Field],
     signer: &Signer,
-) -> tantivy::Result<Vec<PageLines>> {
-    use std::cmp::Reverse;
-    use std::collections::{BinaryHeap, HashMap};
-    use tantivy::schema::Value;
-    use tantivy::{DocAddress, TantivyDocument};
-
-    // The latest documents by sequence number: a heap of the smallest kept.
-    let mut latest: BinaryHeap<Reverse<(u64, u32, u32)>> = BinaryHeap::new();
+    next_sequence: u64,
+) -> tantivy::Result<Vec<(u64, PageLines)>> {
+    let oldest = next_sequence.saturating_sub(FORGET_AFTER);
+    let mut latest: Vec<(u64, DocAddress)> = Vec::new();
     for (ordinal, segment) in searcher.segment_readers().iter().enumerate() {
         let sequences = segment.fast_fields().u64(SEQUENCE)?;
         for doc in segment.doc_ids_alive() {
-            if let Some(sequence) = sequences.first(doc) {
-                latest.push(Reverse((sequence, ordinal as u32, doc)));
-                if latest.len() > RELEARN_DOCUMENTS {
-                    latest.pop();
-                }
+            if let Some(sequence) = sequences.first(doc).filter(|&sequence| sequence >= oldest) {
+                latest.push((sequence, DocAddress::new(ordinal as u32, doc)));
             }
         }
     }
-    let mut latest: Vec<(u64, u32, u32)> = latest.into_iter().map(|Reverse(doc)| doc).collect();
     latest.sort_unstable_by(|a, b| b.cmp(a));
     let mut per_source: HashMap<String, usize> = HashMap::new();
     let mut pages = Vec::new();
-    for (_, ordinal, doc) in latest {
+    for (sequence, address) in latest {
         // A document that cannot be read (a damaged store, which `check` names) teaches
         // nothing: opening never depends on the stored documents.
-        let Ok(document) = searcher.doc::<TantivyDocument>(DocAddress::new(ordinal, doc)) else {
+        let Ok(document) = searcher.doc::<TantivyDocument>(address) else {
             continue;
         };
         let Some(source) = document
@@ -455,16 +450,16 @@ pub(crate) fn latest_pages(
             .iter()
             .flat_map(|&field| document.get_all(field).filter_map(|value| value.as_str()))
             .collect();
-        if texts.is_empty() {
-            continue;
-        }
         let normalized = texts
             .iter()
             .map(|text| crate::text::normalize(text))
             .collect();
-        if let Some(page) = signer.page_lines(Some(source), normalized) {
+        if let Some(page) = signer
+            .page_lines(Some(source), normalized)
+            .filter(PageLines::has_lines)
+        {
             *count += 1;
-            pages.push(page);
+            pages.push((sequence, page));
         }
     }
     pages.reverse();

@@ -364,6 +364,7 @@ impl DedupIndex {
                     )));
                 }
                 config.index.user_dict = stored.index.user_dict;
+                config.dedup.source_chrome = stored.dedup.source_chrome;
                 config
             }
             None => stored,
@@ -802,6 +803,9 @@ fn open_writer(index: &Index, config: &Config, dir: &Path) -> Result<IndexWriter
 fn check_compatible(stored: &Config, requested: &Config) -> Result<()> {
     let mut stored_dedup = stored.dedup.clone();
     stored_dedup.window = requested.dedup.window;
+    // The index keeps learning sources' chrome as it was made to (`open_or_create_as`
+    // takes its value): an index made before the setting existed opens with any settings.
+    stored_dedup.source_chrome = requested.dedup.source_chrome;
     // The tables are rebuilt on open and find the same neighbours whatever their layout.
     stored_dedup.tables = requested.dedup.tables;
     if stored_dedup != requested.dedup {

@@ -449,6 +449,21 @@ pub fn degenerate_sketch(normalized: &[&str]) -> Option<Sketch> {
     })
 }
 
+impl Sketch {
+    /// The sketch of a text that stands for its whole (a page of its source's chrome alone,
+    /// [`Stripped::Everything`](crate::chrome::Stripped::Everything), whose hash is
+    /// `text_hash`): one hash that no shingle takes, so that only the same text verifies
+    /// against it.
+    pub fn of_whole_text(text_hash: u64) -> Sketch {
+        let mut bytes = b"whole text".to_vec();
+        bytes.extend_from_slice(&text_hash.to_le_bytes());
+        Sketch {
+            shift: 0,
+            hashes: Box::new([shingle_hash(xxh3_64(&bytes), false)]),
+        }
+    }
+}
+
 /// Appends a sentence's units: a character of a script written without spaces is its code
 /// point, a digit its code point tagged with [`DIGIT_UNIT`]; a word of a script written with
 /// spaces is a hash of its letters with the top bit set. No two kinds overlap, since code

@@ -809,7 +809,16 @@ fn an_existing_index_refuses_settings_that_would_change_its_fingerprints() {
     // The window may change.
     let mut longer = config();
     longer.dedup.window = Duration::from_secs(86_400);
-    DedupIndex::open_or_create(dir.path(), Some(longer)).unwrap();
+    DedupIndex::open_or_create(dir.path(), Some(longer))
+        .unwrap()
+        .close()
+        .unwrap();
+    // An index keeps learning sources' chrome as it was made to, whatever the settings say
+    // (one made before the setting existed reads `false`).
+    let mut blind = config();
+    blind.dedup.source_chrome = false;
+    let opened = DedupIndex::open_or_create(dir.path(), Some(blind)).unwrap();
+    assert!(opened.config().dedup.source_chrome);
 }
 
 #[test]

@@ -1172,6 +1172,10 @@ fn a_sites_own_chrome_neither_joins_its_stories_nor_splits_a_reprint() {
     );
     let chrome_alone = add("江城网", site_page("江城网", ""));
     assert_eq!(chrome_alone.reason, Some(Reason::Boilerplate));
+    assert!(
+        !chrome_alone.duplicate,
+        "the chrome alone joined the story of the site's first pages"
+    );
     assert_ne!(chrome_alone.root, later[0].root);
     assert_ne!(chrome_alone.root, later[1].root);
     dedup.forest().check_invariants().unwrap();

@@ -30,7 +30,6 @@ use axum::Router;
 use axum::http::Method;
 use axum::routing::{get, post};
 
-use crate::chrome::SourceChrome;
 use crate::config::{Config, ServerConfig};
 use crate::dedup::Signer;
 use crate::engine::ShardSpec;
@@ -77,9 +76,8 @@ pub(crate) struct CoordinatorState {
     /// documents in flight.
     placer: Arc<Mutex<Pipeline>>,
     signer: Signer,
-    /// What this coordinator learned of each source's chrome from the pages it placed (not
-    /// shared with other coordinators; learned again after a restart).
-    chrome: Mutex<SourceChrome>,
+    /// What this coordinator learned of each source's chrome.
+    chrome: Mutex<write::LearnedChrome>,
     /// Held while a write is placed, recorded in the directory and appended to the shards'
     /// logs, so that batches are placed in the order received and every replica applies them
     /// in that order; not while the shards commit. Then the same for every coordinator of the
@@ -170,7 +168,7 @@ impl Coordinator {
             logs,
             directory,
             placer: Arc::new(Mutex::new(placer)),
-            chrome: Mutex::new(SourceChrome::default()),
+            chrome: Mutex::new(write::LearnedChrome::default()),
             writing: tokio::sync::Mutex::new(()),
             stopping: std::sync::atomic::AtomicBool::new(false),
             turn,

@@ -18,7 +18,7 @@ use super::directory::Entry;
 use super::shards::{relay, shard_unavailable};
 use crate::Fingerprint;
 use crate::article::{ArticleReader, ArticleRecord};
-use crate::chrome::PageLines;
+use crate::chrome::{PageLines, SourceChrome};
 use crate::dedup::now;
 use crate::engine::{Placed, ShardSpec};
 use crate::forest::Signature;
@@ -305,6 +305,15 @@ fn to_value(result: &DocumentResult) -> AppResult<Value> {
     serde_json::to_value(result).map_err(ApiError::internal)
 }
 
+/// What this coordinator learned of each source's chrome from the documents it placed
+/// (not shared with other coordinators; learned again after a restart), and how many it
+/// placed: the next one's position in its stream.
+#[derive(Default)]
+pub(super) struct LearnedChrome {
+    chrome: SourceChrome,
+    placed: u64,
+}
+
 /// Where the documents of a batch go.
 struct Plan {
     /// Per shard, its lines: the documents it is sent, then the deletes of the copies that
@@ -339,10 +348,11 @@ fn place(
             Some((document.record.article.id.clone(), entry.as_ref()?.digest))
         })
         .collect();
-    let mut chrome = state
+    let mut learned = state
         .chrome
         .lock()
         .map_err(|_| ApiError::internal("the sources' chrome was poisoned by a panic"))?;
+    let before = learned.chrome.mark();
     let mut newest = placer.newest_time();
     let mut inserts = Vec::new();
     for document in &mut signed {
@@ -359,13 +369,28 @@ fn place(
         // Taken: the second pass needs the placement, not the signature.
         let mut signature = std::mem::replace(&mut document.signature, Fingerprint(0).into());
         if let Some(page) = document.page.take() {
-            signature = state.signer.without_chrome(signature, chrome.strip(page));
+            let position = learned.placed + inserts.len() as u64;
+            let stripped = learned.chrome.strip(page, position);
+            if let Some(without) = state.signer.without_chrome(&signature, stripped) {
+                signature = without;
+            }
         }
         inserts.push((signature.for_document(id), time));
     }
-    let mut placements = placer
-        .place_all(&inserts)
-        .map_err(|error| store_failed(&error.into()))?
+    let placements = match placer.place_all(&inserts) {
+        Ok(placements) => {
+            learned.placed += inserts.len() as u64;
+            learned.chrome.settle();
+            placements
+        }
+        Err(error) => {
+            // Sent again, the batch is shown to the chrome again.
+            learned.chrome.forget_since(before);
+            return Err(store_failed(&error.into()));
+        }
+    };
+    drop(learned);
+    let mut placements = placements
         .into_iter()
         .zip(inserts.iter().map(|(_, time)| *time));
     let mut lines = ShardLines::new();
