@@ -452,8 +452,9 @@ pub fn degenerate_sketch(normalized: &[&str]) -> Option<Sketch> {
 impl Sketch {
     /// The sketch of a text that stands for its whole (a page of its source's chrome alone,
     /// [`Stripped::Everything`](crate::chrome::Stripped::Everything), whose hash is
-    /// `text_hash`): one hash that no shingle takes, so that only the same text verifies
-    /// against it.
+    /// `text_hash`): one hash drawn in a domain of its own, which a text's shingles take only
+    /// by chance (as [`degenerate_sketch`]'s), so that only the same text verifies against
+    /// it.
     pub fn of_whole_text(text_hash: u64) -> Sketch {
         let mut bytes = b"whole text".to_vec();
         bytes.extend_from_slice(&text_hash.to_le_bytes());
