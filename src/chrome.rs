@@ -80,6 +80,21 @@ pub const MIN_PAGES: usize = 4;
 pub const EDGE_LINES: usize = 8;
 
 /// What [`SourceChrome::strip`] found of its source's chrome on a page.
+///
+/// ```
+/// use tantivy_dedup::chrome::{PageLines, SourceChrome, Stripped};
+///
+/// let mut chrome = SourceChrome::default();
+/// for position in 0..4 {
+///     let page = format!("江城网首页\n第{position}篇稿件\n版权所有 江城网");
+///     assert_eq!(chrome.strip(PageLines::new("江城网", vec![page]), position), Stripped::Nothing);
+/// }
+/// // The page's own line is kept; a page of the site's chrome alone is boilerplate.
+/// let story = PageLines::new("江城网", vec!["江城网首页\n新稿件\n版权所有 江城网".into()]);
+/// assert_eq!(chrome.strip(story, 4), Stripped::Texts(vec!["新稿件".into()]));
+/// let alone = PageLines::new("江城网", vec!["江城网首页\n版权所有 江城网".into()]);
+/// assert!(matches!(chrome.strip(alone, 5), Stripped::Everything(_)));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Stripped {
     /// None: the page is signed as it is.
@@ -94,6 +109,16 @@ pub enum Stripped {
 /// The lines of one page of a source: its texts (already normalised: one line break between
 /// lines), and the hash and place of the lines at its two ends. Made on any thread, so that
 /// the ordered [`SourceChrome::strip`] only looks them up.
+///
+/// ```
+/// use tantivy_dedup::chrome::PageLines;
+///
+/// let page = PageLines::new("江城网", vec!["江城网首页\n\n正文\n".into()]);
+/// assert!(page.has_lines());
+/// assert_eq!(page.parts(), ["江城网首页\n\n正文\n"]);
+/// // Lines of white space alone teach nothing.
+/// assert!(!PageLines::new("江城网", vec![" \n\t".into()]).has_lines());
+/// ```
 #[derive(Debug, Clone)]
 pub struct PageLines {
     source: u64,
