@@ -58,6 +58,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
 
+use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::xxh3_64;
 
 /// How many of a source's latest pages are remembered.
@@ -104,6 +105,45 @@ pub enum Stripped {
     /// Every line: a page of its source's chrome alone, boilerplate; with a hash of its
     /// whole text, which only the same page shares.
     Everything(u64),
+}
+
+/// Which of the lines at a page's two ends are its source's chrome
+/// ([`SourceChrome::strip_lines`]): bit `i` for the `i`-th of them, top first. What the
+/// process that places a page (a coordinator) tells the one that stores it (a shard), which
+/// takes out the same lines ([`PageLines::without`]) and so signs the page as one index
+/// would: a shard sees only its own stories' pages, too few to learn a source's chrome from.
+///
+/// ```
+/// use tantivy_dedup::chrome::{ChromeLines, PageLines, SourceChrome, Stripped};
+///
+/// let page = |story: &str| PageLines::new("海州网", vec![format!("海州网首页\n{story}")]);
+/// let mut chrome = SourceChrome::default();
+/// for position in 0..4 {
+///     assert!(chrome.strip_lines(&page(&format!("第{position}篇稿件")), position).is_empty());
+/// }
+/// let lines = chrome.strip_lines(&page("第五篇"), 4);
+/// // Sent along with the page, as a number; read back where the page is stored.
+/// let sent = serde_json::to_string(&lines)?;
+/// let read: ChromeLines = serde_json::from_str(&sent)?;
+/// assert_eq!(page("第五篇").without(read), Stripped::Texts(vec!["第五篇".into()]));
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ChromeLines(u16);
+
+// Every line a page is read by has its bit.
+const _: () = assert!(2 * EDGE_LINES <= u16::BITS as usize);
+
+impl ChromeLines {
+    /// Whether no line is chrome.
+    pub fn is_empty(&self) -> bool {
+        self.0 == 0
+    }
+
+    fn contains(self, edge: usize) -> bool {
+        edge < u16::BITS as usize && self.0 >> edge & 1 == 1
+    }
 }
 
 /// The lines of one page of a source: its texts (already normalised: one line break between
@@ -179,6 +219,11 @@ impl PageLines {
         }
     }
 
+    /// Its source, as [`SourceChrome`] tells sources apart: a hash of the name.
+    pub fn source(&self) -> SourceKey {
+        SourceKey(self.source)
+    }
+
     /// The page's normalised texts, as given.
     pub fn parts(&self) -> &[String] {
         &self.parts
@@ -188,7 +233,76 @@ impl PageLines {
     pub fn has_lines(&self) -> bool {
         !self.edges.is_empty()
     }
+
+    /// The page without `chrome`, the lines at its ends that its source repeats.
+    pub fn without(&self, chrome: ChromeLines) -> Stripped {
+        let chrome: Vec<&(usize, Range<usize>, u32)> = (self.edges.iter().enumerate())
+            .filter(|(edge, _)| chrome.contains(*edge))
+            .map(|(_, line)| line)
+            .collect();
+        if chrome.is_empty() {
+            return Stripped::Nothing;
+        }
+        if chrome.len() == self.lines {
+            let whole = self.parts.iter().fold(0u64, |whole, part| {
+                whole.rotate_left(1) ^ xxh3_64(part.as_bytes())
+            });
+            return Stripped::Everything(whole);
+        }
+        let stripped = self
+            .parts
+            .iter()
+            .enumerate()
+            .map(|(index, part)| {
+                let mut kept = String::with_capacity(part.len());
+                for range in line_ranges(part) {
+                    let line = &part[range.clone()];
+                    let chrome_line = chrome
+                        .iter()
+                        .any(|(part, chrome, _)| *part == index && *chrome == range);
+                    if !chrome_line {
+                        if !kept.is_empty() {
+                            kept.push('\n');
+                        }
+                        kept.push_str(line);
+                    }
+                }
+                kept
+            })
+            .collect();
+        Stripped::Texts(stripped)
+    }
 }
+
+/// A source as [`SourceChrome`] tells sources apart: a hash of its name
+/// ([`PageLines::source`]).
+///
+/// ```
+/// use tantivy_dedup::chrome::PageLines;
+///
+/// let page = |source: &str, text: &str| PageLines::new(source, vec![text.into()]);
+/// assert_eq!(page("江城网", "一").source(), page("江城网", "二").source());
+/// assert_ne!(page("江城网", "一").source(), page("海州网", "一").source());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SourceKey(pub u64);
+
+/// Saved pages ([`SourceChrome::saved`]) that cannot be read back.
+///
+/// ```
+/// use tantivy_dedup::chrome::{SourceChrome, SourceKey};
+///
+/// let mut chrome = SourceChrome::default();
+/// // A page's position, cut short.
+/// let error = chrome.restore(SourceKey(1), &[1, 0, 0]).unwrap_err();
+/// assert!(error.to_string().contains("byte 1"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("saved pages of a source's chrome are cut short or malformed at byte {0}")]
+pub struct BadSavedPages(usize);
+
+/// The version byte that begins [`SourceChrome::saved`] bytes.
+const SAVED_VERSION: u8 = 1;
 
 /// A page as its source's chrome remembers it.
 #[derive(Debug, Clone)]
@@ -298,26 +412,43 @@ impl SourceChrome {
     /// latest pages carry them, each beside lines of its own); then remembers the page, at
     /// `position` in the stream (increasing from one page to the next).
     pub fn strip(&mut self, page: PageLines, position: u64) -> Stripped {
-        let stripped = self.without_chrome(&page, position);
-        self.remember(page, position);
-        stripped
+        let chrome = self.strip_lines(&page, position);
+        page.without(chrome)
+    }
+
+    /// Which of the page's lines [`strip`](Self::strip) takes out, for the process that
+    /// stores the page to take out ([`PageLines::without`]); then remembers the page, at
+    /// `position`.
+    pub fn strip_lines(&mut self, page: &PageLines, position: u64) -> ChromeLines {
+        let chrome = self.chrome_lines(page, position);
+        if page.has_lines() {
+            let remembered = RecentPage {
+                position,
+                ..page.remembered.clone()
+            };
+            self.remember_page(page.source, remembered);
+        }
+        chrome
     }
 
     /// Remembers a page as its source's latest, at `position`, without stripping it
     /// (rebuilding what a stream taught from the pages it left).
     pub fn remember(&mut self, mut page: PageLines, position: u64) {
-        if page.edges.is_empty() {
-            return;
+        if page.has_lines() {
+            page.remembered.position = position;
+            self.remember_page(page.source, page.remembered);
         }
-        page.remembered.position = position;
-        let recent = self.recent.entry(page.source).or_default();
+    }
+
+    fn remember_page(&mut self, source: u64, page: RecentPage) {
+        let recent = self.recent.entry(source).or_default();
         let pushed_out = if recent.pages.len() == RECENT_PAGES {
             recent.pop_front()
         } else {
             None
         };
-        recent.push_back(page.remembered);
-        self.taught.push((page.source, pushed_out));
+        recent.push_back(page);
+        self.taught.push((source, pushed_out));
     }
 
     /// Where its memory stands now.
@@ -355,57 +486,118 @@ impl SourceChrome {
         self.recent.len()
     }
 
-    fn without_chrome(&self, page: &PageLines, position: u64) -> Stripped {
+    /// What it remembers of `source`'s latest pages, as bytes to be kept elsewhere and read
+    /// back by [`restore`](Self::restore) (`None`: nothing): how processes that place pages
+    /// in turn share what each learned. At most about 1.2 KB a source.
+    ///
+    /// ```
+    /// use tantivy_dedup::chrome::{PageLines, SourceChrome, Stripped};
+    ///
+    /// let page = |story: &str| PageLines::new("海州网", vec![format!("海州网首页\n{story}")]);
+    /// let mut first = SourceChrome::default();
+    /// for position in 0..4 {
+    ///     first.strip(page(&format!("第{position}篇稿件")), position);
+    /// }
+    /// let source = page("").source();
+    /// let saved = first.saved(source).expect("pages of the source");
+    /// // Another process goes on from there.
+    /// let mut second = SourceChrome::default();
+    /// second.restore(source, &saved)?;
+    /// assert_eq!(second.strip(page("第五篇"), 4), Stripped::Texts(vec!["第五篇".into()]));
+    /// # Ok::<(), tantivy_dedup::chrome::BadSavedPages>(())
+    /// ```
+    pub fn saved(&self, source: SourceKey) -> Option<Vec<u8>> {
+        let recent = self.recent.get(&source.0)?;
+        let mut bytes = vec![SAVED_VERSION];
+        for page in &recent.pages {
+            bytes.extend_from_slice(&page.position.to_le_bytes());
+            bytes.extend_from_slice(&page.sum.to_le_bytes());
+            bytes.push(page.lines.len() as u8);
+            for line in page.lines.iter() {
+                bytes.extend_from_slice(&line.to_le_bytes());
+            }
+        }
+        Some(bytes)
+    }
+
+    /// Remembers, for `source`, the pages that [`saved`](Self::saved) gave (in place of
+    /// what it remembered of it). Read back to the last byte, or refused whole.
+    pub fn restore(&mut self, source: SourceKey, saved: &[u8]) -> Result<(), BadSavedPages> {
+        let mut reader = SavedReader {
+            bytes: saved,
+            at: 0,
+        };
+        if reader.take::<1>()? != [SAVED_VERSION] {
+            return Err(BadSavedPages(0));
+        }
+        let mut recent = Recent::default();
+        while !reader.is_done() {
+            let position = u64::from_le_bytes(reader.take()?);
+            let sum = u32::from_le_bytes(reader.take()?);
+            let [count] = reader.take::<1>()?;
+            let lines: Box<[u32]> = (0..count)
+                .map(|_| reader.take().map(u32::from_le_bytes))
+                .collect::<Result<_, _>>()?;
+            // Looked up by binary search: sorted and distinct, as remembered.
+            let sorted = lines.windows(2).all(|pair| pair[0] < pair[1]);
+            if !sorted || lines.len() > 2 * EDGE_LINES || recent.pages.len() == RECENT_PAGES {
+                return Err(BadSavedPages(reader.at));
+            }
+            recent.push_back(RecentPage {
+                lines,
+                sum,
+                position,
+            });
+        }
+        if recent.pages.is_empty() {
+            self.recent.remove(&source.0);
+        } else {
+            self.recent.insert(source.0, recent);
+        }
+        Ok(())
+    }
+
+    fn chrome_lines(&self, page: &PageLines, position: u64) -> ChromeLines {
         let Some(recent) = self.recent.get(&page.source) else {
-            return Stripped::Nothing;
+            return ChromeLines::default();
         };
         // The pages forgotten by now are the oldest.
         let forgotten =
             (recent.pages).partition_point(|old| old.position + FORGET_AFTER <= position);
         let known = recent.pages.len() - forgotten;
         if known < MIN_PAGES {
-            return Stripped::Nothing;
+            return ChromeLines::default();
         }
         let repeats = (REPEATED_SHARE * known as f64).ceil() as usize;
-        let chrome: Vec<&(usize, Range<usize>, u32)> = page
-            .edges
-            .iter()
-            .filter(|(_, _, hash)| {
-                usize::from(recent.buckets[bucket(*hash)]) >= repeats
-                    && is_chrome(recent.pages.range(forgotten..), *hash, repeats)
-            })
-            .collect();
-        if chrome.is_empty() {
-            return Stripped::Nothing;
+        let mut chrome = ChromeLines::default();
+        for (edge, (_, _, hash)) in page.edges.iter().enumerate() {
+            if usize::from(recent.buckets[bucket(*hash)]) >= repeats
+                && is_chrome(recent.pages.range(forgotten..), *hash, repeats)
+            {
+                chrome.0 |= 1 << edge;
+            }
         }
-        if chrome.len() == page.lines {
-            let whole = page.parts.iter().fold(0u64, |whole, part| {
-                whole.rotate_left(1) ^ xxh3_64(part.as_bytes())
-            });
-            return Stripped::Everything(whole);
-        }
-        let stripped = page
-            .parts
-            .iter()
-            .enumerate()
-            .map(|(index, part)| {
-                let mut kept = String::with_capacity(part.len());
-                for range in line_ranges(part) {
-                    let line = &part[range.clone()];
-                    let chrome_line = chrome
-                        .iter()
-                        .any(|(part, chrome, _)| *part == index && *chrome == range);
-                    if !chrome_line {
-                        if !kept.is_empty() {
-                            kept.push('\n');
-                        }
-                        kept.push_str(line);
-                    }
-                }
-                kept
-            })
-            .collect();
-        Stripped::Texts(stripped)
+        chrome
+    }
+}
+
+/// Reads [`SourceChrome::saved`] bytes in order.
+struct SavedReader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl SavedReader<'_> {
+    fn take<const N: usize>(&mut self) -> Result<[u8; N], BadSavedPages> {
+        let taken = (self.bytes.get(self.at..self.at + N))
+            .and_then(|taken| <[u8; N]>::try_from(taken).ok())
+            .ok_or(BadSavedPages(self.at))?;
+        self.at += N;
+        Ok(taken)
+    }
+
+    fn is_done(&self) -> bool {
+        self.at == self.bytes.len()
     }
 }
 
@@ -583,6 +775,44 @@ mod tests {
             Stripped::Nothing,
             "pages {FORGET_AFTER} inserts old are forgotten"
         );
+    }
+
+    #[test]
+    fn saved_pages_are_read_back_whole_or_refused() {
+        let mut stream = Stream::default();
+        stream.pages_with("甲网", "甲网首页", RECENT_PAGES + 3);
+        let source = page("甲网", &["任意"]).source();
+        let saved = stream.chrome.saved(source).unwrap();
+        let mut restored = SourceChrome::default();
+        restored.restore(source, &saved).unwrap();
+        assert_eq!(
+            format!("{:?}", restored.recent),
+            format!("{:?}", stream.chrome.recent)
+        );
+        for cut in 0..saved.len() {
+            let cut_short = restored.clone().restore(source, &saved[..cut]);
+            // Cut between two pages, what is there reads back.
+            let page_bytes = 8 + 4 + 1 + 2 * 4;
+            let between_pages = cut > 0 && (cut - 1) % page_bytes == 0;
+            assert_eq!(cut_short.is_ok(), between_pages, "cut at {cut}");
+        }
+        let mut unsorted = saved.clone();
+        unsorted[14..22].copy_from_slice(&[9, 0, 0, 0, 1, 0, 0, 0]);
+        assert!(restored.restore(source, &unsorted).is_err());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_bytes_restore_or_are_refused_without_a_panic(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..400),
+        ) {
+            let mut chrome = SourceChrome::default();
+            if chrome.restore(SourceKey(7), &bytes).is_ok() {
+                // What was read back saves as it came.
+                let saved = chrome.saved(SourceKey(7));
+                proptest::prop_assert_eq!(saved.unwrap_or(vec![SAVED_VERSION]), bytes);
+            }
+        }
     }
 
     #[test]

@@ -15,7 +15,7 @@ use tantivy::{
     Searcher, TantivyDocument, Term,
 };
 
-use crate::chrome::{Mark, PageLines};
+use crate::chrome::{ChromeLines, Mark, PageLines};
 use crate::config::DedupConfig;
 use crate::dedup::{Change, Decision, Deduplicator, Signer, now};
 use crate::engine::directory::index_error;
@@ -169,6 +169,11 @@ pub struct Placed {
     /// ([`Placement::reason`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<Reason>,
+    /// The lines of its page that its placer took out as its source's chrome (it was placed
+    /// by its text without them): the shard takes out the same before it stores the page's
+    /// sketch and answers its reason, as one index would.
+    #[serde(default, skip_serializing_if = "ChromeLines::is_empty")]
+    pub chrome: ChromeLines,
 }
 
 impl Placed {
@@ -181,7 +186,13 @@ impl Placed {
             duplicate: placement.is_duplicate(),
             time,
             reason: placement.reason,
+            chrome: ChromeLines::default(),
         }
+    }
+
+    /// The same, with the chrome lines its placer took out of its page.
+    pub fn with_chrome(self, chrome: ChromeLines) -> Self {
+        Placed { chrome, ..self }
     }
 }
 
@@ -222,6 +233,9 @@ impl<D> PreparedDocument<D> {
     /// The same document, placed by another process: [`DedupWriter::add`] then stores it
     /// there instead of placing it.
     pub fn placed(mut self, placed: Placed) -> Self {
+        if placed.chrome.is_empty() {
+            self.page = None; // nothing of it is taken out
+        }
         self.placed = Some(placed);
         self
     }
@@ -1302,8 +1316,8 @@ impl DedupWriter {
 
     /// Before a run is placed, in order: each document's page shown to the sources' chrome
     /// at the sequence number it takes if all before it are added, and signed again without
-    /// the chrome when it had some (a document placed elsewhere was signed there); then its
-    /// sketch's keys added to it.
+    /// the chrome when it had some (a document placed elsewhere without the lines its placer
+    /// took out, [`Placed::chrome`]); then its sketch's keys added to it.
     fn strip_chrome<D: DedupDocument>(&mut self, run: &mut [Begun<D>]) {
         let mut position = self.next_sequence;
         for begun in run {
@@ -1311,10 +1325,15 @@ impl DedupWriter {
                 continue;
             };
             let prepared = &mut pending.prepared;
-            if let Some(page) = prepared.page.take().filter(|_| prepared.placed.is_none()) {
-                let chrome = self.dedup.source_chrome_mut();
-                pending.chrome_mark = Some(chrome.mark());
-                let stripped = chrome.strip(*page, position);
+            if let Some(page) = prepared.page.take() {
+                let stripped = match &prepared.placed {
+                    Some(placed) => page.without(placed.chrome),
+                    None => {
+                        let chrome = self.dedup.source_chrome_mut();
+                        pending.chrome_mark = Some(chrome.mark());
+                        chrome.strip(*page, position)
+                    }
+                };
                 if let Some(signature) = self.signer.without_chrome(&prepared.signature, stripped) {
                     let signature = signature.for_document(&prepared.id);
                     prepared.sketch = signature.sketch.clone().map(Arc::new);

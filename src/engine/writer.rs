@@ -10,9 +10,10 @@ use tantivy::query::RangeQuery;
 use tantivy::{DateTime, Index, IndexWriter, Term};
 
 use crate::article::{Article, ArticleError, ArticleReader, ArticleRecord, FieldValue};
+use crate::chrome::PageLines;
 use crate::config::{Config, FieldKind};
 use crate::dedup::{BATCH_SIZE, Decision, Signer};
-use crate::engine::dedup_writer::{DedupWriter, PreparedDocument};
+use crate::engine::dedup_writer::{DedupWriter, Placed, PreparedDocument};
 use crate::engine::directory::{
     self, FOREST_DIR, SETTINGS_FILE, index_error, open_directory, open_tantivy, stored_settings,
 };
@@ -51,7 +52,21 @@ impl Preparer {
     /// Analyses and fingerprints an article (an [`Article`], or an [`ArticleRecord`] with
     /// values of the schema's own fields; values of fields the schema lacks are left out).
     pub fn prepare(&self, record: impl Into<ArticleRecord>) -> PreparedArticle {
-        let record = record.into();
+        self.prepare_with(record.into(), None)
+    }
+
+    /// Prepares an article that another process placed (a coordinator, for the shard that
+    /// stores it): its page is read only when the placer took lines out of it as its
+    /// source's chrome, which are then taken out here too ([`Placed::chrome`]).
+    pub fn prepare_placed(
+        &self,
+        record: impl Into<ArticleRecord>,
+        placed: Placed,
+    ) -> PreparedArticle {
+        self.prepare_with(record.into(), Some(placed))
+    }
+
+    fn prepare_with(&self, record: ArticleRecord, placed: Option<Placed>) -> PreparedArticle {
         let digest = record.digest();
         let ArticleRecord {
             article,
@@ -111,13 +126,18 @@ impl Preparer {
             })
             .collect();
         let signature = self.signer.sign_analyzed(&parts);
-        let page = self.signer.page_lines(
-            source.as_deref(),
+        let normalized = || {
             parts
                 .iter()
                 .map(|part| part.normalized().to_owned())
-                .collect(),
-        );
+                .collect()
+        };
+        let page = match placed.map(|placed| placed.chrome) {
+            Some(chrome) => (source.as_deref())
+                .filter(|source| !chrome.is_empty() && !source.is_empty())
+                .map(|source| PageLines::new(source, normalized())),
+            None => self.signer.page_lines(source.as_deref(), normalized()),
+        };
 
         let fields = &self.fields;
         let mut document = NewsDocument::default();
@@ -143,7 +163,12 @@ impl Preparer {
                 NewsValue::Date(DateTime::from_timestamp_secs(time)),
             );
         }
-        PreparedDocument::new(document, id, published_at, signature, digest).with_page(page)
+        let prepared =
+            PreparedDocument::new(document, id, published_at, signature, digest).with_page(page);
+        match placed {
+            Some(placed) => prepared.placed(placed),
+            None => prepared,
+        }
     }
 }
 

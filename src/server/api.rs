@@ -597,11 +597,11 @@ pub(crate) fn prepare_batch<'a>(
     let prepared: Vec<_> = records
         .into_par_iter()
         .map(|(index, record, placed)| {
-            let prepared = preparer.prepare(record);
-            match placed {
-                Some(placed) => (index, prepared.placed(placed)),
-                None => (index, prepared),
-            }
+            let prepared = match placed {
+                Some(placed) => preparer.prepare_placed(record, placed),
+                None => preparer.prepare(record),
+            };
+            (index, prepared)
         })
         .collect();
     PreparedBatch {

@@ -53,6 +53,7 @@ fn split(count: usize) -> Split {
             duplicate: decision.duplicate,
             time: article.published_at.unwrap(),
             reason: decision.reason,
+            chrome: Default::default(),
         };
         let prepared = shard.prepare(article.clone()).placed(placed);
         shard.add(prepared).unwrap();
@@ -225,6 +226,7 @@ fn a_story_of_100000_members_lives_on_one_shard_with_exact_counts() {
             duplicate: number > 0 && target == root,
             time: article.published_at.unwrap(),
             reason: None,
+            chrome: Default::default(),
         };
         let shard = &mut shards[ShardSpec::owner(target, COUNT)];
         let prepared = shard.prepare(article).placed(placed);

@@ -8,7 +8,8 @@
 //!   offsets, `min_cluster_size`, source and time filters, facets, histogram, highlights),
 //!   story page, document, detail page, near-duplicate check and the statistics' counts
 //!   compared field by field; a replaced document live on one shard only; a re-send through
-//!   a second coordinator `unchanged`.
+//!   a second coordinator `unchanged`. Three sites' pages carry their site's chrome, which
+//!   the coordinator learns and takes out, and each shard takes out the same.
 //! - `concurrent_writes_moving_ids_leave_each_live_once_where_the_directory_says`: clients of
 //!   two coordinators replacing the same ids at once with other stories' texts (a write's
 //!   shards commit while the next is placed): each id live on one shard, the one the
@@ -84,6 +85,37 @@ fn batches(docs: &[Doc]) -> Vec<Value> {
             )
         })
         .collect()
+}
+
+/// The corpus with the pages of three sites in their site's chrome (a header line and a
+/// footer line on each), then pages of each of them that are their chrome alone: what a
+/// coordinator learns of a source's pages and takes out of them before placing them, the
+/// shard that stores them must take out too, as one index does.
+fn in_sites_chrome(mut docs: Vec<Doc>) -> Vec<Doc> {
+    let sites = &SOURCES[..3];
+    let header = |site: &str| format!("{site}首页 > 新闻中心 > 正文");
+    let footer =
+        |site: &str| format!("版权所有 {site} 未经书面授权不得转载 违法和不良信息举报电话：12377");
+    for doc in &mut docs {
+        if let Some(site) = doc
+            .source
+            .clone()
+            .filter(|source| sites.contains(&source.as_str()))
+        {
+            doc.content = format!("{}\n{}\n{}", header(&site), doc.content, footer(&site));
+        }
+    }
+    let last = docs.iter().map(|doc| doc.published_at).max().unwrap_or(0);
+    for (n, site) in sites.iter().enumerate() {
+        let mut alone = docs[n].clone();
+        alone.id = format!("chrome-{n}");
+        alone.title = String::new();
+        alone.content = format!("{}\n{}", header(site), footer(site));
+        alone.source = Some((*site).to_owned());
+        alone.published_at = last + 1 + n as i64;
+        docs.push(alone);
+    }
+    docs
 }
 
 /// Sends `body` to both and checks that both answer the same.
@@ -282,7 +314,7 @@ fn every_answer_equals_one_index_with_one_to_four_shards() {
     let redis = RedisCluster::start(3);
     let store = redis.store_arg();
     let dir = tempfile::tempdir().unwrap();
-    let (_, docs) = corpus(32, 60);
+    let docs = in_sites_chrome(corpus(32, 60).1);
     let stream = batches(&docs);
     // Replacements: a document takes another story's text (so it may move to another shard),
     // or an edited text of its own; then deletes.
@@ -315,11 +347,20 @@ fn every_answer_equals_one_index_with_one_to_four_shards() {
         let oracle = Serve::start(&shards_dir.join("oracle"), |command| {
             command.args(["--commit-delay", "5ms"]);
         });
+        let mut boilerplate = 0;
         for batch in &stream {
             let expected = oracle.post(batch);
             let answer = sharded.coordinator.post(batch);
             assert_eq!(answer, expected, "{count} shards: a batch's answer");
+            let results = expected["results"].as_array().unwrap();
+            boilerplate += (results.iter())
+                .filter(|result| result["reason"] == "boilerplate")
+                .count();
         }
+        assert_eq!(
+            boilerplate, 3,
+            "each site's page of its chrome alone is boilerplate"
+        );
         // Every answer, with keyword queries: no document was deleted yet, so BM25's
         // statistics (which count deleted documents until a merge drops them) agree.
         compare_reads(&oracle, &sharded.coordinator, &docs, true);
@@ -392,6 +433,31 @@ fn every_answer_equals_one_index_with_one_to_four_shards() {
             oracle.post(&replacements),
             "{count} shards: a re-send"
         );
+        // The sites' pages again under new ids, through the second coordinator: it takes out
+        // the chrome that the first learned (kept in the store), as one index does.
+        let sites_pages: Vec<Value> = (docs.iter())
+            .filter(|doc| doc.content.contains("版权所有"))
+            .rev()
+            .take(12)
+            .enumerate()
+            .map(|(n, doc)| {
+                let mut json = doc.json(n);
+                json["id"] = json!(format!("{}-again", doc.id));
+                json
+            })
+            .collect();
+        let sites_pages = Value::Array(sites_pages);
+        let answer = second.post(&sites_pages);
+        assert_eq!(
+            answer,
+            oracle.post(&sites_pages),
+            "{count} shards: pages again"
+        );
+        let boilerplate = (answer["results"].as_array().unwrap().iter())
+            .filter(|result| result["reason"] == "boilerplate")
+            .count();
+        // Not every site's: the replacements gave some of their pages other sites' texts.
+        assert!(boilerplate > 0, "{answer}");
         compare_reads(&oracle, &second, &docs, false);
     }
 }

@@ -6,10 +6,16 @@
 use serde::{Deserialize, Serialize};
 
 use crate::Fingerprint;
+use crate::chrome::ChromeLines;
 use crate::engine::{Placed, ShardSpec};
 use crate::forest::Timestamp;
 use crate::forest::redis::RedisAddress;
 use crate::{Error, Result};
+
+use super::cluster::{get_all, send_all};
+
+/// What the directory's keys hold, in errors.
+const DIRECTORY: &str = "the id directory";
 
 /// Where a document was placed: written once it is placed, before its shard is sent it, so
 /// that a request retried after a failure sends it again from the same place (the shard,
@@ -27,6 +33,9 @@ pub(crate) struct Entry {
     pub(crate) digest: u64,
     /// Its event time.
     pub(crate) time: Timestamp,
+    /// The lines of its page taken out as its source's chrome, which its shard takes out too.
+    #[serde(default, skip_serializing_if = "ChromeLines::is_empty")]
+    pub(crate) chrome: ChromeLines,
     /// Shards that may still hold an older version of it (it moved to another story's shard
     /// and the request that moved it has not been answered yet): deleted there when it is
     /// next sent.
@@ -49,6 +58,7 @@ impl Entry {
             duplicate: self.duplicate,
             time: self.time,
             reason: None,
+            chrome: self.chrome,
         }
     }
 }
@@ -70,7 +80,7 @@ end
 ";
 
 fn store_error(error: redis::RedisError) -> Error {
-    Error::Server(format!("the id directory's store failed: {error}"))
+    Error::Server(format!("the store of {DIRECTORY} failed: {error}"))
 }
 
 impl IdDirectory {
@@ -115,32 +125,20 @@ impl IdDirectory {
 
     /// The entries of `ids`, in order (`None`: no live document has that id).
     pub(crate) async fn get(&self, ids: &[String]) -> Result<Vec<Option<Entry>>> {
-        let mut reads = tokio::task::JoinSet::new();
-        for (position, id) in ids.iter().enumerate() {
-            let mut connection = self.connection.clone();
-            let key = self.key(id);
-            reads.spawn(async move {
-                let value: Option<String> = redis::cmd("GET")
-                    .arg(key)
-                    .query_async(&mut connection)
-                    .await?;
-                Ok::<_, redis::RedisError>((position, value))
-            });
-        }
-        let mut entries = vec![None; ids.len()];
-        while let Some(read) = reads.join_next().await {
-            let (position, value) = read
-                .map_err(|error| Error::Server(format!("reading the id directory: {error}")))?
-                .map_err(store_error)?;
-            entries[position] = value
-                .map(|value| {
-                    serde_json::from_str::<Entry>(&value).map_err(|error| {
-                        Error::Server(format!("the id directory holds a bad entry: {error}"))
+        let keys = ids.iter().map(|id| self.key(id)).collect();
+        let values: Vec<Option<String>> = get_all(&self.connection, keys, DIRECTORY).await?;
+        values
+            .into_iter()
+            .map(|value| {
+                value
+                    .map(|value| {
+                        serde_json::from_str::<Entry>(&value).map_err(|error| {
+                            Error::Server(format!("the id directory holds a bad entry: {error}"))
+                        })
                     })
-                })
-                .transpose()?;
-        }
-        Ok(entries)
+                    .transpose()
+            })
+            .collect()
     }
 
     /// Clears the stale shards of each id's `entry` once its move is answered, where the
@@ -160,7 +158,7 @@ impl IdDirectory {
             command.arg(encode(&entry)?).arg(encode(&settled)?);
             commands.push(command);
         }
-        self.run(commands).await
+        send_all(&self.connection, commands, DIRECTORY).await
     }
 
     /// Sets each id's entry (`None`: removes it).
@@ -176,28 +174,7 @@ impl IdDirectory {
             };
             commands.push(command);
         }
-        self.run(commands).await
-    }
-
-    /// Sends `commands` at once over the multiplexed connection, each to its key's node.
-    async fn run(&self, commands: Vec<redis::Cmd>) -> Result<()> {
-        let mut writes = tokio::task::JoinSet::new();
-        for command in commands {
-            let mut connection = self.connection.clone();
-            writes.spawn(async move { command.query_async::<()>(&mut connection).await });
-        }
-        // Every write finished before answering, failed or not: one still on its way could
-        // land after the next write's entry for the same id.
-        let mut failure = None;
-        while let Some(write) = writes.join_next().await {
-            let written = write
-                .map_err(|error| Error::Server(format!("writing the id directory: {error}")))
-                .and_then(|written| written.map_err(store_error));
-            if let Err(error) = written {
-                failure.get_or_insert(error);
-            }
-        }
-        failure.map_or(Ok(()), Err)
+        send_all(&self.connection, commands, DIRECTORY).await
     }
 }
 

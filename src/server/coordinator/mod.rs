@@ -16,6 +16,8 @@
 //!   `allow_partial=true`, the other shards' stories, flagged); the other answers are never
 //!   partial.
 
+mod chrome;
+mod cluster;
 mod directory;
 mod read;
 mod shards;
@@ -47,6 +49,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::server::error::ApiError;
+use chrome::SharedChrome;
 use directory::IdDirectory;
 use shards::Shards;
 use shards::{CLIENT_POSITIONS, ClientPositions, READ_AFTER_HEADER, WRITE_POSITIONS_HEADER};
@@ -76,8 +79,9 @@ pub(crate) struct CoordinatorState {
     /// documents in flight.
     placer: Arc<Mutex<Pipeline>>,
     signer: Signer,
-    /// What this coordinator learned of each source's chrome.
-    chrome: Mutex<write::LearnedChrome>,
+    /// What the store's coordinators learned of each source's chrome (`None`: the settings
+    /// do not learn it).
+    chrome: Option<SharedChrome>,
     /// Held while a write is placed, recorded in the directory and appended to the shards'
     /// logs, so that batches are placed in the order received and every replica applies them
     /// in that order; not while the shards commit. Then the same for every coordinator of the
@@ -148,6 +152,11 @@ impl Coordinator {
         directory.check_shard_count(shards.count()).await?;
         let logs = ShardLog::connect_all(store, shards.count()).await?;
         let turn = WriteTurn::connect(store).await?;
+        let chrome = if config.dedup.source_chrome {
+            Some(SharedChrome::connect(store).await?)
+        } else {
+            None
+        };
         let dedup = config.dedup.clone();
         let address = store.clone();
         let connections = server.inserts_in_flight;
@@ -168,7 +177,7 @@ impl Coordinator {
             logs,
             directory,
             placer: Arc::new(Mutex::new(placer)),
-            chrome: Mutex::new(write::LearnedChrome::default()),
+            chrome,
             writing: tokio::sync::Mutex::new(()),
             stopping: std::sync::atomic::AtomicBool::new(false),
             turn,

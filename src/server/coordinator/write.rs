@@ -14,11 +14,12 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::CoordinatorState;
+use super::chrome::BatchChrome;
 use super::directory::Entry;
 use super::shards::{relay, shard_unavailable};
 use crate::Fingerprint;
 use crate::article::{ArticleReader, ArticleRecord};
-use crate::chrome::{PageLines, SourceChrome};
+use crate::chrome::{ChromeLines, PageLines};
 use crate::dedup::now;
 use crate::engine::{Placed, ShardSpec};
 use crate::forest::Signature;
@@ -283,15 +284,29 @@ async fn write_in_turn(
         .map(|doc| doc.record.article.id.clone())
         .collect();
     let known = state.directory.get(&ids).await?;
-    let plan = {
+    let chrome = match &state.chrome {
+        Some(shared) => {
+            let pages = signed.iter().filter_map(|doc| doc.page.as_ref());
+            Some(shared.load(pages.map(PageLines::source).collect()).await?)
+        }
+        None => None,
+    };
+    let mut plan = {
         let state = state.clone();
-        blocking(move || place(&state, signed, known)).await?
+        blocking(move || place(&state, signed, known, chrome)).await?
     };
     // Recorded before the shards are sent anything: a retry after a failure below sends
     // the same places again (and deletes the stale copies then).
     let placed = plan.entries.iter();
     let placed = placed.map(|(id, entry)| (id.clone(), Some(entry.clone())));
     state.directory.set(placed.collect()).await?;
+    if let (Some(shared), Some(chrome)) = (&state.chrome, plan.chrome.take()) {
+        // Placed and recorded: a failure here must not have the write sent again (it would
+        // be placed twice). Its pages are then missing from what the next writes read.
+        if let Err(error) = shared.save(&chrome).await {
+            tracing::warn!(%error, "saving what a write taught of its sources' chrome");
+        }
+    }
     let moved: Vec<(String, Entry)> = plan
         .entries
         .into_iter()
@@ -305,15 +320,6 @@ fn to_value(result: &DocumentResult) -> AppResult<Value> {
     serde_json::to_value(result).map_err(ApiError::internal)
 }
 
-/// What this coordinator learned of each source's chrome from the documents it placed
-/// (not shared with other coordinators; learned again after a restart), and how many it
-/// placed: the next one's position in its stream.
-#[derive(Default)]
-pub(super) struct LearnedChrome {
-    chrome: SourceChrome,
-    placed: u64,
-}
-
 /// Where the documents of a batch go.
 struct Plan {
     /// Per shard, its lines: the documents it is sent, then the deletes of the copies that
@@ -321,6 +327,8 @@ struct Plan {
     lines: ShardLines,
     /// Per id, its entry once the batch is placed.
     entries: HashMap<String, Entry>,
+    /// The chrome of its sources, with what its pages taught, to be saved.
+    chrome: Option<BatchChrome>,
 }
 
 /// Places the batch's documents in order, as one writer would (several in flight at once,
@@ -333,6 +341,7 @@ fn place(
     state: &CoordinatorState,
     mut signed: Vec<Signed>,
     known: Vec<Option<Entry>>,
+    mut chrome: Option<BatchChrome>,
 ) -> AppResult<Plan> {
     let count = state.shards.count();
     let mut placer = state
@@ -348,13 +357,10 @@ fn place(
             Some((document.record.article.id.clone(), entry.as_ref()?.digest))
         })
         .collect();
-    let mut learned = state
-        .chrome
-        .lock()
-        .map_err(|_| ApiError::internal("the sources' chrome was poisoned by a panic"))?;
-    let before = learned.chrome.mark();
     let mut newest = placer.newest_time();
     let mut inserts = Vec::new();
+    // Per insert, the lines taken out of its page, which its shard takes out too.
+    let mut stripped = Vec::new();
     for document in &mut signed {
         let id = document.record.article.id.as_str();
         if digests.insert(id.to_owned(), document.digest) == Some(document.digest) {
@@ -368,31 +374,28 @@ fn place(
         newest = Some(newest.map_or(time, |newest| newest.max(time)));
         // Taken: the second pass needs the placement, not the signature.
         let mut signature = std::mem::replace(&mut document.signature, Fingerprint(0).into());
-        if let Some(page) = document.page.take() {
-            let position = learned.placed + inserts.len() as u64;
-            let stripped = learned.chrome.strip(page, position);
-            if let Some(without) = state.signer.without_chrome(&signature, stripped) {
+        let mut lines = ChromeLines::default();
+        if let (Some(page), Some(batch)) = (document.page.take(), &mut chrome) {
+            let position = batch.first + inserts.len() as u64;
+            lines = batch.chrome.strip_lines(&page, position);
+            if let Some(without) = state.signer.without_chrome(&signature, page.without(lines)) {
                 signature = without;
             }
         }
         inserts.push((signature.for_document(id), time));
+        stripped.push(lines);
     }
-    let placements = match placer.place_all(&inserts) {
-        Ok(placements) => {
-            learned.placed += inserts.len() as u64;
-            learned.chrome.settle();
-            placements
-        }
-        Err(error) => {
-            // Sent again, the batch is shown to the chrome again.
-            learned.chrome.forget_since(before);
-            return Err(store_failed(&error.into()));
-        }
-    };
-    drop(learned);
+    // Failed, nothing is saved of what the batch's pages taught: sent again, they teach then.
+    let placements = placer
+        .place_all(&inserts)
+        .map_err(|error| store_failed(&error.into()))?;
+    if let Some(batch) = &mut chrome {
+        batch.placed = inserts.len() as u64;
+    }
     let mut placements = placements
         .into_iter()
-        .zip(inserts.iter().map(|(_, time)| *time));
+        .zip(inserts.iter().map(|(_, time)| *time))
+        .zip(stripped);
     let mut lines = ShardLines::new();
     let mut entries: HashMap<String, Entry> = HashMap::new();
     // Per id, the shards that held or were sent a version of it.
@@ -416,10 +419,10 @@ fn place(
                         .map_err(|error| store_failed(&error.into()))?;
                     held.insert(entry.shard(count));
                 }
-                let (placement, time) = placements
+                let ((placement, time), chrome) = placements
                     .next()
                     .ok_or_else(|| ApiError::internal("a document of the batch was not placed"))?;
-                Placed::new(&placement, time)
+                Placed::new(&placement, time).with_chrome(chrome)
             }
         };
         let shard = ShardSpec::owner(placed.root, count);
@@ -430,6 +433,7 @@ fn place(
             duplicate: placed.duplicate,
             digest: document.digest,
             time: placed.time,
+            chrome: placed.chrome,
             stale: held.iter().copied().filter(|&held| held != shard).collect(),
         };
         entries.insert(id, entry);
@@ -451,7 +455,11 @@ fn place(
             lines.entry(shard).or_default().push((None, line));
         }
     }
-    Ok(Plan { lines, entries })
+    Ok(Plan {
+        lines,
+        entries,
+        chrome,
+    })
 }
 
 fn store_failed(error: &crate::Error) -> ApiError {
