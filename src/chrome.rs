@@ -538,9 +538,12 @@ impl SourceChrome {
             let lines: Box<[u32]> = (0..count)
                 .map(|_| reader.take().map(u32::from_le_bytes))
                 .collect::<Result<_, _>>()?;
-            // Looked up by binary search: sorted and distinct, as remembered.
+            // Looked up by binary search: sorted and distinct, as remembered; the pages in the
+            // order of the stream, which forgetting them relies on.
             let sorted = lines.windows(2).all(|pair| pair[0] < pair[1]);
-            if !sorted || lines.len() > 2 * EDGE_LINES || recent.pages.len() == RECENT_PAGES {
+            let in_order = (recent.pages.back()).is_none_or(|last| last.position < position);
+            let room = recent.pages.len() < RECENT_PAGES;
+            if !sorted || !in_order || !room || lines.len() > 2 * EDGE_LINES {
                 return Err(BadSavedPages(reader.at));
             }
             recent.push_back(RecentPage {
@@ -562,8 +565,8 @@ impl SourceChrome {
             return ChromeLines::default();
         };
         // The pages forgotten by now are the oldest.
-        let forgotten =
-            (recent.pages).partition_point(|old| old.position + FORGET_AFTER <= position);
+        let forgotten = (recent.pages)
+            .partition_point(|old| old.position.saturating_add(FORGET_AFTER) <= position);
         let known = recent.pages.len() - forgotten;
         if known < MIN_PAGES {
             return ChromeLines::default();

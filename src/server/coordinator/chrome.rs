@@ -9,7 +9,11 @@
 //! turn puts every coordinator's writes in one order, so the chrome is taken out as one
 //! writer fed that order would take it out, whichever coordinator a page reaches, and a
 //! coordinator that restarts goes on where the store stands. A write that fails before its
-//! documents are placed saves nothing: sent again, its pages teach then.
+//! documents are placed saves nothing: sent again, its pages teach then. One that fails
+//! after (its save fails, or its coordinator stops between placing and saving) is not
+//! placed again when sent again, so what its pages taught is lost, and the later pages'
+//! positions run short by its count: the chrome is then taken out as one writer that had
+//! not seen those pages would take it out.
 
 use std::collections::BTreeSet;
 
@@ -30,12 +34,11 @@ pub(super) struct SharedChrome {
 }
 
 /// The chrome of a write's sources, read from the store in its turn.
-#[derive(Default)]
 pub(super) struct BatchChrome {
     /// The pages of the batch's sources that the store holds.
     pub(super) chrome: SourceChrome,
     /// The position of the batch's first page in the stream: how many documents were placed
-    /// before it (read only when the batch has pages).
+    /// before it.
     pub(super) first: u64,
     /// How many of the batch's documents were placed.
     pub(super) placed: u64,
@@ -66,27 +69,29 @@ impl SharedChrome {
     }
 
     /// The pages the store holds of `sources` (a write's), and where the write's first page
-    /// stands in the stream.
+    /// stands in the stream. A value the store holds that cannot be read (written by another
+    /// version, or damaged) is taken for none, and replaced at the next save: a source's
+    /// chrome is learned again in a few pages, where refusing would refuse every write of
+    /// the source.
     pub(super) async fn load(&self, sources: BTreeSet<SourceKey>) -> Result<BatchChrome> {
-        if sources.is_empty() {
-            return Ok(BatchChrome::default());
-        }
         let mut keys: Vec<String> = vec![self.placed_key()];
         keys.extend(sources.iter().map(|&source| self.source_key(source)));
         let mut values: Vec<Option<Vec<u8>>> = get_all(&self.connection, keys, CHROME).await?;
-        let first = match values.remove(0) {
-            Some(count) => std::str::from_utf8(&count)
-                .ok()
-                .and_then(|count| count.parse().ok())
-                .ok_or_else(|| bad_value("the count of documents placed"))?,
-            None => 0,
-        };
+        let count = values.remove(0);
+        let first = count.as_deref().map_or(0, |count| {
+            let read = std::str::from_utf8(count).ok();
+            read.and_then(|count| count.parse().ok())
+                .unwrap_or_else(|| {
+                    tracing::warn!(
+                        "{CHROME}: the count of documents placed is not a number; counting from 0"
+                    );
+                    0
+                })
+        });
         let mut chrome = SourceChrome::default();
         for (&source, saved) in sources.iter().zip(values) {
-            if let Some(saved) = saved {
-                chrome
-                    .restore(source, &saved)
-                    .map_err(|error| bad_value(&error.to_string()))?;
+            if let Some(Err(error)) = saved.map(|saved| chrome.restore(source, &saved)) {
+                tracing::warn!(%error, "{CHROME}: a source's pages are learned again");
             }
         }
         Ok(BatchChrome {
@@ -97,12 +102,14 @@ impl SharedChrome {
         })
     }
 
-    /// Saves what a write's pages taught, and counts its documents placed.
+    /// Saves what a write's pages taught, and where the next write's first page stands.
+    /// Written whole, not added to: a command the client sends again after a lost answer
+    /// writes the same.
     pub(super) async fn save(&self, batch: &BatchChrome) -> Result<()> {
         let mut commands = vec![
-            redis::cmd("INCRBY")
+            redis::cmd("SET")
                 .arg(self.placed_key())
-                .arg(batch.placed)
+                .arg((batch.first + batch.placed).to_string())
                 .clone(),
         ];
         for &source in &batch.sources {
@@ -117,8 +124,4 @@ impl SharedChrome {
         }
         send_all(&self.connection, commands, CHROME).await
     }
-}
-
-fn bad_value(what: &str) -> crate::Error {
-    crate::Error::Server(format!("the store holds a bad value of {CHROME}: {what}"))
 }

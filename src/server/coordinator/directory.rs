@@ -10,6 +10,7 @@ use crate::chrome::ChromeLines;
 use crate::engine::{Placed, ShardSpec};
 use crate::forest::Timestamp;
 use crate::forest::redis::RedisAddress;
+use crate::verify::Reason;
 use crate::{Error, Result};
 
 use super::cluster::{get_all, send_all};
@@ -33,6 +34,12 @@ pub(crate) struct Entry {
     pub(crate) digest: u64,
     /// Its event time.
     pub(crate) time: Timestamp,
+    /// The node it attached through, for a new leaf.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) via: Option<Fingerprint>,
+    /// Why the forest kept it out of the stories its text verified against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) reason: Option<Reason>,
     /// The lines of its page taken out as its source's chrome, which its shard takes out too.
     #[serde(default, skip_serializing_if = "ChromeLines::is_empty")]
     pub(crate) chrome: ChromeLines,
@@ -49,15 +56,16 @@ impl Entry {
         ShardSpec::owner(self.root, count)
     }
 
-    /// Where it was placed, as a shard is told.
+    /// Where it was placed, as a shard is told: all it was told the first time, so that a
+    /// shard that did not get it then (a retried request) stores what one index stores.
     pub(crate) fn placed(&self) -> Placed {
         Placed {
             node: self.node,
             root: self.root,
-            via: None,
+            via: self.via,
             duplicate: self.duplicate,
             time: self.time,
-            reason: None,
+            reason: self.reason,
             chrome: self.chrome,
         }
     }

@@ -152,7 +152,8 @@ impl Coordinator {
         directory.check_shard_count(shards.count()).await?;
         let logs = ShardLog::connect_all(store, shards.count()).await?;
         let turn = WriteTurn::connect(store).await?;
-        let chrome = if config.dedup.source_chrome {
+        let signer = Signer::new(&config.dedup);
+        let chrome = if signer.learns_chrome() {
             Some(SharedChrome::connect(store).await?)
         } else {
             None
@@ -170,7 +171,7 @@ impl Coordinator {
         .await
         .map_err(|error| Error::Server(format!("connecting to the store: {error}")))??;
         let state = Arc::new(CoordinatorState {
-            signer: Signer::new(&config.dedup),
+            signer,
             config,
             server,
             shards,

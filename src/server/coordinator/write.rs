@@ -283,14 +283,15 @@ async fn write_in_turn(
         .iter()
         .map(|doc| doc.record.article.id.clone())
         .collect();
-    let known = state.directory.get(&ids).await?;
-    let chrome = match &state.chrome {
-        Some(shared) => {
-            let pages = signed.iter().filter_map(|doc| doc.page.as_ref());
-            Some(shared.load(pages.map(PageLines::source).collect()).await?)
+    let sources = signed.iter().filter_map(|doc| doc.page.as_ref());
+    let sources = sources.map(PageLines::source).collect();
+    let chrome = async {
+        match &state.chrome {
+            Some(shared) => shared.load(sources).await.map(Some),
+            None => Ok(None),
         }
-        None => None,
     };
+    let (known, chrome) = tokio::try_join!(state.directory.get(&ids), chrome)?;
     let mut plan = {
         let state = state.clone();
         blocking(move || place(&state, signed, known, chrome)).await?
@@ -433,6 +434,8 @@ fn place(
             duplicate: placed.duplicate,
             digest: document.digest,
             time: placed.time,
+            via: placed.via,
+            reason: placed.reason,
             chrome: placed.chrome,
             stale: held.iter().copied().filter(|&held| held != shard).collect(),
         };
