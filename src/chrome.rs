@@ -28,9 +28,10 @@
 //!
 //! A page is remembered with its position in the stream (the index's insert number), and is
 //! forgotten once [`FORGET_AFTER`] inserts came after it: what opening an index can read
-//! again from its latest stored documents. The memory is bounded by the number of sources:
-//! [`RECENT_PAGES`] pages of at most `2 x EDGE_LINES` 32-bit line hashes, a sum and a
-//! position each, at most about 1.7 KB a source with its allocations.
+//! again from its latest stored documents. The memory is bounded by the number of sources
+//! heard from in the latest [`FORGET_AFTER`] inserts (a source whose pages are all forgotten
+//! is let go): [`RECENT_PAGES`] pages of at most `2 x EDGE_LINES` 32-bit line hashes, a sum
+//! and a position each, at most about 1.7 KB a source with its allocations.
 //!
 //! Remembering happens as pages are stripped, before they are placed; a caller whose
 //! placing failed takes back what the pages it did not place taught
@@ -378,7 +379,12 @@ impl Recent {
 
 /// Where [`SourceChrome`]'s memory stood ([`SourceChrome::mark`]), to go back to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Mark(usize);
+pub struct Mark {
+    /// How many pages were remembered since the last settle.
+    taught: usize,
+    /// The newest position remembered.
+    newest: u64,
+}
 
 /// What each source repeated on its latest pages (see the [module](self)). Pages must be
 /// shown to it in the order they are placed, as the forest's inserts are: what it strips of
@@ -405,6 +411,10 @@ pub struct SourceChrome {
     /// Since the last [`settle`](Self::settle): each page remembered, in order, by its
     /// source, with the page it pushed out.
     taught: Vec<(u64, Option<RecentPage>)>,
+    /// The newest position of a page remembered.
+    newest: u64,
+    /// [`newest`](Self::newest) when the sources that fell silent were last let go.
+    swept: u64,
 }
 
 impl SourceChrome {
@@ -441,6 +451,7 @@ impl SourceChrome {
     }
 
     fn remember_page(&mut self, source: u64, page: RecentPage) {
+        self.newest = self.newest.max(page.position);
         let recent = self.recent.entry(source).or_default();
         let pushed_out = if recent.pages.len() == RECENT_PAGES {
             recent.pop_front()
@@ -453,13 +464,19 @@ impl SourceChrome {
 
     /// Where its memory stands now.
     pub fn mark(&self) -> Mark {
-        Mark(self.taught.len())
+        Mark {
+            taught: self.taught.len(),
+            newest: self.newest,
+        }
     }
 
     /// Takes back every page remembered since `mark` (pages that were not placed), unless
     /// it was [settled](Self::settle) since.
     pub fn forget_since(&mut self, mark: Mark) {
-        while self.taught.len() > mark.0 {
+        if self.taught.len() > mark.taught {
+            self.newest = mark.newest;
+        }
+        while self.taught.len() > mark.taught {
             let Some((source, pushed_out)) = self.taught.pop() else {
                 break;
             };
@@ -477,8 +494,21 @@ impl SourceChrome {
 
     /// Keeps what was remembered for good (the pages were placed): the marks taken before
     /// can no longer be gone back to.
+    ///
+    /// Once every [`FORGET_AFTER`] inserts, the sources whose every page is forgotten by now
+    /// are let go: what it holds is the pages of the sources heard from in the latest
+    /// [`FORGET_AFTER`] inserts, however many sources fell silent before (a platform whose
+    /// sources are its accounts has millions).
     pub fn settle(&mut self) {
         self.taught.clear();
+        if self.newest >= self.swept.saturating_add(FORGET_AFTER) {
+            let newest = self.newest;
+            self.recent.retain(|_, recent| {
+                let last = recent.pages.back().map_or(0, |page| page.position);
+                last.saturating_add(FORGET_AFTER) > newest
+            });
+            self.swept = newest;
+        }
     }
 
     /// How many sources it remembers pages of.
@@ -819,6 +849,35 @@ mod tests {
     }
 
     #[test]
+    fn sources_fallen_silent_are_let_go_and_nothing_strips_otherwise() {
+        // One memory settled after every page (it lets silent sources go), one never.
+        let (mut settled, mut kept) = (SourceChrome::default(), SourceChrome::default());
+        let mut position = 0;
+        for round in 0..6u64 {
+            // Sites heard from in this round only, then a site heard from in every round.
+            for site in 0..8 {
+                for article in 0..MIN_PAGES + 1 {
+                    let site = format!("站点{round}-{site}");
+                    let lines = [&format!("{site}首页"), &format!("第{article}篇")[..]];
+                    let stripped = settled.strip(page(&site, &lines), position);
+                    assert_eq!(stripped, kept.strip(page(&site, &lines), position));
+                    settled.settle();
+                    position += 1;
+                }
+            }
+            for article in 0..MIN_PAGES + 1 {
+                let lines = ["常驻网首页", &format!("第{round}轮第{article}篇")];
+                let stripped = settled.strip(page("常驻网", &lines), position);
+                assert_eq!(stripped, kept.strip(page("常驻网", &lines), position));
+                settled.settle();
+                position += FORGET_AFTER / 3;
+            }
+        }
+        assert_eq!(kept.sources(), 6 * 8 + 1);
+        assert!(settled.sources() <= 2 * 8 + 1, "{}", settled.sources());
+    }
+
+    #[test]
     fn forgetting_since_a_mark_gives_back_the_memory_before_it() {
         let mut stream = Stream::default();
         stream.pages_with("甲网", "甲网首页", RECENT_PAGES);
@@ -828,7 +887,12 @@ mod tests {
         stream.pages_with("乙网", "乙网首页", 2);
         stream.chrome.forget_since(mark);
         assert_eq!(format!("{:?}", stream.chrome.recent), before);
+        assert_eq!(
+            stream.chrome.mark(),
+            mark,
+            "the newest position is taken back too"
+        );
         stream.chrome.settle();
-        assert_eq!(stream.chrome.mark(), Mark(0));
+        assert_eq!(stream.chrome.mark().taught, 0);
     }
 }
