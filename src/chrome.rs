@@ -29,8 +29,8 @@
 //! A page is remembered with its position in the stream (the index's insert number), and is
 //! forgotten once [`FORGET_AFTER`] inserts came after it: what opening an index can read
 //! again from its latest stored documents. The memory is bounded by the number of sources
-//! heard from in the latest [`FORGET_AFTER`] inserts (a source whose pages are all forgotten
-//! is let go): [`RECENT_PAGES`] pages of at most `2 x EDGE_LINES` 32-bit line hashes, a sum
+//! heard from in the latest `2 x FORGET_AFTER` inserts at most (a source whose pages are all
+//! forgotten is let go, once every [`FORGET_AFTER`] inserts): [`RECENT_PAGES`] pages of at most `2 x EDGE_LINES` 32-bit line hashes, a sum
 //! and a position each, at most about 1.7 KB a source with its allocations.
 //!
 //! Remembering happens as pages are stripped, before they are placed; a caller whose
@@ -497,8 +497,8 @@ impl SourceChrome {
     ///
     /// Once every [`FORGET_AFTER`] inserts, the sources whose every page is forgotten by now
     /// are let go: what it holds is the pages of the sources heard from in the latest
-    /// [`FORGET_AFTER`] inserts, however many sources fell silent before (a platform whose
-    /// sources are its accounts has millions).
+    /// `2 x FORGET_AFTER` inserts at most, however many sources fell silent before (a
+    /// platform whose sources are its accounts has millions).
     pub fn settle(&mut self) {
         self.taught.clear();
         if self.newest >= self.swept.saturating_add(FORGET_AFTER) {
@@ -507,6 +507,7 @@ impl SourceChrome {
                 let last = recent.pages.back().map_or(0, |page| page.position);
                 last.saturating_add(FORGET_AFTER) > newest
             });
+            self.recent.shrink_to_fit();
             self.swept = newest;
         }
     }
@@ -852,7 +853,7 @@ mod tests {
     fn sources_fallen_silent_are_let_go_and_nothing_strips_otherwise() {
         // One memory settled after every page (it lets silent sources go), one never.
         let (mut settled, mut kept) = (SourceChrome::default(), SourceChrome::default());
-        let mut position = 0;
+        let (mut position, mut stripped_steady) = (0, 0);
         for round in 0..6u64 {
             // Sites heard from in this round only, then a site heard from in every round.
             for site in 0..8 {
@@ -865,16 +866,48 @@ mod tests {
                     position += 1;
                 }
             }
-            for article in 0..MIN_PAGES + 1 {
+            // Eight of its pages in every span of FORGET_AFTER: its header is chrome all along,
+            // across the sweeps, which must not let it go.
+            for article in 0..10 {
                 let lines = ["常驻网首页", &format!("第{round}轮第{article}篇")];
                 let stripped = settled.strip(page("常驻网", &lines), position);
                 assert_eq!(stripped, kept.strip(page("常驻网", &lines), position));
+                stripped_steady += usize::from(stripped != Stripped::Nothing);
                 settled.settle();
-                position += FORGET_AFTER / 3;
+                position += FORGET_AFTER / 8;
             }
         }
+        assert!(stripped_steady > 40, "{stripped_steady}");
         assert_eq!(kept.sources(), 6 * 8 + 1);
         assert!(settled.sources() <= 2 * 8 + 1, "{}", settled.sources());
+    }
+
+    #[test]
+    fn a_source_is_let_go_only_once_its_every_page_is_forgotten() {
+        let mut chrome = SourceChrome::default();
+        let last = 10;
+        for position in last - 3..=last {
+            chrome.strip(
+                page("甲网", &["甲网首页", &format!("第{position}篇")]),
+                position,
+            );
+        }
+        // Another source's page takes the stream far enough for a sweep, one insert before
+        // the first of those pages is forgotten.
+        chrome.strip(page("乙网", &["乙网首页"]), last + FORGET_AFTER - 5);
+        chrome.settle();
+        let next = page("甲网", &["甲网首页", "第五篇"]);
+        assert_eq!(
+            chrome.strip(next, last + FORGET_AFTER - 4),
+            Stripped::Texts(vec!["第五篇".to_owned()])
+        );
+        chrome.strip(page("乙网", &["乙网首页"]), last + 2 * FORGET_AFTER);
+        chrome.settle();
+        assert_eq!(
+            chrome.sources(),
+            1,
+            "甲网's pages are all forgotten by then"
+        );
     }
 
     #[test]
