@@ -15,7 +15,7 @@ use crate::forest::{
     Forest, ForestStats, ForestStore, Pipeline, Placement, Signature, Timestamp, new_token, place,
 };
 use crate::input;
-use crate::text::{AnalyzedText, Fingerprinter, normalize};
+use crate::text::{AnalyzedText, Fingerprinter, Names, normalize};
 use crate::verify::{Reason, Sketch, SketchStore, degenerate_sketch};
 use crate::{Error, Fingerprint, Result};
 
@@ -591,15 +591,17 @@ impl Signer {
             .collect()
     }
 
-    /// Signs an article.
+    /// Signs an article (its `source` is the name of the site whose page it is: see
+    /// [`sign_page`](Self::sign_page)).
     pub fn sign(&self, article: &Article) -> Signature {
-        self.sign_texts(&self.parts(article))
+        self.sign_of(&self.parts(article), article.source.as_deref())
     }
 
     /// Signs an article with the values of its own fields, which feed the fingerprint when
     /// `[dedup] fields` names them.
     pub fn sign_record(&self, record: &ArticleRecord) -> Signature {
-        self.sign_texts(&self.record_parts(record))
+        let source = record.article.source.as_deref();
+        self.sign_of(&self.record_parts(record), source)
     }
 
     /// Signs a text given as parts (the values of the fingerprinted fields, in order; joined
@@ -613,16 +615,22 @@ impl Signer {
     /// assert_eq!(signer.sign_texts(&["今天北京天气晴朗。"]), signer.sign(&article));
     /// ```
     pub fn sign_texts(&self, raw: &[&str]) -> Signature {
-        let normalized: Vec<String> = raw.iter().map(|part| normalize(part)).collect();
-        self.sign_normalized(raw, &normalized)
+        self.sign_of(raw, None)
     }
 
-    /// [`sign_texts`](Self::sign_texts), and when the configuration learns sources' chrome
-    /// and the text has a source, the [`PageLines`] of the same texts, for the
+    /// Signs texts of a page of `source` (see [`sign_page`](Self::sign_page)).
+    fn sign_of(&self, raw: &[&str], source: Option<&str>) -> Signature {
+        let normalized: Vec<String> = raw.iter().map(|part| normalize(part)).collect();
+        self.sign_normalized(raw, &normalized, source)
+    }
+
+    /// [`sign_texts`](Self::sign_texts) of a page of `source`, whose name's words are no
+    /// names of its text (a page names its own site), and when the configuration learns
+    /// sources' chrome and the text has a source, the [`PageLines`] of the same texts, for the
     /// [`SourceChrome`] of the ordered stream to strip.
     pub fn sign_page(&self, raw: &[&str], source: Option<&str>) -> (Signature, Option<PageLines>) {
         let normalized: Vec<String> = raw.iter().map(|part| normalize(part)).collect();
-        let signature = self.sign_normalized(raw, &normalized);
+        let signature = self.sign_normalized(raw, &normalized, source);
         (signature, self.page_lines(source, normalized))
     }
 
@@ -653,34 +661,64 @@ impl Signer {
     /// Signs a page's texts without its source's chrome (normalised, as it read them).
     fn sign_stripped(&self, texts: &[String]) -> Signature {
         let raw: Vec<&str> = texts.iter().map(String::as_str).collect();
-        self.sign_normalized(&raw, texts)
+        // The lines that name the site are out already.
+        self.sign_normalized(&raw, texts, None)
     }
 
-    /// Signs texts already normalised (`normalized[i]` is [`normalize`]`(raw[i])`).
-    fn sign_normalized(&self, raw: &[&str], normalized: &[String]) -> Signature {
-        let (sketch, reason) = self.sketch(normalized.iter().map(String::as_str));
+    /// Signs texts already normalised (`normalized[i]` is [`normalize`]`(raw[i])`) of a page
+    /// of `source`.
+    fn sign_normalized(
+        &self,
+        raw: &[&str],
+        normalized: &[String],
+        source: Option<&str>,
+    ) -> Signature {
+        if self.sketch_capacity.is_none() {
+            return Signature {
+                fingerprint: self.fingerprinter.fingerprint_normalized(raw, normalized),
+                sketch: None,
+                reason: None,
+            };
+        }
+        let (fingerprint, names) = self
+            .fingerprinter
+            .fingerprint_normalized_with_names(raw, normalized, source);
+        let (sketch, reason) = self.sketch(normalized.iter().map(String::as_str), &names);
         Signature {
-            fingerprint: self.fingerprinter.fingerprint_normalized(raw, normalized),
+            fingerprint,
             sketch,
             reason,
         }
     }
 
-    /// Signs the fingerprinted fields of an article, already analysed (the index's insert path).
-    pub fn sign_analyzed(&self, parts: &[&AnalyzedText]) -> Signature {
-        let (sketch, reason) = self.sketch(parts.iter().map(|part| part.normalized()));
+    /// Signs the fingerprinted fields of an article of `source` (see
+    /// [`sign_page`](Self::sign_page)), already analysed (the index's insert path).
+    pub fn sign_analyzed(&self, parts: &[&AnalyzedText], source: Option<&str>) -> Signature {
+        if self.sketch_capacity.is_none() {
+            return Signature {
+                fingerprint: self.fingerprinter.fingerprint_analyzed(parts),
+                sketch: None,
+                reason: None,
+            };
+        }
+        let (fingerprint, names) = self
+            .fingerprinter
+            .fingerprint_analyzed_with_names(parts, source);
+        let (sketch, reason) = self.sketch(parts.iter().map(|part| part.normalized()), &names);
         Signature {
-            fingerprint: self.fingerprinter.fingerprint_analyzed(parts),
+            fingerprint,
             sketch,
             reason,
         }
     }
 
-    /// The sketch of the texts (default mode), and why they are kept apart, if they are: a
-    /// text with too little of its own gets its [`degenerate_sketch`].
+    /// The sketch of the texts (default mode) with the names they repeat, and why they are
+    /// kept apart, if they are: a text with too little of its own gets its
+    /// [`degenerate_sketch`].
     fn sketch<'a>(
         &self,
         normalized: impl Iterator<Item = &'a str>,
+        names: &Names,
     ) -> (Option<Sketch>, Option<Reason>) {
         let Some(capacity) = self.sketch_capacity else {
             return (None, None);
@@ -688,7 +726,7 @@ impl Signer {
         let texts: Vec<&str> = normalized.collect();
         match degenerate_sketch(&texts) {
             Some(sketch) => (Some(sketch), Some(Reason::Degenerate)),
-            None => (Some(Sketch::of(&texts, capacity)), None),
+            None => (Some(Sketch::of(&texts, capacity).with_names(names)), None),
         }
     }
 }

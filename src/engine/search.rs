@@ -1613,7 +1613,7 @@ impl DedupSearcher {
             .collect();
         let signature = shared
             .signer
-            .sign_analyzed(&parts.iter().collect::<Vec<_>>());
+            .sign_analyzed(&parts.iter().collect::<Vec<_>>(), article.source.as_deref());
         let simhash = signature.fingerprint;
         let block_terms = shared
             .fields

@@ -125,7 +125,7 @@ impl Preparer {
                 }
             })
             .collect();
-        let signature = self.signer.sign_analyzed(&parts);
+        let signature = self.signer.sign_analyzed(&parts, source.as_deref());
         let normalized = || {
             parts
                 .iter()

@@ -5,6 +5,7 @@
 //! through [`Fingerprinter`], so they can never disagree.
 
 mod features;
+mod names;
 mod normalize;
 mod script;
 mod words;
@@ -14,6 +15,7 @@ pub use features::{
     IdfTable, Weighting, emoticon_codes, has_letter_or_digit, is_feature, is_stop_word,
     longest_sentence,
 };
+pub use names::{MAX_NAMES, MIN_REPEATS, Names, is_name};
 pub(crate) use normalize::is_zero_width;
 pub use normalize::{OffsetMap, normalize, normalize_with_offsets, readable};
 pub use script::simplified;
@@ -222,12 +224,47 @@ impl Fingerprinter {
     /// [`fingerprint_parts`](Self::fingerprint_parts) of raw texts already normalised
     /// (`normalized[i]` is [`normalize()`]`(raw[i])`).
     pub fn fingerprint_normalized(&self, raw: &[&str], normalized: &[String]) -> Fingerprint {
+        self.weigh_normalized(raw, normalized, None)
+    }
+
+    /// [`fingerprint_parts`](Self::fingerprint_parts), and the [`Names`] the texts repeat
+    /// but those of their `source`'s name (none unless the fingerprinter is
+    /// [`guarded`](Self::guarded), as default mode's is): the fingerprint counts each word's
+    /// occurrences already, so the names cost a look at the repeated words only.
+    pub fn fingerprint_with_names(
+        &self,
+        parts: &[&str],
+        source: Option<&str>,
+    ) -> (Fingerprint, Names) {
+        let normalized: Vec<String> = parts.iter().map(|part| normalize(part)).collect();
+        self.fingerprint_normalized_with_names(parts, &normalized, source)
+    }
+
+    /// [`fingerprint_with_names`](Self::fingerprint_with_names) of raw texts already
+    /// normalised, as [`fingerprint_normalized`](Self::fingerprint_normalized) takes them.
+    pub fn fingerprint_normalized_with_names(
+        &self,
+        raw: &[&str],
+        normalized: &[String],
+        source: Option<&str>,
+    ) -> (Fingerprint, Names) {
+        let mut names = Names::default();
+        let fingerprint = self.weigh_normalized(raw, normalized, Some((&mut names, source)));
+        (fingerprint, names)
+    }
+
+    fn weigh_normalized(
+        &self,
+        raw: &[&str],
+        normalized: &[String],
+        names: Option<(&mut Names, Option<&str>)>,
+    ) -> Fingerprint {
         let regions: Vec<&str> = normalized
             .iter()
             .map(|text| &text[self.region(text)])
             .collect();
         let raw_hashes: Vec<u64> = raw.iter().map(|part| xxh3_64(part.as_bytes())).collect();
-        self.weigh(&regions, &raw_hashes, |region, add| {
+        self.weigh(&regions, &raw_hashes, names, |region, add| {
             split_words(region, add)
         })
     }
@@ -235,6 +272,26 @@ impl Fingerprinter {
     /// The fingerprint of texts already analysed (the index's insert path, which splits each
     /// text into words once for the fingerprint and the search index together).
     pub fn fingerprint_analyzed(&self, parts: &[&AnalyzedText]) -> Fingerprint {
+        self.weigh_analyzed(parts, None)
+    }
+
+    /// [`fingerprint_analyzed`](Self::fingerprint_analyzed) and the [`Names`] the texts
+    /// repeat, as [`fingerprint_with_names`](Self::fingerprint_with_names) gives them.
+    pub fn fingerprint_analyzed_with_names(
+        &self,
+        parts: &[&AnalyzedText],
+        source: Option<&str>,
+    ) -> (Fingerprint, Names) {
+        let mut names = Names::default();
+        let fingerprint = self.weigh_analyzed(parts, Some((&mut names, source)));
+        (fingerprint, names)
+    }
+
+    fn weigh_analyzed(
+        &self,
+        parts: &[&AnalyzedText],
+        names: Option<(&mut Names, Option<&str>)>,
+    ) -> Fingerprint {
         let regions: Vec<(&AnalyzedText, Range<usize>)> = parts
             .iter()
             .map(|analyzed| (*analyzed, self.region(&analyzed.normalized)))
@@ -245,7 +302,7 @@ impl Fingerprinter {
             .collect();
         let raw_hashes: Vec<u64> = parts.iter().map(|part| part.raw_hash).collect();
         let mut next = regions.iter();
-        self.weigh(&region_texts, &raw_hashes, |_, add| {
+        self.weigh(&region_texts, &raw_hashes, names, |_, add| {
             if let Some((analyzed, region)) = next.next() {
                 analyzed.words_in(region.clone()).for_each(add);
             }
@@ -266,11 +323,14 @@ impl Fingerprinter {
     /// The simhash of the regions' words (`words(region, add)` calls `add` with each word of
     /// one region, in order, as a slice of that region); of their character pairs when they
     /// have no word features (only punctuation, emoji or stop words); a plain hash of the raw
-    /// texts (`raw_hashes`) when they have no visible character at all.
+    /// texts (`raw_hashes`) when they have no visible character at all. With `names`, a
+    /// guarded fingerprinter also gives the [`Names`] among the words it counted (less those
+    /// of the source's name given with it).
     fn weigh<'a>(
         &self,
         regions: &[&'a str],
         raw_hashes: &[u64],
+        mut names: Option<(&mut Names, Option<&str>)>,
         mut words: impl FnMut(&'a str, &mut dyn FnMut(&'a str)),
     ) -> Fingerprint {
         let idf = self.weighting.uses_idf().then(IdfTable::global);
@@ -280,6 +340,11 @@ impl Fingerprinter {
         let bytes: usize = regions.iter().map(|region| region.len()).sum();
         let mut plain: Vec<u64> = Vec::with_capacity(bytes / 6 + 8);
         let mut weighted: Vec<(u64, f32)> = Vec::new();
+        // The words counted with their hashes, for the names: only a word this thread never
+        // looked at needs its text, and that is found among them.
+        let want_names = names.is_some() && self.guarded;
+        let mut spoken: Vec<(u64, &'a str)> =
+            Vec::with_capacity(if want_names { plain.capacity() } else { 0 });
         for region in regions {
             let emoticons: Vec<Range<usize>> = if self.guarded && region.contains('[') {
                 emoticon_codes(region).collect()
@@ -304,6 +369,9 @@ impl Fingerprinter {
                     }
                 }
                 let hash = xxh3_64(word.as_bytes());
+                if want_names {
+                    spoken.push((hash, word));
+                }
                 if weight == 1.0 {
                     plain.push(hash);
                 } else {
@@ -344,8 +412,12 @@ impl Fingerprinter {
         let mut distinct = 0;
         let mut first_distinct = [0u64; MIN_DISTINCT_FEATURES];
         let mut by_frequency: Vec<(u32, SimhashBuilder)> = Vec::new();
+        let mut repeated: Vec<(u64, u32)> = Vec::new();
         let mut add_run = |hash: u64, weight: f32, tf: usize| {
             let tf = tf as u32;
+            if want_names && tf >= MIN_REPEATS {
+                repeated.push((hash, tf));
+            }
             if weight != 1.0 {
                 builder.add_hash(hash, weight * self.weighting.frequency_weight(tf));
             } else if tf == 1 {
@@ -380,6 +452,12 @@ impl Fingerprinter {
         }
         for (tf, features) in &by_frequency {
             builder.add_scaled(features, self.weighting.frequency_weight(*tf));
+        }
+        if let Some((names, source)) = names.as_mut().filter(|_| want_names) {
+            **names = Names::of_counts(repeated, *source, |hash| {
+                let (_, word) = spoken.iter().find(|&&(of, _)| of == hash)?;
+                Some(*word)
+            });
         }
         if self.guarded && distinct < MIN_DISTINCT_FEATURES {
             let bytes: Vec<u8> = first_distinct[..distinct]

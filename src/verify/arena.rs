@@ -13,7 +13,7 @@ use rayon::prelude::*;
 use xxhash_rust::xxh3::Xxh3;
 
 use super::SketchView;
-use super::sketch::MAX_SHIFT;
+use super::sketch::is_stored_shift;
 use crate::Fingerprint;
 use crate::forest::checkpoint::{CheckpointReader, CheckpointWriter, remove_if_present};
 
@@ -246,7 +246,7 @@ impl Chunk {
         let header = written.get(word..start)?;
         let node = Fingerprint(u64::from(header[0]) | (u64::from(header[1]) << 32));
         let (shift, len) = ((header[2] >> 24) as u8, (header[2] & 0xff_ffff) as usize);
-        if shift > MAX_SHIFT {
+        if !is_stored_shift(shift) {
             return None;
         }
         // At most 2^24 - 1 hashes after a start inside the chunk: no overflow.

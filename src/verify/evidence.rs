@@ -389,7 +389,7 @@ pub fn without_carried_text<'s>(
             edges.push(candidate); // the same shingles: a copy, whatever others carry
             continue;
         }
-        let shift = new.parts().0.max(stored.parts().0);
+        let shift = new.sample_shift().max(stored.sample_shift());
         let Some(carried_hashes) = carried(candidate.node, shift, &shared) else {
             edges.push(candidate);
             continue;
@@ -414,7 +414,7 @@ pub fn without_carried_text<'s>(
         if theirs.is_empty() || theirs.len() >= ours.len() || !verifier.lies_within(stored, new) {
             continue;
         }
-        let shift = new.parts().0.max(stored.parts().0);
+        let shift = new.sample_shift().max(stored.sample_shift());
         let own = without(SketchView::from_parts(shift, ours), theirs);
         let Some(carried_hashes) = carried(candidate.node, shift, &own) else {
             continue;
@@ -432,11 +432,14 @@ pub fn without_carried_text<'s>(
     Evidence { edges, boilerplate }
 }
 
-/// A sketch's hashes less those of `left_out` (sorted).
+/// A sketch's hashes less the shingles of `left_out` (sorted): its titles and names stay.
 fn without(view: SketchView<'_>, left_out: &[u32]) -> Vec<u32> {
-    let hashes = view.hashes().iter();
-    hashes
+    let shingles = view.shingles();
+    let rest = &view.hashes()[shingles.len()..];
+    shingles
+        .iter()
         .filter(|hash| left_out.binary_search(hash).is_err())
+        .chain(rest)
         .copied()
         .collect()
 }

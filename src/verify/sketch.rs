@@ -2,7 +2,7 @@
 
 use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 
-use crate::text::SENTENCE_ENDS;
+use crate::text::{MAX_NAMES, Names, SENTENCE_ENDS};
 
 /// Characters per shingle, in a script written without spaces (Chinese), or digits. Four
 /// Chinese characters are about two words: long enough that unrelated texts share few shingles,
@@ -51,7 +51,15 @@ pub const KEYS: usize = 8;
 /// `TITLES_END` has no titles, whatever its hashes: one stored before titles were kept
 /// (whose shingle hashes could reach the floor) reads as it did then.
 ///
-/// Invariants: `hashes` is strictly increasing and every hash is below `2^32 >> shift`.
+/// A sketch also keeps the names its text repeats ([`Names`]: who or where it is about),
+/// whether it is whole or sampled: each as a mark of the word's hash and its occurrences
+/// ([`NAME_COUNT_BITS`]), the marks in ascending order after everything else, then their
+/// number, with [`NAMED`] set in the stored shift. They take no part in the similarity, the
+/// keys or the digest, and tell two notices of one template about someone else apart
+/// ([`Verifier`]). A sketch stored before names were kept has no such bit and reads as it did.
+///
+/// Invariants: the hashes before the names are strictly increasing and every one is below
+/// `2^32 >> shift`, titles and their end aside; the names' marks are strictly increasing.
 ///
 /// [`Verifier`]: super::Verifier
 ///
@@ -101,9 +109,10 @@ impl<'a> From<&'a Sketch> for SketchView<'a> {
 
 impl<'a> SketchView<'a> {
     /// A view of hashes kept with [`parts`](Self::parts): a store reading back what it
-    /// wrote from a checked sketch. The caller checks that `shift` is at most [`MAX_SHIFT`];
-    /// the order of the hashes is not checked, since that would read every hash of every
-    /// candidate (see [`SketchView`]).
+    /// wrote from a checked sketch, or a sketch's hashes with some of its shingles left out.
+    /// The caller checks that `shift` is a stored shift (`is_stored_shift`); the order of the
+    /// hashes is not checked, since that would read every hash of every candidate (see
+    /// [`SketchView`]).
     pub(crate) fn from_parts(shift: u8, hashes: &'a [u32]) -> Self {
         SketchView { shift, hashes }
     }
@@ -113,18 +122,50 @@ impl<'a> SketchView<'a> {
         (self.shift, self.hashes)
     }
 
-    /// The kept hashes, smallest first.
+    /// Every value kept: the shingles' hashes smallest first, then any titles and names as
+    /// stored (see [`Sketch`]).
     pub fn hashes(self) -> &'a [u32] {
         self.hashes
     }
 
     /// A 32-bit digest of the sample: equal for equal texts, and for different texts equal
     /// only by a chance of one in 2^32. Never 0, which stands for "no sketch" ([`digest_of`]).
+    /// The names take no part, so a text's digest is what it was before sketches kept them.
     pub fn digest(self) -> u32 {
         let mut hasher = xxhash_rust::xxh3::Xxh3::new();
-        hasher.update(&[self.shift]);
-        hasher.update(bytemuck::cast_slice(self.hashes));
+        hasher.update(&[self.sample_shift()]);
+        hasher.update(bytemuck::cast_slice(self.unnamed()));
         (hasher.digest() as u32).max(1)
+    }
+
+    /// The sample's shift: hashes below `2^32 >> shift` were kept (0: the text is whole).
+    pub(crate) fn sample_shift(self) -> u8 {
+        self.shift & SHIFT_BITS
+    }
+
+    /// The hashes without the names' marks and their number: the shingles, and the titles of
+    /// a whole sketch with their end.
+    fn unnamed(self) -> &'a [u32] {
+        self.split_names().0
+    }
+
+    /// The hashes before the names, and the names' marks. A record damaged in its file may
+    /// give a number of names that cannot be: it reads as no names, never out of bounds.
+    fn split_names(self) -> (&'a [u32], &'a [u32]) {
+        match self.hashes.split_last() {
+            Some((&count, rest)) if self.shift & NAMED != 0 => {
+                let count = (count as usize).min(rest.len());
+                rest.split_at(rest.len() - count)
+            }
+            _ => (self.hashes, &[]),
+        }
+    }
+
+    /// The names the text repeats, as marks (the top bits of the word's hash, then its
+    /// occurrences in the low [`NAME_COUNT_BITS`]), in ascending order: none in a sketch
+    /// stored before names were kept.
+    pub fn names(self) -> &'a [u32] {
+        self.split_names().1
     }
 
     /// An owned copy.
@@ -149,11 +190,12 @@ impl<'a> SketchView<'a> {
     pub fn shingles(self) -> &'a [u32] {
         // Few texts name a work, and titles come last: a look at the last hash answers most
         // sketches, where a binary search would read lines all over a stored candidate's.
-        match self.hashes.last() {
-            Some(&TITLES_END) if self.shift == 0 => {
-                &self.hashes[..self.hashes.partition_point(|&hash| hash < TITLE_FLOOR)]
+        let hashes = self.unnamed();
+        match hashes.last() {
+            Some(&TITLES_END) if self.is_whole() => {
+                &hashes[..hashes.partition_point(|&hash| hash < TITLE_FLOOR)]
             }
-            _ => self.hashes,
+            _ => hashes,
         }
     }
 
@@ -161,7 +203,8 @@ impl<'a> SketchView<'a> {
     /// sketch is whole.
     pub fn titles(self) -> &'a [u32] {
         let shingles = self.shingles().len();
-        &self.hashes[shingles..self.hashes.len().max(shingles + 1) - 1]
+        let hashes = self.unnamed();
+        &hashes[shingles..hashes.len().max(shingles + 1) - 1]
     }
 
     /// How much the texts of two sketches have in common, estimated on the hash range both
@@ -179,13 +222,13 @@ impl<'a> SketchView<'a> {
 
     /// Whether the sketch holds every shingle of its text (it was not sampled).
     pub(crate) fn is_whole(self) -> bool {
-        self.shift == 0
+        self.sample_shift() == 0
     }
 
     /// The parts of two sketches that sample the same hash range: each one's shingle hashes
     /// below the threshold of the sparser sample.
     pub(crate) fn comparable<'b>(self, other: SketchView<'b>) -> (&'a [u32], &'b [u32]) {
-        let shift = self.shift.max(other.shift);
+        let shift = self.sample_shift().max(other.sample_shift());
         (self.below(shift), other.below(shift))
     }
 
@@ -193,13 +236,12 @@ impl<'a> SketchView<'a> {
     fn below(self, shift: u8) -> &'a [u32] {
         // The sparser sample is whole below the common threshold: no search, and no read of
         // its hashes (a stored candidate's are usually not in the cache).
-        if self.shift == shift {
-            return self.shingles();
+        let shingles = self.shingles();
+        if self.sample_shift() == shift {
+            return shingles;
         }
-        // A sampled threshold is below the titles' floor: it leaves them out too.
         let limit = threshold(shift);
-        let kept = self.hashes.partition_point(|&hash| u64::from(hash) < limit);
-        &self.hashes[..kept]
+        &shingles[..shingles.partition_point(|&hash| u64::from(hash) < limit)]
     }
 }
 
@@ -268,6 +310,47 @@ impl Sketch {
         }
     }
 
+    /// The sketch with the names its text repeats (see [`Sketch`]); itself when there are
+    /// none.
+    ///
+    /// ```
+    /// use tantivy_dedup::text::{Fingerprinter, Weighting};
+    /// use tantivy_dedup::verify::Sketch;
+    ///
+    /// let notice = "钱其琛同志的遗体在北京火化。钱其琛同志因病在北京逝世。横幅下方是钱其琛同志的遗像。";
+    /// let fingerprinter = Fingerprinter::new(Weighting::LogTf, false).guarded(true);
+    /// let (_, names) = fingerprinter.fingerprint_with_names(&[notice], None);
+    /// let plain = Sketch::of(&[notice], 200);
+    /// let named = plain.clone().with_names(&names);
+    /// assert_eq!(named.view().names().len(), 2);
+    /// assert_eq!(named.view().shingles(), plain.view().shingles());
+    /// assert_eq!(named.view().digest(), plain.view().digest());
+    /// let values: Vec<u64> = named.to_packed_values().collect();
+    /// assert_eq!(Sketch::from_packed_values(values.into_iter()), Some(named));
+    /// ```
+    pub fn with_names(self, names: &Names) -> Sketch {
+        if names.is_empty() {
+            return self;
+        }
+        let mut marks: Vec<u32> = names
+            .iter()
+            .map(|(hash, count)| name_mark(hash, count))
+            .collect();
+        marks.sort_unstable();
+        marks.dedup_by(|a, b| *a >> NAME_COUNT_BITS == *b >> NAME_COUNT_BITS);
+        // A full list says so by its length: its absent names may be repeated as often as its
+        // least repeated (see `Verifier`).
+        let mut hashes = Vec::from(self.hashes);
+        hashes.reserve(marks.len() + 1);
+        let count = marks.len() as u32;
+        hashes.extend(marks);
+        hashes.push(count);
+        Sketch {
+            shift: self.shift | NAMED,
+            hashes: hashes.into_boxed_slice(),
+        }
+    }
+
     /// The sketch borrowed: what comparisons and lookups take, wherever the sketch is kept.
     pub fn view(&self) -> SketchView<'_> {
         SketchView {
@@ -276,7 +359,7 @@ impl Sketch {
         }
     }
 
-    /// The kept hashes, smallest first.
+    /// See [`SketchView::hashes`].
     pub fn hashes(&self) -> &[u32] {
         &self.hashes
     }
@@ -367,14 +450,24 @@ impl Sketch {
     /// A sketch of these parts, if they make one: a shift a sketch can have, hashes in
     /// ascending order and below the shift's threshold.
     fn checked(shift: u8, hashes: Box<[u32]>) -> Option<Sketch> {
-        if shift > MAX_SHIFT {
+        if !is_stored_shift(shift) {
             return None;
         }
-        let ordered = hashes.windows(2).all(|pair| pair[0] < pair[1]);
-        let in_range = hashes
+        let sketch = Sketch { shift, hashes };
+        let view = sketch.view();
+        let (unnamed, names) = view.split_names();
+        if shift & NAMED != 0 {
+            // One name at least, its number the last value, no more than are kept.
+            let count = sketch.hashes.last().map_or(0, |&count| count as usize);
+            if names.is_empty() || names.len() != count || count > MAX_NAMES {
+                return None;
+            }
+        }
+        let ordered = |hashes: &[u32]| hashes.windows(2).all(|pair| pair[0] < pair[1]);
+        let in_range = unnamed
             .last()
-            .is_none_or(|&hash| u64::from(hash) < threshold(shift));
-        (ordered && in_range).then_some(Sketch { shift, hashes })
+            .is_none_or(|&hash| u64::from(hash) < threshold(view.sample_shift()));
+        (ordered(unnamed) && ordered(names) && in_range).then_some(sketch)
     }
 }
 
@@ -535,6 +628,37 @@ pub(crate) const MAX_SHIFT: u8 = 32;
 /// The mark of [`Sketch::to_packed_values`]' header: the top bit, which no value of
 /// [`Sketch::to_values`] (a shift, or a 32-bit hash) has.
 const PACKED: u64 = 1 << 63;
+
+/// The bits of a stored shift byte that hold the shift ([`MAX_SHIFT`] at most).
+const SHIFT_BITS: u8 = 0x3f;
+
+/// The bit of a stored shift byte that tells a sketch with names (see [`Sketch`]).
+pub const NAMED: u8 = 0x40;
+
+/// Whether a byte is a sketch's stored shift: a shift a sketch can have, with or without
+/// [`NAMED`].
+pub(crate) fn is_stored_shift(byte: u8) -> bool {
+    byte & !(SHIFT_BITS | NAMED) == 0 && byte & SHIFT_BITS <= MAX_SHIFT
+}
+
+/// The low bits of a name's mark that hold its occurrences (up to 15; more count as 15).
+pub const NAME_COUNT_BITS: u32 = 4;
+
+/// A name's mark in a sketch: the top bits of the word's hash, then its occurrences.
+pub(crate) fn name_mark(hash: u64, count: u32) -> u32 {
+    let most = (1 << NAME_COUNT_BITS) - 1;
+    (((hash >> 32) as u32) << NAME_COUNT_BITS) | count.min(most)
+}
+
+/// The occurrences a name's mark holds.
+pub(crate) fn name_count(mark: u32) -> u32 {
+    mark & ((1 << NAME_COUNT_BITS) - 1)
+}
+
+/// The word a name's mark stands for (its hash's bits), whatever its occurrences.
+pub(crate) fn name_word(mark: u32) -> u32 {
+    mark >> NAME_COUNT_BITS
+}
 
 /// The sample's bound for a shift (at most [`MAX_SHIFT`]): hashes below it are kept.
 fn threshold(shift: u8) -> u64 {
@@ -992,6 +1116,113 @@ mod tests {
         assert_eq!(hashes.len(), 100_000);
     }
 
+    /// Whether a sketch read back holds its invariants: shingles and titles in ascending
+    /// order, then names in ascending order.
+    fn ordered(sketch: &Sketch) -> bool {
+        let view = sketch.view();
+        let increasing = |hashes: &[u32]| hashes.windows(2).all(|pair| pair[0] < pair[1]);
+        increasing(view.unnamed()) && increasing(view.names())
+    }
+
+    /// A sketch with these names' marks (hash, occurrences), as `with_names` keeps them.
+    fn named(sketch: Sketch, names: &[(u64, u32)]) -> Sketch {
+        let mut marks: Vec<u32> = names
+            .iter()
+            .map(|&(hash, count)| name_mark(hash, count))
+            .collect();
+        marks.sort_unstable();
+        let values = sketch
+            .to_values()
+            .skip(1)
+            .chain(marks.iter().map(|&mark| u64::from(mark)));
+        let shift = u64::from(sketch.shift | NAMED);
+        let count = std::iter::once(marks.len() as u64);
+        Sketch::from_values(std::iter::once(shift).chain(values).chain(count)).unwrap()
+    }
+
+    #[test]
+    fn names_follow_everything_and_change_nothing_else() {
+        let titled = Sketch::of(
+            &["《城市更新条例》公布。本市城市更新条例今天公布，明年起施行。"],
+            200,
+        );
+        let sampled = Sketch::of(&[&text(7, 40)], 16);
+        assert!(!titled.view().titles().is_empty());
+        assert!(!sampled.view().is_whole());
+        for plain in [titled, sampled, Sketch::default()] {
+            let with = named(plain.clone(), &[(u64::MAX, 20), (1 << 40, 3)]);
+            let (view, before) = (with.view(), plain.view());
+            assert_eq!(
+                view.names(),
+                [name_mark(1 << 40, 3), name_mark(u64::MAX, 15)]
+            );
+            assert_eq!(
+                name_count(view.names()[1]),
+                15,
+                "occurrences past 15 count as 15"
+            );
+            assert_eq!(view.shingles(), before.shingles());
+            assert_eq!(view.titles(), before.titles());
+            assert_eq!(view.keys(), before.keys());
+            assert_eq!(view.digest(), before.digest());
+            assert_eq!(
+                view.similarity(before).jaccard,
+                before.similarity(before).jaccard
+            );
+            assert!(ordered(&with));
+            // Stored and read back, either layout.
+            assert_eq!(Sketch::from_values(with.to_values()), Some(with.clone()));
+            let packed: Vec<u64> = with.to_packed_values().collect();
+            assert_eq!(
+                Sketch::from_packed_values(packed.into_iter()),
+                Some(with.clone())
+            );
+            assert!(before.names().is_empty());
+        }
+    }
+
+    #[test]
+    fn names_that_cannot_be_are_refused_or_read_as_none() {
+        let plain = Sketch::of(&["本市城市更新条例今天公布，明年起施行。"], 200);
+        let values = |tail: &[u64]| -> Vec<u64> {
+            let mut values: Vec<u64> = plain.to_values().collect();
+            values[0] |= u64::from(NAMED);
+            values.extend_from_slice(tail);
+            values
+        };
+        let (low, high) = (
+            u64::from(name_mark(1 << 32, 3)),
+            u64::from(name_mark(2 << 32, 3)),
+        );
+        assert!(Sketch::from_values(values(&[low, high, 2]).into_iter()).is_some());
+        for tail in [
+            &[][..],         // no number of names
+            &[0],            // no name
+            &[low, high, 3], // a number the names do not make up
+            &[high, low, 2], // names out of order
+        ] {
+            assert_eq!(
+                Sketch::from_values(values(tail).into_iter()),
+                None,
+                "{tail:?}"
+            );
+        }
+        let too_many: Vec<u64> = (1..=MAX_NAMES as u64 + 1)
+            .map(|word| u64::from(name_mark(word << 32, 3)))
+            .chain(std::iter::once(MAX_NAMES as u64 + 1))
+            .collect();
+        assert_eq!(Sketch::from_values(values(&too_many).into_iter()), None);
+        // A shift byte with a bit no sketch sets.
+        let mut odd: Vec<u64> = plain.to_values().collect();
+        odd[0] |= 0x80;
+        assert_eq!(Sketch::from_values(odd.into_iter()), None);
+        // A record damaged in its file is read unchecked: a number of names past its hashes
+        // reads within bounds.
+        let hashes = [3, 5, u32::MAX];
+        let damaged = SketchView::from_parts(NAMED, &hashes);
+        assert_eq!(damaged.names().len() + damaged.shingles().len(), 2);
+    }
+
     #[test]
     fn a_sampled_sketch_keeps_no_titles() {
         let long: String = (0..400)
@@ -1031,7 +1262,7 @@ mod tests {
             prop_assert!(view.shingles().iter().all(|&hash| hash < TITLE_FLOOR));
             prop_assert!(view.is_whole() || view.titles().is_empty());
             if let Some(read) = Sketch::from_values(garbage.iter().copied()) {
-                prop_assert!(read.hashes().windows(2).all(|pair| pair[0] < pair[1]));
+                prop_assert!(ordered(&read));
             }
             // Packed two hashes a value: the same sketch back, from either layout, and
             // nothing from a header whose count its values do not hold.
@@ -1057,7 +1288,7 @@ mod tests {
                 let count = (2 * rest.len()).saturating_sub(usize::from(first & 1 == 1 && !rest.is_empty()));
                 let header = PACKED | ((count as u64) << 8) | (first % 33);
                 if let Some(read) = Sketch::from_packed_values(std::iter::once(header).chain(rest.iter().copied())) {
-                    prop_assert!(read.hashes().windows(2).all(|pair| pair[0] < pair[1]));
+                    prop_assert!(ordered(&read));
                     prop_assert_eq!(read.hashes().len(), count);
                 }
             }

@@ -1120,6 +1120,80 @@ fn notices_of_one_template_naming_other_works_are_not_merged() {
     );
 }
 
+/// A notice of one template (invented): a funeral, the deceased named in every paragraph.
+fn funeral(name: &str) -> String {
+    format!(
+        "{name}同志遗体在京火化。本台消息：优秀的共产党员、久经考验的忠诚战士，原全国政协副主席\
+         {name}同志的遗体，今天在北京八宝山革命公墓火化。{name}同志因病医治无效，于本月三日逝世，\
+         享年八十九岁。\n上午九时许，礼堂庄严肃穆，正厅上方悬挂着横幅“沉痛悼念{name}同志”，\
+         横幅下方是{name}同志的遗像。党和国家有关领导同志前往送别，向{name}同志的遗体三鞠躬，\
+         并与亲属一一握手，表示慰问。中央和国家机关有关部门负责同志、生前友好和家乡代表也前往送别。"
+    )
+}
+
+/// A notice of one template (invented): a city's session opening, the city named three times.
+fn session(city: &str) -> String {
+    format!(
+        "{city}第十六届人民代表大会第一次会议开幕。本台消息：{city}第十六届人民代表大会第一次会议\
+         今天上午在市民中心开幕，应出席代表四百五十人，实到四百三十八人，符合法定人数。会议听取和\
+         审议了政府工作报告，报告回顾了过去五年的工作，提出了今后五年的目标任务。{city}各界群众\
+         通过电视和网络直播收看了开幕会。"
+    )
+}
+
+/// Notices of one template about other people or places (issue 34, "a template is not a
+/// story"): a name each says three times or more, which the other does not say, keeps them
+/// apart; a copy keeps its subject's name, and a page's own site name does not count.
+#[test]
+fn notices_of_one_template_about_other_people_or_places_are_not_merged() {
+    let (first, second) = (funeral("吴德明"), funeral("孙振华"));
+    // Their words alone verify: without the names rule they are one story.
+    let sketch = |text: &str| Sketch::of(&[&normalize(text)], 200);
+    let verifier = Verifier::default();
+    let similarity = sketch(&first).similarity(&sketch(&second));
+    assert!(
+        similarity.containment >= verifier.min_containment
+            && similarity.jaccard >= verifier.min_jaccard,
+        "{similarity:?}"
+    );
+    assert_apart("two people's funerals", &first, &second);
+    assert_apart(
+        "two cities' session openings",
+        &session("临江市"),
+        &session("青川县"),
+    );
+    // A repost, a copy with a typo in one of the name's six occurrences, and a copy cut
+    // after its first paragraph still join.
+    assert_found(
+        "a reposted funeral",
+        &first,
+        &format!("转发：{first}（来源：新华网）"),
+    );
+    assert_found(
+        "a funeral with a typo in the name",
+        &first,
+        &first.replacen("吴德明同志的遗像", "吴得明同志的遗像", 1),
+    );
+    let cut = &first[..first.find('\n').unwrap()];
+    assert_found("a funeral cut after its first paragraph", &first, cut);
+    // One notice on the pages of two sites named after their towns, each naming its site
+    // five times: the same story, since a page's own site is no name of its text.
+    let mut dedup = Deduplicator::new(DedupConfig::default()).unwrap();
+    let pages: Vec<Decision> = ["东港网", "海州网"]
+        .iter()
+        .enumerate()
+        .map(|(minute, site)| {
+            let mut page = article(site, &site_page(site, &first), minute as i64);
+            page.source = Some((*site).to_owned());
+            dedup.add_article(&page, T0).unwrap()
+        })
+        .collect();
+    assert_eq!(
+        pages[0].root, pages[1].root,
+        "a reprint on two towns' sites"
+    );
+}
+
 /// A page of `site`: its header (navigation, source and editor lines) and footer
 /// (disclaimer, copyright, hotline) around `story`, as a scraper keeps them.
 fn site_page(site: &str, story: &str) -> String {

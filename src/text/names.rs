@@ -1,0 +1,299 @@
+//! The names a text repeats: the people and places it is about, which tell two notices of one
+//! template that name someone else apart (`verify::Verifier`).
+//!
+//! A template's notices differ in who or where: one leader's funeral against another's, one
+//! president's welcome ceremony against another's, Hong Kong's election meeting against
+//! Macao's. The name they differ in is what the notice is about, so it comes back in every
+//! paragraph (布赫 ten times, 钱其琛 twelve), and the other notice never says it. A copy keeps
+//! its subject's name wherever it keeps its text: a typo changes one occurrence, a cut or an
+//! edited paragraph a few.
+//!
+//! Only the words a text repeats are asked about (the fingerprint already counts each word's
+//! occurrences), and each word's answer is remembered by its hash: jieba is asked once per
+//! word and process, the words of a text together, not once per occurrence.
+
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+use std::sync::{LazyLock, PoisonError, RwLock};
+
+use crate::simhash::FingerprintHasher;
+use crate::text::jieba;
+
+/// The fewest occurrences of a name that a text keeps ([`Names`]): a name said once is a
+/// passing mention, which a copy's typo or cut can take away.
+pub const MIN_REPEATS: u32 = 2;
+
+/// The most names a text keeps, its most repeated ([`Names`]).
+pub const MAX_NAMES: usize = 8;
+
+/// Most words whose answer is remembered; past it, all are forgotten and asked again (news
+/// vocabularies reach a few hundred thousand words: about 16 MB).
+const REMEMBERED_WORDS: usize = 1 << 20;
+
+/// Whether a word names a person or a place: a word of two Chinese characters or more that
+/// jieba's dictionary tags as a person's name (`nr`, `nrfg`, `nrt`: 钱其琛, 习近平, 科特迪瓦)
+/// or a place's (`ns`: 香港, 葡萄牙), or that is not in the dictionary at all: a word jieba's
+/// hidden Markov model put together, mostly a name it does not know (布赫, 马西). A single
+/// character is no name, though the dictionary tags many surnames so (哈, 王).
+///
+/// ```
+/// use tantivy_dedup::text::is_name;
+///
+/// assert!(is_name("钱其琛"));
+/// assert!(is_name("澳门"));
+/// assert!(!is_name("火化"));
+/// assert!(!is_name("2024"));
+/// ```
+pub fn is_name(word: &str) -> bool {
+    are_names(&[word])[0]
+}
+
+/// [`is_name`] of each word, in order. jieba's tags are asked once for the words of its
+/// dictionary among them: the cost is mostly that of a call, not of a word; the others need
+/// no tag.
+fn are_names(words: &[&str]) -> Vec<bool> {
+    let chinese = |word: &str| word.chars().count() >= 2 && word.chars().all(is_chinese);
+    let known: Vec<&str> = words
+        .iter()
+        .copied()
+        .filter(|&word| chinese(word) && jieba().has_word(word))
+        .collect();
+    let mut tagged = tagged_names(&known).into_iter();
+    words
+        .iter()
+        .map(|&word| match chinese(word) {
+            false => false,
+            true if jieba().has_word(word) => tagged.next().unwrap_or(false),
+            true => true,
+        })
+        .collect()
+}
+
+/// Whether jieba's dictionary tags each of these words of it as a person's or a place's name.
+fn tagged_names(words: &[&str]) -> Vec<bool> {
+    if words.is_empty() {
+        return Vec::new();
+    }
+    // One word a line: a line break ends every word of jieba's, so no two words join.
+    let lines = words.join("\n");
+    let tags = jieba().tag(&lines, false);
+    let mut tags = tags.iter().peekable();
+    let mut start = 0;
+    words
+        .iter()
+        .map(|&word| {
+            // The word's pieces, by where they start: the word itself, unless jieba prefers
+            // to split it here.
+            let end = start + word.len();
+            let mut pieces = Vec::new();
+            while let Some(tag) = tags.next_if(|tag| tag.byte_start < end) {
+                if tag.byte_start >= start {
+                    pieces.push(tag);
+                }
+            }
+            start = end + 1;
+            // A word of the dictionary that jieba still splits is no name of its.
+            match pieces.as_slice() {
+                [one] if one.word == word => one.tag.starts_with("nr") || one.tag == "ns",
+                _ => false,
+            }
+        })
+        .collect()
+}
+
+/// Whether a character is a Chinese character (the CJK Unified Ideographs and extension A).
+fn is_chinese(c: char) -> bool {
+    matches!(c, '\u{4e00}'..='\u{9fff}' | '\u{3400}'..='\u{4dbf}')
+}
+
+/// [`is_name`]'s answers by the word's hash (xxh3, as the fingerprint hashes words), shared by
+/// the threads that sign texts in parallel: each word is asked about once per process.
+static ANSWERS: LazyLock<RwLock<HashMap<u64, bool, BuildHasherDefault<FingerprintHasher>>>> =
+    LazyLock::new(RwLock::default);
+
+/// [`is_name`] of each word of `hashes` (their xxh3 hashes), remembered: `word` gives the word
+/// of a hash not asked about before (a hash without one is no name).
+fn are_names_remembered<'a>(hashes: &[u64], word: impl Fn(u64) -> Option<&'a str>) -> Vec<bool> {
+    // A poisoned lock only means a thread panicked while holding it: the answers in the
+    // table are still answers.
+    let mut answered = Vec::with_capacity(hashes.len());
+    let mut unknown: Vec<(u64, &str)> = Vec::new();
+    {
+        let answers = ANSWERS.read().unwrap_or_else(PoisonError::into_inner);
+        for &hash in hashes {
+            let answer = answers.get(&hash).copied();
+            if answer.is_none() {
+                unknown.extend(word(hash).map(|word| (hash, word)));
+            }
+            answered.push(answer);
+        }
+    }
+    if unknown.is_empty() {
+        return answered
+            .into_iter()
+            .map(|answer| answer == Some(true))
+            .collect();
+    }
+    unknown.sort_unstable();
+    unknown.dedup();
+    let words: Vec<&str> = unknown.iter().map(|&(_, word)| word).collect();
+    let fresh: Vec<(u64, bool)> = unknown
+        .iter()
+        .map(|&(hash, _)| hash)
+        .zip(are_names(&words))
+        .collect();
+    {
+        let mut answers = ANSWERS.write().unwrap_or_else(PoisonError::into_inner);
+        if answers.len() + fresh.len() > REMEMBERED_WORDS {
+            answers.clear();
+        }
+        answers.extend(fresh.iter().copied());
+    }
+    hashes
+        .iter()
+        .zip(answered)
+        .map(|(hash, answer)| {
+            answer.unwrap_or_else(|| {
+                let found = fresh.binary_search_by_key(hash, |&(of, _)| of);
+                found.is_ok_and(|at| fresh[at].1)
+            })
+        })
+        .collect()
+}
+
+/// The names a text repeats ([`MIN_REPEATS`] times or more), each as the xxh3 hash of the word
+/// with its count of occurrences: at most [`MAX_NAMES`], the most repeated first (ties by
+/// hash). A text that repeats more names keeps only these, and says so
+/// ([`is_complete`](Self::is_complete)).
+///
+/// ```
+/// use tantivy_dedup::text::{Fingerprinter, Weighting};
+///
+/// let fingerprinter = Fingerprinter::new(Weighting::LogTf, false).guarded(true);
+/// let notice = "钱其琛同志的遗体在北京火化。钱其琛同志因病在北京逝世。横幅下方是钱其琛同志的遗像。";
+/// let (_, names) = fingerprinter.fingerprint_with_names(&[notice], None);
+/// let words: Vec<(u64, u32)> = names.iter().collect();
+/// assert_eq!(words.len(), 2, "钱其琛 three times, 北京 twice");
+/// assert_eq!(words[0].1, 3);
+/// assert!(names.is_complete());
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Names {
+    counts: Vec<(u64, u32)>,
+    complete: bool,
+}
+
+impl Names {
+    /// The names of words counted in a text (`(hash, occurrences)`, each word once, in any
+    /// order), the word of a hash given by `word`, less the words of the name of the text's
+    /// `source`: a page names its own site in its header and footer (东港网 names 东港), and
+    /// that is not what the text is about.
+    pub(crate) fn of_counts<'a>(
+        mut counts: Vec<(u64, u32)>,
+        source: Option<&str>,
+        word: impl Fn(u64) -> Option<&'a str>,
+    ) -> Names {
+        counts.retain(|&(_, count)| count >= MIN_REPEATS);
+        let hashes: Vec<u64> = counts.iter().map(|&(hash, _)| hash).collect();
+        let mut names = are_names_remembered(&hashes, &word).into_iter();
+        counts.retain(|_| names.next().unwrap_or(false));
+        if let Some(source) = source.filter(|source| !source.is_empty()) {
+            counts.retain(|&(hash, _)| word(hash).is_none_or(|word| !source.contains(word)));
+        }
+        counts.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let complete = counts.len() <= MAX_NAMES;
+        counts.truncate(MAX_NAMES);
+        Names { counts, complete }
+    }
+
+    /// Each name's hash and occurrences, the most repeated first.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        self.counts.iter().copied()
+    }
+
+    /// Whether the text repeats no name.
+    pub fn is_empty(&self) -> bool {
+        self.counts.is_empty()
+    }
+
+    /// Whether these are all the names the text repeats (it repeats at most [`MAX_NAMES`]).
+    pub fn is_complete(&self) -> bool {
+        self.complete
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_people_and_places_known_or_new() {
+        for name in ["布赫", "习近平", "香港", "葡萄牙", "斯里兰卡"] {
+            assert!(is_name(name), "{name}");
+        }
+        for word in [
+            "同志", "遗体", "火化", "举行", "2017", "abc", "的", "，", "哈",
+        ] {
+            assert!(!is_name(word), "{word}");
+        }
+    }
+
+    #[test]
+    fn words_asked_together_are_answered_as_one_by_one() {
+        let words = [
+            "钱其琛",
+            "会议",
+            "马西",
+            "仪式",
+            "iPhone15",
+            "香港特别行政区",
+            "京",
+            "2024",
+            "布赫",
+            "北京",
+            "abc def",
+            "",
+        ];
+        let together = are_names(&words);
+        let alone: Vec<bool> = words.iter().map(|word| is_name(word)).collect();
+        assert_eq!(together, alone);
+        let hash = |word: &str| xxhash_rust::xxh3::xxh3_64(word.as_bytes());
+        let hashes: Vec<u64> = words.iter().map(|word| hash(word)).collect();
+        let find = |of: u64| words.iter().copied().find(|word| hash(word) == of);
+        assert_eq!(are_names_remembered(&hashes, find), alone);
+        // Asked again, the words are not needed.
+        assert_eq!(are_names_remembered(&hashes, |_| None), alone);
+    }
+
+    #[test]
+    fn only_repeated_names_are_kept_and_the_most_repeated_first() {
+        let words = ["北京", "香港", "会议", "澳门", "钱其琛"];
+        let hash = |word: &str| xxhash_rust::xxh3::xxh3_64(word.as_bytes());
+        let counts = vec![
+            (hash("北京"), 2),
+            (hash("香港"), 1),
+            (hash("会议"), 9),
+            (hash("澳门"), 5),
+            (hash("钱其琛"), 5),
+        ];
+        let word = |h: u64| words.iter().copied().find(|w| hash(w) == h);
+        let names = Names::of_counts(counts.clone(), None, word);
+        let kept: Vec<u32> = names.iter().map(|(_, count)| count).collect();
+        assert_eq!(kept, [5, 5, 2]);
+        assert!(names.is_complete());
+        // A page of 北京网 names its site: that is no name of its text.
+        let names = Names::of_counts(counts, Some("北京网"), word);
+        let kept: Vec<u32> = names.iter().map(|(_, count)| count).collect();
+        assert_eq!(kept, [5, 5]);
+        let places = [
+            "北京", "上海", "天津", "重庆", "广州", "深圳", "杭州", "南京", "武汉", "成都", "西安",
+            "长沙",
+        ];
+        let many: Vec<(u64, u32)> = places.iter().map(|place| (hash(place), 3)).collect();
+        let names = Names::of_counts(many, None, |h| {
+            places.iter().copied().find(|w| hash(w) == h)
+        });
+        assert_eq!(names.iter().count(), MAX_NAMES);
+        assert!(!names.is_complete());
+    }
+}
