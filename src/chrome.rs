@@ -163,6 +163,8 @@ impl ChromeLines {
 #[derive(Debug, Clone)]
 pub struct PageLines {
     source: u64,
+    /// The source's name, which the page's names leave out (`text::Names`).
+    name: Box<str>,
     parts: Vec<String>,
     /// (part, byte range in it, hash) of each non-empty line at the page's two ends, in order.
     edges: Vec<(usize, Range<usize>, u32)>,
@@ -209,6 +211,7 @@ impl PageLines {
             .fold(middle as u32, |sum, hash| sum.wrapping_add(*hash));
         PageLines {
             source: xxh3_64(source.as_bytes()),
+            name: source.into(),
             parts,
             edges,
             lines: count,
@@ -223,6 +226,11 @@ impl PageLines {
     /// Its source, as [`SourceChrome`] tells sources apart: a hash of the name.
     pub fn source(&self) -> SourceKey {
         SourceKey(self.source)
+    }
+
+    /// Its source's name, as given.
+    pub fn source_name(&self) -> &str {
+        &self.name
     }
 
     /// The page's normalised texts, as given.

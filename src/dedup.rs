@@ -323,7 +323,8 @@ impl Deduplicator {
         let mark = self.chrome.mark();
         if let Some(page) = page {
             let stripped = self.chrome.strip(page, self.added);
-            if let Some(without) = self.signer.without_chrome(&signature, stripped) {
+            let source = article.source.as_deref();
+            if let Some(without) = self.signer.without_chrome(&signature, stripped, source) {
                 signature = without;
             }
         }
@@ -364,12 +365,15 @@ impl Deduplicator {
                     let position = self.added + marks.len() as u64;
                     marks.push(self.chrome.mark());
                     if let Some(page) = page {
+                        let source = article.source.clone();
                         match self.chrome.strip(page, position) {
-                            Stripped::Texts(texts) => to_sign.push((at, texts)),
+                            Stripped::Texts(texts) => to_sign.push((at, texts, source)),
                             stripped => {
-                                if let Some(without) =
-                                    self.signer.without_chrome(&signature, stripped)
-                                {
+                                if let Some(without) = self.signer.without_chrome(
+                                    &signature,
+                                    stripped,
+                                    source.as_deref(),
+                                ) {
                                     signature = without;
                                 }
                             }
@@ -383,7 +387,7 @@ impl Deduplicator {
         let signer = &self.signer;
         let signed: Vec<(usize, Signature)> = to_sign
             .into_par_iter()
-            .map(|(at, texts)| (at, signer.sign_stripped(&texts)))
+            .map(|(at, texts, source)| (at, signer.sign_stripped(&texts, source.as_deref())))
             .collect();
         for (at, signature) in signed {
             if let (_, Ok((_, old))) = &mut batch[at] {
@@ -605,7 +609,7 @@ impl Signer {
     }
 
     /// Signs a text given as parts (the values of the fingerprinted fields, in order; joined
-    /// by a line break), as an article's fields are.
+    /// by a line break), as an article's fields are when it has no `source`.
     ///
     /// ```
     /// use tantivy_dedup::{Article, DedupConfig, dedup::Signer};
@@ -643,13 +647,19 @@ impl Signer {
     }
 
     /// A page's signature once [`SourceChrome::strip`] read it, when it is not `signature`,
-    /// the page's own: its texts without the chrome signed again when it had some; when it
+    /// the page's own: its texts without the chrome signed again when it had some (a page of
+    /// `source`, as [`sign_page`](Self::sign_page) signs it); when it
     /// is chrome alone, [`Reason::Boilerplate`] with a sketch that only the same page
     /// verifies against (unless its text had no shingle, which keeps it apart already).
-    pub fn without_chrome(&self, signature: &Signature, stripped: Stripped) -> Option<Signature> {
+    pub fn without_chrome(
+        &self,
+        signature: &Signature,
+        stripped: Stripped,
+        source: Option<&str>,
+    ) -> Option<Signature> {
         match stripped {
             Stripped::Nothing => None,
-            Stripped::Texts(texts) => Some(self.sign_stripped(&texts)),
+            Stripped::Texts(texts) => Some(self.sign_stripped(&texts, source)),
             Stripped::Everything(page) => (!signature.verifies_nothing()).then(|| Signature {
                 fingerprint: signature.fingerprint,
                 sketch: self.sketch_capacity.map(|_| Sketch::of_whole_text(page)),
@@ -659,10 +669,11 @@ impl Signer {
     }
 
     /// Signs a page's texts without its source's chrome (normalised, as it read them).
-    fn sign_stripped(&self, texts: &[String]) -> Signature {
+    fn sign_stripped(&self, texts: &[String], source: Option<&str>) -> Signature {
         let raw: Vec<&str> = texts.iter().map(String::as_str).collect();
-        // The lines that name the site are out already.
-        self.sign_normalized(&raw, texts, None)
+        // The page may name its site beyond the lines taken out: its names are those the
+        // whole page gives.
+        self.sign_normalized(&raw, texts, source)
     }
 
     /// Signs texts already normalised (`normalized[i]` is [`normalize`]`(raw[i])`) of a page

@@ -199,7 +199,7 @@ impl Placed {
 impl<D> PreparedDocument<D> {
     /// A document with what the writer needs to know of it: its id (empty when the writer has
     /// no id field), its event time if it has one, its signature
-    /// ([`Signer::sign_texts`]), and a digest of its content (equal digests under one id
+    /// ([`Signer::sign_page`]), and a digest of its content (equal digests under one id
     /// mean a re-send, which changes nothing). The document itself holds the caller's fields;
     /// the writer adds the dedup fields.
     pub fn new(
@@ -1326,6 +1326,7 @@ impl DedupWriter {
             };
             let prepared = &mut pending.prepared;
             if let Some(page) = prepared.page.take() {
+                let source = page.source_name().to_owned();
                 let stripped = match &prepared.placed {
                     Some(placed) => page.without(placed.chrome),
                     None => {
@@ -1334,7 +1335,10 @@ impl DedupWriter {
                         chrome.strip(*page, position)
                     }
                 };
-                if let Some(signature) = self.signer.without_chrome(&prepared.signature, stripped) {
+                let signer = &self.signer;
+                if let Some(signature) =
+                    signer.without_chrome(&prepared.signature, stripped, Some(&source))
+                {
                     let signature = signature.for_document(&prepared.id);
                     prepared.sketch = signature.sketch.clone().map(Arc::new);
                     pending.reason = signature.reason;

@@ -25,6 +25,7 @@ pub use words::{
 };
 pub(crate) use words::{require_no_user_dictionary, same_user_dictionary};
 
+use std::cell::{Cell, OnceCell};
 use std::ops::Range;
 
 use xxhash_rust::xxh3::xxh3_64;
@@ -454,9 +455,19 @@ impl Fingerprinter {
             builder.add_scaled(features, self.weighting.frequency_weight(*tf));
         }
         if let Some((names, source)) = names.as_mut().filter(|_| want_names) {
+            // Sorted by hash the first time a word's text is needed (most texts need none),
+            // so that finding one costs a search, however many the text holds: a flood of
+            // words said twice and never seen before stays n log n.
+            let unsorted = Cell::new(spoken);
+            let sorted = OnceCell::new();
             **names = Names::of_counts(repeated, *source, |hash| {
-                let (_, word) = spoken.iter().find(|&&(of, _)| of == hash)?;
-                Some(*word)
+                let spoken: &Vec<(u64, &str)> = sorted.get_or_init(|| {
+                    let mut spoken = unsorted.take();
+                    spoken.sort_unstable_by_key(|&(hash, _)| hash);
+                    spoken
+                });
+                let at = spoken.binary_search_by_key(&hash, |&(of, _)| of).ok()?;
+                Some(spoken[at].1)
             });
         }
         if self.guarded && distinct < MIN_DISTINCT_FEATURES {
@@ -492,6 +503,23 @@ mod tests {
         let flood = "[哈哈]好".repeat(100_000);
         let guarded = Fingerprinter::new(Weighting::LogTf, false).guarded(true);
         assert_eq!(guarded.fingerprint(&flood), guarded.fingerprint(&flood));
+    }
+
+    #[test]
+    fn a_flood_of_new_words_said_twice_costs_n_log_n() {
+        // Each word of a text that the table of names lacks is looked up among its words: a
+        // scan for each would take hours here.
+        let words: String = (0..40_000u32)
+            .map(|i| {
+                let pair = |n: u32| char::from_u32(0x4e00 + n % 20_000).unwrap_or('中');
+                format!("{}{}，", pair(i), pair(i / 7 + 3))
+            })
+            .collect();
+        let text = format!("{words}{words}");
+        let guarded = Fingerprinter::new(Weighting::LogTf, false).guarded(true);
+        let (fingerprint, names) = guarded.fingerprint_with_names(&[&text], None);
+        assert_eq!(fingerprint, guarded.fingerprint(&text));
+        assert!(names.iter().count() <= MAX_NAMES);
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub const MIN_REPEATS: u32 = 2;
 pub const MAX_NAMES: usize = 8;
 
 /// Most words whose answer is remembered; past it, all are forgotten and asked again (news
-/// vocabularies reach a few hundred thousand words: about 16 MB).
+/// vocabularies reach a few hundred thousand words; the full table takes about 32 MB).
 const REMEMBERED_WORDS: usize = 1 << 20;
 
 /// Whether a word names a person or a place: a word of two Chinese characters or more that
@@ -185,9 +185,10 @@ pub struct Names {
 
 impl Names {
     /// The names of words counted in a text (`(hash, occurrences)`, each word once, in any
-    /// order), the word of a hash given by `word`, less the words of the name of the text's
-    /// `source`: a page names its own site in its header and footer (东港网 names 东港), and
-    /// that is not what the text is about.
+    /// order), the word of a hash given by `word`. A word of the name of the text's `source`
+    /// is kept with 0 occurrences: a page names its own site in its header and footer
+    /// (东港网 names 东港), which is not what the text is about, and another page of the same
+    /// text on that town's site must not take the name for its own (see `Verifier`).
     pub(crate) fn of_counts<'a>(
         mut counts: Vec<(u64, u32)>,
         source: Option<&str>,
@@ -197,16 +198,21 @@ impl Names {
         let hashes: Vec<u64> = counts.iter().map(|&(hash, _)| hash).collect();
         let mut names = are_names_remembered(&hashes, &word).into_iter();
         counts.retain(|_| names.next().unwrap_or(false));
-        if let Some(source) = source.filter(|source| !source.is_empty()) {
-            counts.retain(|&(hash, _)| word(hash).is_none_or(|word| !source.contains(word)));
-        }
         counts.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         let complete = counts.len() <= MAX_NAMES;
         counts.truncate(MAX_NAMES);
+        if let Some(source) = source.filter(|source| !source.is_empty()) {
+            for (hash, count) in &mut counts {
+                if word(*hash).is_some_and(|word| source.contains(word)) {
+                    *count = 0;
+                }
+            }
+        }
         Names { counts, complete }
     }
 
-    /// Each name's hash and occurrences, the most repeated first.
+    /// Each name's hash and occurrences, the most repeated first (0 for a word of the
+    /// source's name, which is not compared).
     pub fn iter(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
         self.counts.iter().copied()
     }
@@ -284,7 +290,7 @@ mod tests {
         // A page of 北京网 names its site: that is no name of its text.
         let names = Names::of_counts(counts, Some("北京网"), word);
         let kept: Vec<u32> = names.iter().map(|(_, count)| count).collect();
-        assert_eq!(kept, [5, 5]);
+        assert_eq!(kept, [5, 5, 0]);
         let places = [
             "北京", "上海", "天津", "重庆", "广州", "深圳", "杭州", "南京", "武汉", "成都", "西安",
             "长沙",

@@ -329,8 +329,16 @@ impl Sketch {
     /// assert_eq!(Sketch::from_packed_values(values.into_iter()), Some(named));
     /// ```
     pub fn with_names(self, names: &Names) -> Sketch {
+        // Names given again replace those the sketch had.
+        let sketch = match self.shift & NAMED {
+            0 => self,
+            _ => Sketch {
+                shift: self.shift & !NAMED,
+                hashes: self.view().unnamed().into(),
+            },
+        };
         if names.is_empty() {
-            return self;
+            return sketch;
         }
         let mut marks: Vec<u32> = names
             .iter()
@@ -340,13 +348,13 @@ impl Sketch {
         marks.dedup_by(|a, b| *a >> NAME_COUNT_BITS == *b >> NAME_COUNT_BITS);
         // A full list says so by its length: its absent names may be repeated as often as its
         // least repeated (see `Verifier`).
-        let mut hashes = Vec::from(self.hashes);
+        let mut hashes = Vec::from(sketch.hashes);
         hashes.reserve(marks.len() + 1);
         let count = marks.len() as u32;
         hashes.extend(marks);
         hashes.push(count);
         Sketch {
-            shift: self.shift | NAMED,
+            shift: sketch.shift | NAMED,
             hashes: hashes.into_boxed_slice(),
         }
     }
@@ -1179,6 +1187,15 @@ mod tests {
             );
             assert!(before.names().is_empty());
         }
+        // Names given again replace the sketch's.
+        let text =
+            "钱其琛同志的遗体在北京火化。钱其琛同志因病在北京逝世。横幅下方是钱其琛同志的遗像。";
+        let guarded =
+            crate::text::Fingerprinter::new(crate::text::Weighting::LogTf, false).guarded(true);
+        let (_, names) = guarded.fingerprint_with_names(&[text], None);
+        let once = Sketch::of(&[text], 200).with_names(&names);
+        assert_eq!(once.clone().with_names(&names), once);
+        assert_eq!(once.with_names(&Names::default()), Sketch::of(&[text], 200));
     }
 
     #[test]

@@ -1192,6 +1192,26 @@ fn notices_of_one_template_about_other_people_or_places_are_not_merged() {
         pages[0].root, pages[1].root,
         "a reprint on two towns' sites"
     );
+    // A story about both towns on each town's site, one page edited: neither takes the
+    // other's town for a name of its own.
+    let twins = "东港和海州两市今天签署协同发展协议。根据协议，东港将向海州开放港口物流通道，海州则为东港\
+                 提供农产品和清洁能源保障，两市还将共建产业园区，实现交通互联、医保互认、人才互通。\
+                 东港市负责人表示，协议签署后，东港与海州之间的合作将进入新阶段。";
+    let edited = twins.replace("根据协议", "据悉");
+    let mut dedup = Deduplicator::new(DedupConfig::default()).unwrap();
+    let pages: Vec<Decision> = [("东港网", twins), ("海州网", edited.as_str())]
+        .iter()
+        .enumerate()
+        .map(|(minute, (site, text))| {
+            let mut page = article(site, &site_page(site, text), minute as i64);
+            page.source = Some((*site).to_owned());
+            dedup.add_article(&page, T0).unwrap()
+        })
+        .collect();
+    assert_eq!(
+        pages[0].root, pages[1].root,
+        "a story of two towns on their sites"
+    );
 }
 
 /// A page of `site`: its header (navigation, source and editor lines) and footer

@@ -379,7 +379,12 @@ fn place(
         if let (Some(page), Some(batch)) = (document.page.take(), &mut chrome) {
             let position = batch.first + inserts.len() as u64;
             lines = batch.chrome.strip_lines(&page, position);
-            if let Some(without) = state.signer.without_chrome(&signature, page.without(lines)) {
+            let source = page.source_name().to_owned();
+            let stripped = page.without(lines);
+            if let Some(without) = state
+                .signer
+                .without_chrome(&signature, stripped, Some(&source))
+            {
                 signature = without;
             }
         }
