@@ -1054,6 +1054,19 @@ fn an_excerpt_reaching_its_story_through_the_article_needs_a_share_of_the_first(
     );
 }
 
+/// Asserts that two texts' shingles alone verify as near-duplicates: what keeps them apart
+/// is a rule beyond containment and Jaccard.
+fn assert_words_verify(first: &str, second: &str) {
+    let sketch = |text: &str| Sketch::of(&[&normalize(text)], 200);
+    let verifier = Verifier::default();
+    let similarity = sketch(first).similarity(&sketch(second));
+    assert!(
+        similarity.containment >= verifier.min_containment
+            && similarity.jaccard >= verifier.min_jaccard,
+        "{similarity:?}"
+    );
+}
+
 /// A notice of one template (invented): a speech published as a booklet.
 fn booklet(speech: &str) -> String {
     format!(
@@ -1078,14 +1091,7 @@ fn notices_of_one_template_naming_other_works_are_not_merged() {
         booklet("在全市科学家座谈会上的讲话"),
     );
     // Their words alone verify: without the titles rule they are one story.
-    let sketch = |text: &str| Sketch::of(&[&normalize(text)], 200);
-    let verifier = Verifier::default();
-    let similarity = sketch(&first).similarity(&sketch(&second));
-    assert!(
-        similarity.containment >= verifier.min_containment
-            && similarity.jaccard >= verifier.min_jaccard,
-        "{similarity:?}"
-    );
+    assert_words_verify(&first, &second);
     assert_apart("booklets of two speeches", &first, &second);
     let series = [
         commentary("科技创新要突出企业主体"),
@@ -1141,6 +1147,23 @@ fn session(city: &str) -> String {
     )
 }
 
+/// Each `(site, story)` on a page of its site with the site as `source`, a minute apart, in
+/// a fresh default-mode deduplicator; their decisions.
+fn on_sites(pages: &[(&str, &str)]) -> Vec<Decision> {
+    let mut dedup = Deduplicator::new(DedupConfig::default()).unwrap();
+    let decisions = pages
+        .iter()
+        .enumerate()
+        .map(|(minute, (site, story))| {
+            let mut page = article(site, &site_page(site, story), minute as i64);
+            page.source = Some((*site).to_owned());
+            dedup.add_article(&page, T0).unwrap()
+        })
+        .collect();
+    dedup.forest().check_invariants().unwrap();
+    decisions
+}
+
 /// Notices of one template about other people or places (issue 34, "a template is not a
 /// story"): a name each says three times or more, which the other does not say, keeps them
 /// apart; a copy keeps its subject's name, and a page's own site name does not count.
@@ -1148,14 +1171,7 @@ fn session(city: &str) -> String {
 fn notices_of_one_template_about_other_people_or_places_are_not_merged() {
     let (first, second) = (funeral("吴德明"), funeral("孙振华"));
     // Their words alone verify: without the names rule they are one story.
-    let sketch = |text: &str| Sketch::of(&[&normalize(text)], 200);
-    let verifier = Verifier::default();
-    let similarity = sketch(&first).similarity(&sketch(&second));
-    assert!(
-        similarity.containment >= verifier.min_containment
-            && similarity.jaccard >= verifier.min_jaccard,
-        "{similarity:?}"
-    );
+    assert_words_verify(&first, &second);
     assert_apart("two people's funerals", &first, &second);
     assert_apart(
         "two cities' session openings",
@@ -1178,16 +1194,7 @@ fn notices_of_one_template_about_other_people_or_places_are_not_merged() {
     assert_found("a funeral cut after its first paragraph", &first, cut);
     // One notice on the pages of two sites named after their towns, each naming its site
     // five times: the same story, since a page's own site is no name of its text.
-    let mut dedup = Deduplicator::new(DedupConfig::default()).unwrap();
-    let pages: Vec<Decision> = ["东港网", "海州网"]
-        .iter()
-        .enumerate()
-        .map(|(minute, site)| {
-            let mut page = article(site, &site_page(site, &first), minute as i64);
-            page.source = Some((*site).to_owned());
-            dedup.add_article(&page, T0).unwrap()
-        })
-        .collect();
+    let pages = on_sites(&[("东港网", &first), ("海州网", &first)]);
     assert_eq!(
         pages[0].root, pages[1].root,
         "a reprint on two towns' sites"
@@ -1198,16 +1205,7 @@ fn notices_of_one_template_about_other_people_or_places_are_not_merged() {
                  提供农产品和清洁能源保障，两市还将共建产业园区，实现交通互联、医保互认、人才互通。\
                  东港市负责人表示，协议签署后，东港与海州之间的合作将进入新阶段。";
     let edited = twins.replace("根据协议", "据悉");
-    let mut dedup = Deduplicator::new(DedupConfig::default()).unwrap();
-    let pages: Vec<Decision> = [("东港网", twins), ("海州网", edited.as_str())]
-        .iter()
-        .enumerate()
-        .map(|(minute, (site, text))| {
-            let mut page = article(site, &site_page(site, text), minute as i64);
-            page.source = Some((*site).to_owned());
-            dedup.add_article(&page, T0).unwrap()
-        })
-        .collect();
+    let pages = on_sites(&[("东港网", twins), ("海州网", &edited)]);
     assert_eq!(
         pages[0].root, pages[1].root,
         "a story of two towns on their sites"
