@@ -25,7 +25,6 @@ pub use words::{
 };
 pub(crate) use words::{require_no_user_dictionary, same_user_dictionary};
 
-use std::cell::{Cell, OnceCell};
 use std::ops::Range;
 
 use xxhash_rust::xxh3::xxh3_64;
@@ -341,11 +340,11 @@ impl Fingerprinter {
         let bytes: usize = regions.iter().map(|region| region.len()).sum();
         let mut plain: Vec<u64> = Vec::with_capacity(bytes / 6 + 8);
         let mut weighted: Vec<(u64, f32)> = Vec::new();
-        // The words counted with their hashes, for the names: only a word this thread never
-        // looked at needs its text, and that is found among them.
+        // The words long enough to be names, with their hashes: only a word no text of this
+        // process has asked about needs its text, and that is found among them.
         let want_names = names.is_some() && self.guarded;
         let mut spoken: Vec<(u64, &'a str)> =
-            Vec::with_capacity(if want_names { plain.capacity() } else { 0 });
+            Vec::with_capacity(if want_names { bytes / 12 + 8 } else { 0 });
         for region in regions {
             let emoticons: Vec<Range<usize>> = if self.guarded && region.contains('[') {
                 emoticon_codes(region).collect()
@@ -370,7 +369,7 @@ impl Fingerprinter {
                     }
                 }
                 let hash = xxh3_64(word.as_bytes());
-                if want_names {
+                if want_names && word.len() >= names::MIN_NAME_BYTES {
                     spoken.push((hash, word));
                 }
                 if weight == 1.0 {
@@ -455,20 +454,7 @@ impl Fingerprinter {
             builder.add_scaled(features, self.weighting.frequency_weight(*tf));
         }
         if let Some((names, source)) = names.as_mut().filter(|_| want_names) {
-            // Sorted by hash the first time a word's text is needed (most texts need none),
-            // so that finding one costs a search, however many the text holds: a flood of
-            // words said twice and never seen before stays n log n.
-            let unsorted = Cell::new(spoken);
-            let sorted = OnceCell::new();
-            **names = Names::of_counts(repeated, *source, |hash| {
-                let spoken: &Vec<(u64, &str)> = sorted.get_or_init(|| {
-                    let mut spoken = unsorted.take();
-                    spoken.sort_unstable_by_key(|&(hash, _)| hash);
-                    spoken
-                });
-                let at = spoken.binary_search_by_key(&hash, |&(of, _)| of).ok()?;
-                Some(spoken[at].1)
-            });
+            **names = Names::of_counts(repeated, *source, &spoken);
         }
         if self.guarded && distinct < MIN_DISTINCT_FEATURES {
             let bytes: Vec<u8> = first_distinct[..distinct]

@@ -16,6 +16,8 @@ use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::sync::{LazyLock, PoisonError, RwLock};
 
+use xxhash_rust::xxh3::xxh3_64;
+
 use crate::simhash::FingerprintHasher;
 use crate::text::jieba;
 
@@ -23,12 +25,23 @@ use crate::text::jieba;
 /// passing mention, which a copy's typo or cut can take away.
 pub const MIN_REPEATS: u32 = 2;
 
+/// The fewest bytes of a name: two Chinese characters, of three bytes each in UTF-8 (the
+/// characters [`is_name`] counts). A shorter word needs no asking.
+pub(crate) const MIN_NAME_BYTES: usize = 6;
+
 /// The most names a text keeps, its most repeated ([`Names`]).
 pub const MAX_NAMES: usize = 8;
 
 /// Most words whose answer is remembered; past it, all are forgotten and asked again (news
 /// vocabularies reach a few hundred thousand words; the full table takes about 32 MB).
 const REMEMBERED_WORDS: usize = 1 << 20;
+
+/// The characters of a source's name whose words are its own ([`Names::of_counts`]): site
+/// and account names are short; a longer one is read this far.
+const SOURCE_CHARS: usize = 64;
+
+/// The longest word of a source's name, in characters ([`Names::of_counts`]).
+const SOURCE_WORD_CHARS: usize = 16;
 
 /// Whether a word names a person or a place: a word of two Chinese characters or more that
 /// jieba's dictionary tags as a person's name (`nr`, `nrfg`, `nrt`: 钱其琛, 习近平, 科特迪瓦)
@@ -111,36 +124,35 @@ fn is_chinese(c: char) -> bool {
 static ANSWERS: LazyLock<RwLock<HashMap<u64, bool, BuildHasherDefault<FingerprintHasher>>>> =
     LazyLock::new(RwLock::default);
 
-/// [`is_name`] of each word of `hashes` (their xxh3 hashes), remembered: `word` gives the word
-/// of a hash not asked about before (a hash without one is no name).
-fn are_names_remembered<'a>(hashes: &[u64], word: impl Fn(u64) -> Option<&'a str>) -> Vec<bool> {
-    // A poisoned lock only means a thread panicked while holding it: the answers in the
-    // table are still answers.
-    let mut answered = Vec::with_capacity(hashes.len());
-    let mut unknown: Vec<(u64, &str)> = Vec::new();
+/// Keeps the words of `counts` (`(xxh3 hash, occurrences)`) that are names ([`is_name`]),
+/// remembered: the text of a word not asked about before is found among `spoken` (the text's
+/// words of [`MIN_NAME_BYTES`] or more with their hashes, in any order); a word not among
+/// them is shorter, so no name, and remembered as none.
+fn retain_names(counts: &mut Vec<(u64, u32)>, spoken: &[(u64, &str)]) {
+    let mut unknown: Vec<u64> = Vec::new();
     {
+        // A poisoned lock only means a thread panicked while holding it: the answers in the
+        // table are still answers.
         let answers = ANSWERS.read().unwrap_or_else(PoisonError::into_inner);
-        for &hash in hashes {
-            let answer = answers.get(&hash).copied();
-            if answer.is_none() {
-                unknown.extend(word(hash).map(|word| (hash, word)));
+        counts.retain(|&(hash, _)| match answers.get(&hash) {
+            Some(&is_name) => is_name,
+            None => {
+                unknown.push(hash);
+                true
             }
-            answered.push(answer);
-        }
+        });
     }
     if unknown.is_empty() {
-        return answered
-            .into_iter()
-            .map(|answer| answer == Some(true))
-            .collect();
+        return;
     }
     unknown.sort_unstable();
     unknown.dedup();
-    let words: Vec<&str> = unknown.iter().map(|&(_, word)| word).collect();
-    let fresh: Vec<(u64, bool)> = unknown
+    let found = words_of(&unknown, spoken);
+    let words: Vec<&str> = found.iter().filter_map(|&(_, word)| word).collect();
+    let mut answers = are_names(&words).into_iter();
+    let fresh: Vec<(u64, bool)> = found
         .iter()
-        .map(|&(hash, _)| hash)
-        .zip(are_names(&words))
+        .map(|&(hash, word)| (hash, word.is_some() && answers.next().unwrap_or(false)))
         .collect();
     {
         let mut answers = ANSWERS.write().unwrap_or_else(PoisonError::into_inner);
@@ -149,16 +161,54 @@ fn are_names_remembered<'a>(hashes: &[u64], word: impl Fn(u64) -> Option<&'a str
         }
         answers.extend(fresh.iter().copied());
     }
-    hashes
-        .iter()
-        .zip(answered)
-        .map(|(hash, answer)| {
-            answer.unwrap_or_else(|| {
-                let found = fresh.binary_search_by_key(hash, |&(of, _)| of);
-                found.is_ok_and(|at| fresh[at].1)
-            })
+    // The words answered before are names already; of the others, those just found to be.
+    counts.retain(|(hash, _)| {
+        let at = fresh.binary_search_by_key(hash, |&(of, _)| of);
+        at.map_or(true, |at| fresh[at].1)
+    });
+}
+
+/// The word of each of `wanted` (hashes, sorted, each once) among `spoken`, in one pass that
+/// stops once each is found: a text's few new words cost a scan of its words, not a sort of
+/// them, and a flood of new words a search each.
+fn words_of<'a>(wanted: &[u64], spoken: &[(u64, &'a str)]) -> Vec<(u64, Option<&'a str>)> {
+    let mut found: Vec<(u64, Option<&str>)> = wanted.iter().map(|&hash| (hash, None)).collect();
+    let mut missing = found.len();
+    for &(hash, word) in spoken {
+        if missing == 0 {
+            break;
+        }
+        if let Ok(at) = wanted.binary_search(&hash)
+            && found[at].1.is_none()
+        {
+            found[at].1 = Some(word);
+            missing -= 1;
+        }
+    }
+    found
+}
+
+/// The hashes of the words a source's name holds (each run of 2 to [`SOURCE_WORD_CHARS`]
+/// characters of its first [`SOURCE_CHARS`]), sorted: a name is a word of its page's source
+/// when its hash is among them, with no need of the name's text.
+fn source_words(source: &str) -> Vec<u64> {
+    let ends: Vec<usize> = source
+        .char_indices()
+        .map(|(at, c)| at + c.len_utf8())
+        .take(SOURCE_CHARS)
+        .collect();
+    let starts = std::iter::once(0).chain(ends.iter().copied());
+    let mut hashes: Vec<u64> = starts
+        .enumerate()
+        .flat_map(|(first, start)| {
+            ends.iter()
+                .skip(first + 1)
+                .take(SOURCE_WORD_CHARS - 1)
+                .map(move |&end| xxh3_64(&source.as_bytes()[start..end]))
         })
-        .collect()
+        .collect();
+    hashes.sort_unstable();
+    hashes
 }
 
 /// The names a text repeats ([`MIN_REPEATS`] times or more), each as the xxh3 hash of the word
@@ -185,25 +235,26 @@ pub struct Names {
 
 impl Names {
     /// The names of words counted in a text (`(hash, occurrences)`, each word once, in any
-    /// order), the word of a hash given by `word`. A word of the name of the text's `source`
-    /// is kept with 0 occurrences: a page names its own site in its header and footer
-    /// (东港网 names 东港), which is not what the text is about, and another page of the same
-    /// text on that town's site must not take the name for its own (see `Verifier`).
-    pub(crate) fn of_counts<'a>(
+    /// order), the text of a word found among `spoken` (the text's words of
+    /// [`MIN_NAME_BYTES`] or more with their hashes).
+    /// A word of the name of the text's `source` is kept with 0 occurrences: a page names its
+    /// own site in its header and footer (东港网 names 东港), which is not what the text is
+    /// about, and another page of the same text on that town's site must not take the name
+    /// for its own (see `Verifier`).
+    pub(crate) fn of_counts(
         mut counts: Vec<(u64, u32)>,
         source: Option<&str>,
-        word: impl Fn(u64) -> Option<&'a str>,
+        spoken: &[(u64, &str)],
     ) -> Names {
         counts.retain(|&(_, count)| count >= MIN_REPEATS);
-        let hashes: Vec<u64> = counts.iter().map(|&(hash, _)| hash).collect();
-        let mut names = are_names_remembered(&hashes, &word).into_iter();
-        counts.retain(|_| names.next().unwrap_or(false));
+        retain_names(&mut counts, spoken);
         counts.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         let complete = counts.len() <= MAX_NAMES;
         counts.truncate(MAX_NAMES);
-        if let Some(source) = source.filter(|source| !source.is_empty()) {
+        if let Some(source) = source.filter(|source| !source.is_empty() && !counts.is_empty()) {
+            let of_source = source_words(source);
             for (hash, count) in &mut counts {
-                if word(*hash).is_some_and(|word| source.contains(word)) {
+                if of_source.binary_search(hash).is_ok() {
                     *count = 0;
                 }
             }
@@ -264,11 +315,51 @@ mod tests {
         let alone: Vec<bool> = words.iter().map(|word| is_name(word)).collect();
         assert_eq!(together, alone);
         let hash = |word: &str| xxhash_rust::xxh3::xxh3_64(word.as_bytes());
-        let hashes: Vec<u64> = words.iter().map(|word| hash(word)).collect();
-        let find = |of: u64| words.iter().copied().find(|word| hash(word) == of);
-        assert_eq!(are_names_remembered(&hashes, find), alone);
+        let spoken: Vec<(u64, &str)> = words.iter().map(|&word| (hash(word), word)).collect();
+        let hashes: Vec<u64> = spoken.iter().map(|&(hash, _)| hash).collect();
+        let names_among = |hashes: &[u64], spoken: &[(u64, &str)]| -> Vec<bool> {
+            let mut counts: Vec<(u64, u32)> = hashes.iter().map(|&hash| (hash, 2)).collect();
+            retain_names(&mut counts, spoken);
+            hashes
+                .iter()
+                .map(|hash| counts.iter().any(|(of, _)| of == hash))
+                .collect()
+        };
+        assert_eq!(names_among(&hashes, &spoken), alone);
         // Asked again, the words are not needed.
-        assert_eq!(are_names_remembered(&hashes, |_| None), alone);
+        assert_eq!(names_among(&hashes, &[]), alone);
+        // A word not among the long words is a short one: no name.
+        assert_eq!(names_among(&[hash("京")], &[]), [false]);
+    }
+
+    #[test]
+    fn words_are_found_in_one_pass_whatever_their_order() {
+        let hash = |word: &str| xxhash_rust::xxh3::xxh3_64(word.as_bytes());
+        let spoken: Vec<(u64, &str)> = ["北京", "会议", "北京", "香港", "会议"]
+            .iter()
+            .map(|&word| (hash(word), word))
+            .collect();
+        let mut wanted = vec![hash("香港"), hash("北京"), hash("澳门")];
+        wanted.sort_unstable();
+        for (hash_of, word) in words_of(&wanted, &spoken) {
+            let expected = ["香港", "北京"].into_iter().find(|&w| hash(w) == hash_of);
+            assert_eq!(word, expected);
+        }
+    }
+
+    #[test]
+    fn a_source_holds_the_words_of_its_name_and_no_others() {
+        let hash = |word: &str| xxhash_rust::xxh3::xxh3_64(word.as_bytes());
+        let words = source_words("东港网 新闻");
+        for word in ["东港", "港网", "东港网", "新闻", "网 新闻"] {
+            assert!(words.binary_search(&hash(word)).is_ok(), "{word}");
+        }
+        for word in ["东", "东网", "海州", "东港网新闻"] {
+            assert!(words.binary_search(&hash(word)).is_err(), "{word}");
+        }
+        // A long name costs its first characters' words only.
+        let long = "很".repeat(100_000);
+        assert!(source_words(&long).len() <= SOURCE_CHARS * SOURCE_WORD_CHARS);
     }
 
     #[test]
@@ -282,13 +373,13 @@ mod tests {
             (hash("澳门"), 5),
             (hash("钱其琛"), 5),
         ];
-        let word = |h: u64| words.iter().copied().find(|w| hash(w) == h);
-        let names = Names::of_counts(counts.clone(), None, word);
+        let spoken: Vec<(u64, &str)> = words.iter().map(|&word| (hash(word), word)).collect();
+        let names = Names::of_counts(counts.clone(), None, &spoken);
         let kept: Vec<u32> = names.iter().map(|(_, count)| count).collect();
         assert_eq!(kept, [5, 5, 2]);
         assert!(names.is_complete());
         // A page of 北京网 names its site: that is no name of its text.
-        let names = Names::of_counts(counts, Some("北京网"), word);
+        let names = Names::of_counts(counts, Some("北京网"), &spoken);
         let kept: Vec<u32> = names.iter().map(|(_, count)| count).collect();
         assert_eq!(kept, [5, 5, 0]);
         let places = [
@@ -296,9 +387,8 @@ mod tests {
             "长沙",
         ];
         let many: Vec<(u64, u32)> = places.iter().map(|place| (hash(place), 3)).collect();
-        let names = Names::of_counts(many, None, |h| {
-            places.iter().copied().find(|w| hash(w) == h)
-        });
+        let spoken: Vec<(u64, &str)> = places.iter().map(|&place| (hash(place), place)).collect();
+        let names = Names::of_counts(many, None, &spoken);
         assert_eq!(names.iter().count(), MAX_NAMES);
         assert!(!names.is_complete());
     }

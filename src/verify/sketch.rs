@@ -281,16 +281,7 @@ impl Sketch {
                 shingle_hashes(&units, &mut hashes);
             }
         }
-        hashes.sort_unstable();
-        hashes.dedup();
-        let capacity = capacity.max(1);
-        let mut shift = 0u8;
-        let mut kept = hashes.len();
-        while kept > capacity {
-            shift += 1;
-            kept = hashes.partition_point(|&hash| u64::from(hash) < threshold(shift));
-        }
-        hashes.truncate(kept);
+        let shift = keep_sample(&mut hashes, capacity.max(1));
         if shift == 0 {
             for text in normalized {
                 push_titles(text, &mut hashes);
@@ -669,6 +660,46 @@ pub(crate) fn name_word(mark: u32) -> u32 {
 }
 
 /// The sample's bound for a shift (at most [`MAX_SHIFT`]): hashes below it are kept.
+/// Keeps of `hashes` (a text's shingle hashes, in any order, repeats included) the distinct
+/// ones below [`threshold`]`(shift)`, sorted, for the smallest `shift` that keeps at most
+/// `capacity`; returns `shift`.
+///
+/// Only the hashes that can be kept are sorted. Each level halves the hashes a threshold
+/// lets through, so the search starts at the deepest level that, were the hashes all
+/// distinct, would still let 1.5 times `capacity` through: more than `capacity` almost
+/// always, which puts the answer there or deeper. A text that repeats itself lets fewer
+/// through, and the search climbs a level at a time until the answer is certain.
+fn keep_sample(hashes: &mut Vec<u32>, capacity: usize) -> u8 {
+    let mut level = 0u8;
+    while level < 32 && (hashes.len() >> (level + 1)) * 2 >= capacity * 3 {
+        level += 1;
+    }
+    loop {
+        let mut kept: Vec<u32> = match level {
+            0 => std::mem::take(hashes),
+            _ => hashes
+                .iter()
+                .copied()
+                .filter(|&hash| u64::from(hash) < threshold(level))
+                .collect(),
+        };
+        kept.sort_unstable();
+        kept.dedup();
+        if level == 0 || kept.len() > capacity {
+            let mut shift = level;
+            let mut count = kept.len();
+            while count > capacity {
+                shift += 1;
+                count = kept.partition_point(|&hash| u64::from(hash) < threshold(shift));
+            }
+            kept.truncate(count);
+            *hashes = kept;
+            return shift;
+        }
+        level -= 1;
+    }
+}
+
 fn threshold(shift: u8) -> u64 {
     (1u64 << 32) >> shift
 }
@@ -1269,7 +1300,38 @@ mod tests {
         })
     }
 
+    /// [`keep_sample`] as it was written first: every hash sorted.
+    fn keep_sample_sorting_all(hashes: &mut Vec<u32>, capacity: usize) -> u8 {
+        hashes.sort_unstable();
+        hashes.dedup();
+        let mut shift = 0u8;
+        let mut kept = hashes.len();
+        while kept > capacity {
+            shift += 1;
+            kept = hashes.partition_point(|&hash| u64::from(hash) < threshold(shift));
+        }
+        hashes.truncate(kept);
+        shift
+    }
+
     proptest! {
+        #[test]
+        fn a_sample_is_the_one_that_sorting_every_hash_keeps(
+            seed in any::<u64>(),
+            distinct in 0usize..3000,
+            repeats in 1usize..6,
+            capacity in 1usize..400,
+        ) {
+            let mut rng = <rand::rngs::SmallRng as rand::SeedableRng>::seed_from_u64(seed);
+            let values: Vec<u32> = (0..distinct).map(|_| rand::Rng::random(&mut rng)).collect();
+            // A text that repeats its paragraphs repeats their hashes, in another order.
+            let mut hashes: Vec<u32> =
+                (0..distinct * repeats).map(|at| values[(at * 7919) % distinct]).collect();
+            let mut expected = hashes.clone();
+            let expected_shift = keep_sample_sorting_all(&mut expected, capacity);
+            prop_assert_eq!(keep_sample(&mut hashes, capacity), expected_shift);
+            prop_assert_eq!(hashes, expected);
+        }
         #[test]
         fn values_round_trip_and_garbage_is_refused(seed in any::<u64>(), sentences in 0usize..30, capacity in 1usize..300, garbage in proptest::collection::vec(any::<u64>(), 0..64)) {
             let sketch = Sketch::of(&[&text(seed, sentences)], capacity);
