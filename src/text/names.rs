@@ -16,10 +16,8 @@ use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::sync::{LazyLock, PoisonError, RwLock};
 
-use xxhash_rust::xxh3::xxh3_64;
-
 use crate::simhash::FingerprintHasher;
-use crate::text::jieba;
+use crate::text::{jieba, normalize};
 
 /// The fewest occurrences of a name that a text keeps ([`Names`]): a name said once is a
 /// passing mention, which a copy's typo or cut can take away.
@@ -35,13 +33,6 @@ pub const MAX_NAMES: usize = 8;
 /// Most words whose answer is remembered; past it, all are forgotten and asked again (news
 /// vocabularies reach a few hundred thousand words; the full table takes about 32 MB).
 const REMEMBERED_WORDS: usize = 1 << 20;
-
-/// The characters of a source's name whose words are its own ([`Names::of_counts`]): site
-/// and account names are short; a longer one is read this far.
-const SOURCE_CHARS: usize = 64;
-
-/// The longest word of a source's name, in characters ([`Names::of_counts`]).
-const SOURCE_WORD_CHARS: usize = 16;
 
 /// Whether a word names a person or a place: a word of two Chinese characters or more that
 /// jieba's dictionary tags as a person's name (`nr`, `nrfg`, `nrt`: 钱其琛, 习近平, 科特迪瓦)
@@ -188,29 +179,6 @@ fn words_of<'a>(wanted: &[u64], spoken: &[(u64, &'a str)]) -> Vec<(u64, Option<&
     found
 }
 
-/// The hashes of the words a source's name holds (each run of 2 to [`SOURCE_WORD_CHARS`]
-/// characters of its first [`SOURCE_CHARS`]), sorted: a name is a word of its page's source
-/// when its hash is among them, with no need of the name's text.
-fn source_words(source: &str) -> Vec<u64> {
-    let ends: Vec<usize> = source
-        .char_indices()
-        .map(|(at, c)| at + c.len_utf8())
-        .take(SOURCE_CHARS)
-        .collect();
-    let starts = std::iter::once(0).chain(ends.iter().copied());
-    let mut hashes: Vec<u64> = starts
-        .enumerate()
-        .flat_map(|(first, start)| {
-            ends.iter()
-                .skip(first + 1)
-                .take(SOURCE_WORD_CHARS - 1)
-                .map(move |&end| xxh3_64(&source.as_bytes()[start..end]))
-        })
-        .collect();
-    hashes.sort_unstable();
-    hashes
-}
-
 /// The names a text repeats ([`MIN_REPEATS`] times or more), each as the xxh3 hash of the word
 /// with its count of occurrences: at most [`MAX_NAMES`], the most repeated first (ties by
 /// hash). A text that repeats more names keeps only these, and says so
@@ -252,9 +220,15 @@ impl Names {
         let complete = counts.len() <= MAX_NAMES;
         counts.truncate(MAX_NAMES);
         if let Some(source) = source.filter(|source| !source.is_empty() && !counts.is_empty()) {
-            let of_source = source_words(source);
+            // The words are of normalised text, so the name is read normalised too (東港網
+            // names 东港).
+            let source = normalize(source);
+            let mut kept: Vec<u64> = counts.iter().map(|&(hash, _)| hash).collect();
+            kept.sort_unstable();
+            let found = words_of(&kept, spoken);
             for (hash, count) in &mut counts {
-                if of_source.binary_search(hash).is_ok() {
+                let at = found.binary_search_by_key(hash, |&(of, _)| of);
+                if at.is_ok_and(|at| found[at].1.is_some_and(|word| source.contains(word))) {
                     *count = 0;
                 }
             }
@@ -326,10 +300,19 @@ mod tests {
                 .collect()
         };
         assert_eq!(names_among(&hashes, &spoken), alone);
-        // Asked again, the words are not needed.
-        assert_eq!(names_among(&hashes, &[]), alone);
-        // A word not among the long words is a short one: no name.
-        assert_eq!(names_among(&[hash("京")], &[]), [false]);
+        // Each answer is remembered: asked again, a word needs no text.
+        let remembered = |hash: u64| {
+            let answers = ANSWERS.read().unwrap_or_else(PoisonError::into_inner);
+            answers.get(&hash).copied()
+        };
+        for (&hash, &is_name) in hashes.iter().zip(&alone) {
+            assert_eq!(remembered(hash), Some(is_name));
+        }
+        // A repeated word not among the long words is a short one: no name, and remembered
+        // so, though its text was not given.
+        let short = hash("鼋");
+        assert_eq!(names_among(&[short], &[]), [false]);
+        assert_eq!(remembered(short), Some(false));
     }
 
     #[test]
@@ -348,18 +331,31 @@ mod tests {
     }
 
     #[test]
-    fn a_source_holds_the_words_of_its_name_and_no_others() {
+    fn a_word_of_the_source_is_no_name_of_its_text_however_long_or_written() {
         let hash = |word: &str| xxhash_rust::xxh3::xxh3_64(word.as_bytes());
-        let words = source_words("东港网 新闻");
-        for word in ["东港", "港网", "东港网", "新闻", "网 新闻"] {
-            assert!(words.binary_search(&hash(word)).is_ok(), "{word}");
-        }
-        for word in ["东", "东网", "海州", "东港网新闻"] {
-            assert!(words.binary_search(&hash(word)).is_err(), "{word}");
-        }
-        // A long name costs its first characters' words only.
-        let long = "很".repeat(100_000);
-        assert!(source_words(&long).len() <= SOURCE_CHARS * SOURCE_WORD_CHARS);
+        let spoken = |words: &[&'static str]| -> Vec<(u64, &'static str)> {
+            words.iter().map(|&word| (hash(word), word)).collect()
+        };
+        let counts = vec![(hash("广州"), 5), (hash("北京"), 3)];
+        let said = spoken(&["广州", "北京"]);
+        let kept = |names: Names| -> Vec<(u64, u32)> { names.iter().collect() };
+        let of_guangzhou = [(hash("广州"), 0), (hash("北京"), 3)];
+        // The text's words are normalised: a source in traditional characters names them too.
+        let names = Names::of_counts(counts.clone(), Some("廣州網"), &said);
+        assert_eq!(kept(names), of_guangzhou);
+        // Wherever the source says it, however long the source.
+        let long = format!("{}广州台", "某".repeat(100));
+        assert_eq!(
+            kept(Names::of_counts(counts.clone(), Some(&long), &said)),
+            of_guangzhou
+        );
+        let elsewhere = Names::of_counts(counts.clone(), Some("澳门网"), &said);
+        assert_eq!(kept(elsewhere), counts);
+        // A name of twenty characters (a word jieba's model put together) in its source.
+        let name = "钱其琛布赫马西钱其琛布赫马西钱其琛布赫马西";
+        let source = format!("{name}网");
+        let names = Names::of_counts(vec![(hash(name), 2)], Some(&source), &spoken(&[name]));
+        assert_eq!(kept(names), [(hash(name), 0)]);
     }
 
     #[test]

@@ -659,7 +659,6 @@ pub(crate) fn name_word(mark: u32) -> u32 {
     mark >> NAME_COUNT_BITS
 }
 
-/// The sample's bound for a shift (at most [`MAX_SHIFT`]): hashes below it are kept.
 /// Keeps of `hashes` (a text's shingle hashes, in any order, repeats included) the distinct
 /// ones below [`threshold`]`(shift)`, sorted, for the smallest `shift` that keeps at most
 /// `capacity`; returns `shift`.
@@ -668,10 +667,11 @@ pub(crate) fn name_word(mark: u32) -> u32 {
 /// lets through, so the search starts at the deepest level that, were the hashes all
 /// distinct, would still let 1.5 times `capacity` through: more than `capacity` almost
 /// always, which puts the answer there or deeper. A text that repeats itself lets fewer
-/// through, and the search climbs a level at a time until the answer is certain.
+/// through, and the search climbs a level at a time until the answer is certain (a pass over
+/// its hashes a level: a text said r times costs about log2(r) passes more than one sort).
 fn keep_sample(hashes: &mut Vec<u32>, capacity: usize) -> u8 {
     let mut level = 0u8;
-    while level < 32 && (hashes.len() >> (level + 1)) * 2 >= capacity * 3 {
+    while level < 32 && (hashes.len() >> (level + 1)) * 2 >= capacity.saturating_mul(3) {
         level += 1;
     }
     loop {
@@ -700,6 +700,7 @@ fn keep_sample(hashes: &mut Vec<u32>, capacity: usize) -> u8 {
     }
 }
 
+/// The sample's bound for a shift (at most [`MAX_SHIFT`]): hashes below it are kept.
 fn threshold(shift: u8) -> u64 {
     (1u64 << 32) >> shift
 }
