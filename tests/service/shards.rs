@@ -592,6 +592,65 @@ fn a_coordinator_stopped_in_its_write_turn_finishes_it_and_gives_it_back() {
     assert_eq!(stats["index"]["documents"], json!(docs.len()), "{stats}");
 }
 
+#[test]
+fn the_store_lets_go_of_the_chrome_of_sources_silent_for_the_forgetting_span() {
+    let redis = RedisCluster::start(3);
+    let store = redis.store_arg();
+    let dir = tempfile::tempdir().unwrap();
+    let shard = start_shard(dir.path(), 0, 1, &store, "127.0.0.1:0");
+    let coordinator = start_coordinator(std::slice::from_ref(&shard), &store);
+    let page = |id: &str, source: &str, story: &str| {
+        let content =
+            format!("{source}首页 新闻 图片 视频\n{story}\n版权所有 {source} 违法和不良信息举报");
+        json!({"id": id, "source": source, "content": content})
+    };
+    let sources = || {
+        let mut keys = redis.keys("*src:*");
+        keys.sort();
+        keys
+    };
+    coordinator.post(&json!([
+        page(
+            "a1",
+            "甲网",
+            "市政府召开常务会议，研究部署今年冬季供暖保障工作。"
+        ),
+        page(
+            "a2",
+            "甲网",
+            "全市中小学下周起调整作息时间，上午第一节课推迟半小时。"
+        ),
+    ]));
+    let first = sources();
+    assert_eq!(first.len(), 1, "{first:?}");
+    // The stream moves past the span after which 甲网's pages are all forgotten, as that
+    // many inserts of other sources would move it.
+    let placed = redis.keys("*placed");
+    assert_eq!(placed.len(), 1, "{placed:?}");
+    let far = 3 * tantivy_dedup::chrome::FORGET_AFTER;
+    redis.set(&placed[0], &far.to_string());
+    coordinator.post(&json!([page(
+        "b1",
+        "乙网",
+        "新建的城市图书馆今天对外开放，首日接待读者三千余人次。"
+    )]));
+    let second = sources();
+    assert_eq!(
+        second.len(),
+        1,
+        "甲网's key is gone, 乙网's kept: {second:?}"
+    );
+    assert_ne!(second, first);
+    // 甲网 heard from again is kept again, beside 乙网, which is not silent for long enough.
+    coordinator.post(&json!([page(
+        "a3",
+        "甲网",
+        "本市今年第一场雪如期而至，环卫工人连夜清扫主干道积雪。"
+    )]));
+    assert_eq!(sources().len(), 2, "{:?}", sources());
+    assert_eq!(redis.keys("*src-heard").len(), 1);
+}
+
 /// What a coordinator over `shards` (their addresses, comma-separated) and `store`, with
 /// `more` arguments, says on standard error when it refuses to start (`what` names it):
 /// killed, and the test failed, if it is still running after 30 seconds or if it exits well.

@@ -14,6 +14,14 @@
 //! placed again when sent again, so what its pages taught is lost, and the later pages'
 //! positions run short by its count: the chrome is then taken out as one writer that had
 //! not seen those pages would take it out.
+//!
+//! A source's key goes once its pages are all forgotten ([`FORGET_AFTER`] inserts after its
+//! last write): a sorted set (`{prefix}src-heard`) scores each source by where the stream
+//! stood when it was last saved, and each save deletes up to [`SWEPT_A_SAVE`] keys of
+//! sources silent since, as one process's [`SourceChrome::settle`] lets them go. What the
+//! store keeps is then the sources heard from in the latest `FORGET_AFTER` inserts (at most
+//! about 1.2 KB each), however many sources a platform has had. A key written before this
+//! set was kept stays until its source is heard from again.
 
 use std::collections::BTreeSet;
 
@@ -21,11 +29,15 @@ use redis::cluster_async::ClusterConnection;
 
 use super::cluster::{get_all, send_all};
 use crate::Result;
-use crate::chrome::{SourceChrome, SourceKey};
+use crate::chrome::{FORGET_AFTER, SourceChrome, SourceKey};
 use crate::forest::redis::RedisAddress;
 
 /// What the keys hold, in errors.
 const CHROME: &str = "the sources' chrome";
+
+/// The most keys of silent sources a save deletes: more than a write's documents, so the
+/// sweep keeps up with any stream of new sources.
+const SWEPT_A_SAVE: usize = 1024;
 
 /// The sources' chrome in the store ([module docs](self)).
 pub(super) struct SharedChrome {
@@ -45,6 +57,11 @@ pub(super) struct BatchChrome {
     sources: BTreeSet<SourceKey>,
 }
 
+/// A source as its key names it, and as the set of sources heard from holds it.
+fn source_member(source: SourceKey) -> String {
+    format!("{:016x}", source.0)
+}
+
 impl SharedChrome {
     /// Connects to the cluster of `address`.
     pub(super) async fn connect(address: &RedisAddress) -> Result<Self> {
@@ -61,11 +78,15 @@ impl SharedChrome {
     }
 
     fn source_key(&self, source: SourceKey) -> String {
-        format!("{}src:{:016x}", self.prefix, source.0)
+        format!("{}src:{}", self.prefix, source_member(source))
     }
 
     fn placed_key(&self) -> String {
         format!("{}placed", self.prefix)
+    }
+
+    fn heard_key(&self) -> String {
+        format!("{}src-heard", self.prefix)
     }
 
     /// The pages the store holds of `sources` (a write's), and where the write's first page
@@ -102,16 +123,19 @@ impl SharedChrome {
         })
     }
 
-    /// Saves what a write's pages taught, and where the next write's first page stands.
-    /// Written whole, not added to: a command the client sends again after a lost answer
-    /// writes the same.
+    /// Saves what a write's pages taught, and where the next write's first page stands;
+    /// then lets go of the sources silent for [`FORGET_AFTER`] inserts. Written whole, not
+    /// added to: a command the client sends again after a lost answer writes the same.
     pub(super) async fn save(&self, batch: &BatchChrome) -> Result<()> {
+        let next = batch.first + batch.placed;
         let mut commands = vec![
             redis::cmd("SET")
                 .arg(self.placed_key())
-                .arg((batch.first + batch.placed).to_string())
+                .arg(next.to_string())
                 .clone(),
         ];
+        let mut heard = redis::cmd("ZADD");
+        heard.arg(self.heard_key());
         for &source in &batch.sources {
             if let Some(saved) = batch.chrome.saved(source) {
                 commands.push(
@@ -120,8 +144,55 @@ impl SharedChrome {
                         .arg(saved)
                         .clone(),
                 );
+                // Its latest page stands before `next`: scored by `next`, its key goes no
+                // sooner than its pages are forgotten.
+                heard.arg(next).arg(source_member(source));
             }
         }
+        if commands.len() > 1 {
+            commands.push(heard);
+        }
+        send_all(&self.connection, commands, CHROME).await?;
+        self.let_silent_sources_go(next).await
+    }
+
+    /// Deletes the keys of the sources last saved when the stream stood `FORGET_AFTER`
+    /// inserts or more before `next` (every page they hold is forgotten for any page from
+    /// `next` on, so no write reads anything from them), [`SWEPT_A_SAVE`] at most.
+    async fn let_silent_sources_go(&self, next: u64) -> Result<()> {
+        let Some(silent_since) = next.checked_sub(FORGET_AFTER) else {
+            return Ok(());
+        };
+        let mut connection = self.connection.clone();
+        let silent: Vec<String> = redis::cmd("ZRANGEBYSCORE")
+            .arg(self.heard_key())
+            .arg("-inf")
+            .arg(silent_since)
+            .arg("LIMIT")
+            .arg(0)
+            .arg(SWEPT_A_SAVE)
+            .query_async(&mut connection)
+            .await
+            .map_err(|error| {
+                crate::Error::Server(format!("the store of {CHROME} failed: {error}"))
+            })?;
+        if silent.is_empty() {
+            return Ok(());
+        }
+        // A member that is no source's number (not written by this version) is only taken
+        // out of the set.
+        let mut commands: Vec<redis::Cmd> = silent
+            .iter()
+            .filter_map(|member| u64::from_str_radix(member, 16).ok())
+            .map(|source| {
+                redis::cmd("DEL")
+                    .arg(self.source_key(SourceKey(source)))
+                    .clone()
+            })
+            .collect();
+        let mut heard = redis::cmd("ZREM");
+        heard.arg(self.heard_key()).arg(&silent);
+        commands.push(heard);
         send_all(&self.connection, commands, CHROME).await
     }
 }
