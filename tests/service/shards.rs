@@ -20,6 +20,9 @@
 //! - `a_shard_down_is_named_and_partial_pages_are_flagged`: a shard killed: list pages 503
 //!   `shard_unavailable`, or flagged partial with exact per-story figures; the shard restarted:
 //!   every answer as before, nothing acknowledged lost.
+//! - `the_store_lets_go_of_the_chrome_of_sources_silent_for_the_forgetting_span`: a source's
+//!   key of learned chrome kept by the write just before its pages are all forgotten, deleted
+//!   by the one after, and kept again when the source is heard from again.
 
 use std::path::Path;
 
@@ -623,16 +626,23 @@ fn the_store_lets_go_of_the_chrome_of_sources_silent_for_the_forgetting_span() {
     ]));
     let first = sources();
     assert_eq!(first.len(), 1, "{first:?}");
-    // The stream moves past the span after which 甲网's pages are all forgotten, as that
-    // many inserts of other sources would move it.
+    // The stream moves on to where 甲网's pages (at 0 and 1, saved when it stood at 2) are
+    // about to be forgotten, as that many inserts of other sources would move it: the next
+    // write (its page at FORGET_AFTER) still keeps them, the one after lets them go.
     let placed = redis.keys("*placed");
     assert_eq!(placed.len(), 1, "{placed:?}");
-    let far = 3 * tantivy_dedup::chrome::FORGET_AFTER;
-    redis.set(&placed[0], &far.to_string());
+    let span = tantivy_dedup::chrome::FORGET_AFTER;
+    redis.set(&placed[0], &span.to_string());
     coordinator.post(&json!([page(
         "b1",
         "乙网",
         "新建的城市图书馆今天对外开放，首日接待读者三千余人次。"
+    )]));
+    assert_eq!(sources().len(), 2, "{:?}", sources());
+    coordinator.post(&json!([page(
+        "b2",
+        "乙网",
+        "地铁三号线南延段完成全线贯通，预计明年上半年开通运营。"
     )]));
     let second = sources();
     assert_eq!(

@@ -16,12 +16,13 @@
 //! not seen those pages would take it out.
 //!
 //! A source's key goes once its pages are all forgotten ([`FORGET_AFTER`] inserts after its
-//! last write): a sorted set (`{prefix}src-heard`) scores each source by where the stream
-//! stood when it was last saved, and each save deletes up to [`SWEPT_A_SAVE`] keys of
-//! sources silent since, as one process's [`SourceChrome::settle`] lets them go. What the
-//! store keeps is then the sources heard from in the latest `FORGET_AFTER` inserts (at most
-//! about 1.2 KB each), however many sources a platform has had. A key written before this
-//! set was kept stays until its source is heard from again.
+//! last write): a sorted set (`{prefix}src-heard`, about 100 bytes a source) scores each
+//! source by the position a save wrote to `{prefix}placed` (never lowered), and each save
+//! deletes the keys of sources silent since (at least [`SWEPT_A_SAVE`], twice its write's
+//! sources if more), as one process's [`SourceChrome::settle`] lets them go. What the store
+//! keeps is then the sources heard from in the latest `FORGET_AFTER` inserts (at most about
+//! 1.2 KB each), however many sources a platform has had. A key written before this set was
+//! kept stays until its source is heard from again.
 
 use std::collections::BTreeSet;
 
@@ -35,8 +36,8 @@ use crate::forest::redis::RedisAddress;
 /// What the keys hold, in errors.
 const CHROME: &str = "the sources' chrome";
 
-/// The most keys of silent sources a save deletes: more than a write's documents, so the
-/// sweep keeps up with any stream of new sources.
+/// The fewest keys of silent sources a save may delete (more when its write has more than
+/// half as many sources), so that the sweep keeps up with any stream of new sources.
 const SWEPT_A_SAVE: usize = 1024;
 
 /// The sources' chrome in the store ([module docs](self)).
@@ -128,60 +129,57 @@ impl SharedChrome {
     /// added to: a command the client sends again after a lost answer writes the same.
     pub(super) async fn save(&self, batch: &BatchChrome) -> Result<()> {
         let next = batch.first + batch.placed;
+        let saved: Vec<(SourceKey, Vec<u8>)> = (batch.sources.iter())
+            .filter_map(|&source| Some((source, batch.chrome.saved(source)?)))
+            .collect();
+        if !saved.is_empty() {
+            // Scored before its pages are written, and never lowered (GT): a source's score
+            // stays past its latest page's position, whatever fails, so its key goes no
+            // sooner than its pages are forgotten.
+            let mut heard = redis::cmd("ZADD");
+            heard.arg(self.heard_key()).arg("GT");
+            for (source, _) in &saved {
+                heard.arg(next).arg(source_member(*source));
+            }
+            self.query::<()>(heard).await?;
+        }
         let mut commands = vec![
             redis::cmd("SET")
                 .arg(self.placed_key())
                 .arg(next.to_string())
                 .clone(),
         ];
-        let mut heard = redis::cmd("ZADD");
-        heard.arg(self.heard_key());
-        for &source in &batch.sources {
-            if let Some(saved) = batch.chrome.saved(source) {
-                commands.push(
-                    redis::cmd("SET")
-                        .arg(self.source_key(source))
-                        .arg(saved)
-                        .clone(),
-                );
-                // Its latest page stands before `next`: scored by `next`, its key goes no
-                // sooner than its pages are forgotten.
-                heard.arg(next).arg(source_member(source));
-            }
-        }
-        if commands.len() > 1 {
-            commands.push(heard);
-        }
+        commands.extend(saved.into_iter().map(|(source, saved)| {
+            redis::cmd("SET")
+                .arg(self.source_key(source))
+                .arg(saved)
+                .clone()
+        }));
         send_all(&self.connection, commands, CHROME).await?;
-        self.let_silent_sources_go(next).await
+        // At least twice the sources a write can bring: the sweep keeps up with any stream.
+        let sweep = SWEPT_A_SAVE.max(2 * batch.sources.len());
+        self.let_silent_sources_go(next, sweep).await
     }
 
     /// Deletes the keys of the sources last saved when the stream stood `FORGET_AFTER`
     /// inserts or more before `next` (every page they hold is forgotten for any page from
-    /// `next` on, so no write reads anything from them), [`SWEPT_A_SAVE`] at most.
-    async fn let_silent_sources_go(&self, next: u64) -> Result<()> {
+    /// `next` on, so no write reads anything from them), `most` at most.
+    async fn let_silent_sources_go(&self, next: u64, most: usize) -> Result<()> {
         let Some(silent_since) = next.checked_sub(FORGET_AFTER) else {
             return Ok(());
         };
-        let mut connection = self.connection.clone();
-        let silent: Vec<String> = redis::cmd("ZRANGEBYSCORE")
-            .arg(self.heard_key())
-            .arg("-inf")
-            .arg(silent_since)
-            .arg("LIMIT")
-            .arg(0)
-            .arg(SWEPT_A_SAVE)
-            .query_async(&mut connection)
-            .await
-            .map_err(|error| {
-                crate::Error::Server(format!("the store of {CHROME} failed: {error}"))
-            })?;
+        let mut silent = redis::cmd("ZRANGEBYSCORE");
+        silent.arg(self.heard_key()).arg("-inf").arg(silent_since);
+        let silent: Vec<String> = self
+            .query(silent.arg("LIMIT").arg(0).arg(most).clone())
+            .await?;
         if silent.is_empty() {
             return Ok(());
         }
-        // A member that is no source's number (not written by this version) is only taken
-        // out of the set.
-        let mut commands: Vec<redis::Cmd> = silent
+        // The keys first, then their members: a source whose key could not be deleted stays
+        // in the set, for the next save to try again. A member that is no source's number
+        // (not written by this version) is only taken out of the set.
+        let keys: Vec<redis::Cmd> = silent
             .iter()
             .filter_map(|member| u64::from_str_radix(member, 16).ok())
             .map(|source| {
@@ -190,9 +188,18 @@ impl SharedChrome {
                     .clone()
             })
             .collect();
+        send_all(&self.connection, keys, CHROME).await?;
         let mut heard = redis::cmd("ZREM");
         heard.arg(self.heard_key()).arg(&silent);
-        commands.push(heard);
-        send_all(&self.connection, commands, CHROME).await
+        self.query::<()>(heard).await
+    }
+
+    /// One command's answer.
+    async fn query<T: redis::FromRedisValue>(&self, command: redis::Cmd) -> Result<T> {
+        let mut connection = self.connection.clone();
+        command
+            .query_async(&mut connection)
+            .await
+            .map_err(|error| crate::Error::Server(format!("the store of {CHROME} failed: {error}")))
     }
 }
