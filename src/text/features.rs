@@ -82,7 +82,15 @@ const MAX_EMOTICON_CHARS: usize = 8;
 fn has_letter_or_digit_char(c: char) -> bool {
     c.is_ascii_alphanumeric()
         || matches!(c, '\u{4e00}'..='\u{9fff}')
-        || (!c.is_ascii() && c.is_alphanumeric())
+        || (!c.is_ascii() && !is_cjk_punctuation(c) && c.is_alphanumeric())
+}
+
+/// Whether `c` is one of the punctuation marks of Chinese text that normalisation leaves as
+/// they are (`、` `“` `”` `《` `》` `【` `】` `—` `·` …): none is a letter or digit, which the
+/// general Unicode tables would take several searches to say, for every such mark of every
+/// text.
+pub(crate) fn is_cjk_punctuation(c: char) -> bool {
+    matches!(c, '\u{b7}' | '\u{2010}'..='\u{2027}' | '\u{3001}'..='\u{3004}' | '\u{3008}'..='\u{3020}')
 }
 
 /// The stop words: function words too common to tell articles apart.
@@ -100,19 +108,58 @@ const STOP_WORDS: [&str; 123] = [
 
 /// Whether `word` is a stop word: a function word too common to tell articles apart.
 pub fn is_stop_word(word: &str) -> bool {
-    // Every stop word fits in eight bytes: packed into an integer, one is found by a binary
-    // search of a sorted table (a `match` on strings compares them one after the other, and
-    // this runs once for every word of every text).
-    static PACKED: std::sync::LazyLock<Vec<u64>> = std::sync::LazyLock::new(|| {
-        let mut packed: Vec<u64> = STOP_WORDS.iter().filter_map(|word| pack(word)).collect();
-        packed.sort_unstable();
-        packed
-    });
-    pack(word).is_some_and(|key| PACKED.binary_search(&key).is_ok())
+    // Every stop word fits in eight bytes: packed into an integer, one is found in an
+    // open-addressed table built at compile time, mostly at the first slot it reads (this
+    // runs once for every word of every text; a binary search of the sorted words took a
+    // tenth of the fingerprint's own time).
+    let Some(key) = pack(word) else {
+        return false;
+    };
+    let mut slot = stop_slot(key);
+    loop {
+        match STOP_TABLE[slot] {
+            0 => return false,
+            stored if stored == key => return true,
+            _ => slot = (slot + 1) % STOP_TABLE.len(),
+        }
+    }
 }
 
-/// A word of at most eight bytes as an integer (zero bytes after it: no word holds a zero
-/// byte, so two words pack alike only when they are equal).
+/// The stop words, packed ([`pack`]), by [`stop_slot`], each at the first free slot from its
+/// own; 0 for a free one (no packed word is 0). Four times the words' number of slots, so
+/// that a word that is no stop word mostly meets a free one at once.
+static STOP_TABLE: [u64; 512] = {
+    let mut table = [0u64; 512];
+    let mut at = 0;
+    while at < STOP_WORDS.len() {
+        let word = STOP_WORDS[at].as_bytes();
+        assert!(
+            !word.is_empty() && word.len() <= 8,
+            "a stop word packs into eight bytes"
+        );
+        let mut key = 0u64;
+        let mut byte = 0;
+        while byte < word.len() {
+            key |= (word[byte] as u64) << (8 * byte);
+            byte += 1;
+        }
+        let mut slot = stop_slot(key);
+        while table[slot] != 0 {
+            slot = (slot + 1) % table.len();
+        }
+        table[slot] = key;
+        at += 1;
+    }
+    table
+};
+
+/// Where [`STOP_TABLE`] starts looking for a packed word: its top bits once mixed.
+const fn stop_slot(key: u64) -> usize {
+    (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - 9)) as usize
+}
+
+/// A word of at most eight bytes as an integer, its first byte lowest (zero bytes after it:
+/// no word holds a zero byte, so two words pack alike only when they are equal).
 fn pack(word: &str) -> Option<u64> {
     let bytes = word.as_bytes();
     if bytes.is_empty() || bytes.len() > 8 || bytes.contains(&0) {
@@ -141,7 +188,14 @@ pub fn is_feature(word: &str) -> bool {
 /// Whether a word has a letter or a digit (in any script), unlike punctuation, white space and
 /// emoji.
 pub fn has_letter_or_digit(word: &str) -> bool {
-    word.chars().any(has_letter_or_digit_char)
+    // Most words start with a CJK ideograph: lead bytes E4 to E9 encode U+4000 to U+9FFF,
+    // all letters but the Yijing hexagram symbols U+4DC0 to U+4DFF (E4 B7 ..), so the first
+    // two bytes answer without decoding.
+    match word.as_bytes() {
+        [0xE5..=0xE9, ..] => true,
+        [0xE4, second, ..] if *second != 0xB7 => true,
+        _ => word.chars().any(has_letter_or_digit_char),
+    }
 }
 
 /// jieba's IDF table, read one word at a time through jieba-rs's TF-IDF extractor (which keeps
@@ -250,6 +304,33 @@ pub fn longest_sentence(text: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// The table finds a word exactly when the list has it.
+        #[test]
+        fn the_stop_word_table_agrees_with_the_list(word in "[的了和是我们这个那一没有但而且ab the ofinwr\\x00]{0,4}") {
+            proptest::prop_assert_eq!(is_stop_word(&word), STOP_WORDS.contains(&word.as_str()));
+        }
+    }
+
+    #[test]
+    fn words_that_start_with_an_ideograph_are_answered_as_their_characters_are() {
+        for c in ('\u{4000}'..='\u{9fff}').chain(['\u{4dbf}', '\u{4dc0}', '\u{4dff}']) {
+            let word = format!("{c}，");
+            assert_eq!(has_letter_or_digit(&word), c.is_alphanumeric(), "{c:?}");
+        }
+    }
+
+    #[test]
+    fn cjk_punctuation_has_no_letter_or_digit() {
+        let marks: Vec<char> = ('\0'..=char::MAX)
+            .filter(|&c| is_cjk_punctuation(c))
+            .collect();
+        assert!(marks.contains(&'、') && marks.contains(&'“') && marks.contains(&'》'));
+        for c in marks {
+            assert!(!c.is_alphanumeric() && !c.is_numeric(), "{c:?}");
+        }
+    }
 
     #[test]
     fn stop_words_are_exactly_the_listed_words() {

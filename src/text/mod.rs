@@ -10,11 +10,11 @@ mod normalize;
 mod script;
 mod words;
 
-pub(crate) use features::SENTENCE_ENDS;
 pub use features::{
     IdfTable, Weighting, emoticon_codes, has_letter_or_digit, is_feature, is_stop_word,
     longest_sentence,
 };
+pub(crate) use features::{SENTENCE_ENDS, is_cjk_punctuation};
 pub use names::{MAX_NAMES, MIN_REPEATS, Names, is_name};
 pub(crate) use normalize::is_zero_width;
 pub use normalize::{OffsetMap, normalize, normalize_with_offsets, readable};

@@ -179,6 +179,34 @@ fn words_of<'a>(wanted: &[u64], spoken: &[(u64, &'a str)]) -> Vec<(u64, Option<&
     found
 }
 
+/// Which word hashes may be those of a text's words of [`MIN_NAME_BYTES`] or more: a filter
+/// of 1,024 bits, two a word, that holds every such word and lets few others through (those
+/// go on to be asked about as before, and are found to be no name).
+struct LongWords([u64; 16]);
+
+impl LongWords {
+    fn of(spoken: &[(u64, &str)]) -> LongWords {
+        let mut bits = [0u64; 16];
+        for &(hash, _) in spoken {
+            for bit in Self::bits(hash) {
+                bits[bit / 64] |= 1 << (bit % 64);
+            }
+        }
+        LongWords(bits)
+    }
+
+    fn may_hold(&self, hash: u64) -> bool {
+        Self::bits(hash)
+            .iter()
+            .all(|&bit| self.0[bit / 64] & (1 << (bit % 64)) != 0)
+    }
+
+    /// A hash's two bits, from two of its ten-bit fields (xxh3's bits are well mixed).
+    fn bits(hash: u64) -> [usize; 2] {
+        [(hash & 1023) as usize, ((hash >> 10) & 1023) as usize]
+    }
+}
+
 /// The names a text repeats ([`MIN_REPEATS`] times or more), each as the xxh3 hash of the word
 /// with its count of occurrences: at most [`MAX_NAMES`], the most repeated first (ties by
 /// hash). A text that repeats more names keeps only these, and says so
@@ -214,7 +242,10 @@ impl Names {
         source: Option<&str>,
         spoken: &[(u64, &str)],
     ) -> Names {
-        counts.retain(|&(_, count)| count >= MIN_REPEATS);
+        // A word shorter than a name is none, and needs no asking: most of a text's repeated
+        // words are single characters, and the table of answers is too large to stay in cache.
+        let long = LongWords::of(spoken);
+        counts.retain(|&(hash, count)| count >= MIN_REPEATS && long.may_hold(hash));
         retain_names(&mut counts, spoken);
         counts.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         let complete = counts.len() <= MAX_NAMES;

@@ -361,13 +361,14 @@ fn undo_literal_escapes<T: Trace>(text: &str) -> (Cow<'_, str>, T) {
 /// nothing to do.
 fn strip_markup<T: Trace>(text: &str) -> (Cow<'_, str>, T) {
     let mut trace = T::empty();
-    if !text.contains(['<', '&']) {
+    // Both marks are ASCII, so a byte search finds them without decoding characters.
+    if memchr::memchr2(b'<', b'&', text.as_bytes()).is_none() {
         trace.copy(0, text);
         return (Cow::Borrowed(text), trace);
     }
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
-    while let Some(position) = rest.find(['<', '&']) {
+    while let Some(position) = memchr::memchr2(b'<', b'&', rest.as_bytes()) {
         out.push_str(&rest[..position]);
         trace.copy(text.len() - rest.len(), &rest[..position]);
         rest = &rest[position..];

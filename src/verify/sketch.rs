@@ -1,8 +1,10 @@
 //! A compact, consistent sample of a text's shingles.
 
+use std::ops::ControlFlow;
+
 use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 
-use crate::text::{MAX_NAMES, Names, SENTENCE_ENDS};
+use crate::text::{MAX_NAMES, Names, SENTENCE_ENDS, is_cjk_punctuation};
 
 /// Characters per shingle, in a script written without spaces (Chinese), or digits. Four
 /// Chinese characters are about two words: long enough that unrelated texts share few shingles,
@@ -497,25 +499,30 @@ pub fn degenerate_sketch(normalized: &[&str]) -> Option<Sketch> {
     let mut distinct: Vec<u32> = Vec::new();
     let mut codes: Vec<&str> = Vec::new();
     let mut held = 0;
-    let mut units = Vec::new();
+    // Stops at the unit that gives the text a shingle's weight: most texts have it within
+    // their first sentence's first few characters, and need no more reading.
+    let mut add = |unit: u32| {
+        if !distinct.contains(&unit) {
+            distinct.push(unit);
+            held += weight(unit);
+            if held >= SHINGLE_WEIGHT {
+                return ControlFlow::Break(());
+            }
+        }
+        ControlFlow::Continue(())
+    };
     for text in normalized {
         for sentence in text.split(SENTENCE_ENDS) {
-            units.clear();
             let mut rest = 0;
             for code in crate::text::emoticon_codes(sentence) {
-                push_units(&sentence[rest..code.start], &mut units);
+                if for_each_unit(&sentence[rest..code.start], &mut add).is_break() {
+                    return None;
+                }
                 codes.push(&sentence[code.clone()]);
                 rest = code.end;
             }
-            push_units(&sentence[rest..], &mut units);
-            for &unit in &units {
-                if !distinct.contains(&unit) {
-                    distinct.push(unit);
-                    held += weight(unit);
-                    if held >= SHINGLE_WEIGHT {
-                        return None;
-                    }
-                }
+            if for_each_unit(&sentence[rest..], &mut add).is_break() {
+                return None;
             }
         }
     }
@@ -562,11 +569,28 @@ impl Sketch {
 /// spaces is a hash of its letters with the top bit set. No two kinds overlap, since code
 /// points end at 0x10FFFF.
 fn push_units(sentence: &str, units: &mut Vec<u32>) {
+    let _ = for_each_unit(sentence, |unit| {
+        units.push(unit);
+        ControlFlow::<()>::Continue(())
+    });
+}
+
+/// Calls `visit` with a sentence's units in order (see [`push_units`]), until it breaks.
+fn for_each_unit<B>(
+    sentence: &str,
+    mut visit: impl FnMut(u32) -> ControlFlow<B>,
+) -> ControlFlow<B> {
     let mut word_start = None;
     for (at, c) in sentence.char_indices() {
         let unit = if matches!(c, '\u{4e00}'..='\u{9fff}') {
             // Most characters of Chinese text: answered first, without the Unicode tables.
             u32::from(c)
+        } else if is_cjk_punctuation(c) {
+            // A mark between words, told apart before the Unicode tables are searched.
+            if let Some(start) = word_start.take() {
+                visit(word_unit(&sentence[start..at]))?;
+            }
+            continue;
         } else if is_word_letter(c) {
             word_start.get_or_insert(at);
             continue;
@@ -576,17 +600,18 @@ fn push_units(sentence: &str, units: &mut Vec<u32>) {
             u32::from(c)
         } else {
             if let Some(start) = word_start.take() {
-                units.push(word_unit(&sentence[start..at]));
+                visit(word_unit(&sentence[start..at]))?;
             }
             continue;
         };
         if let Some(start) = word_start.take() {
-            units.push(word_unit(&sentence[start..at]));
+            visit(word_unit(&sentence[start..at]))?;
         }
-        units.push(unit);
+        visit(unit)?;
     }
-    if let Some(start) = word_start {
-        units.push(word_unit(&sentence[start..]));
+    match word_start {
+        Some(start) => visit(word_unit(&sentence[start..])),
+        None => ControlFlow::Continue(()),
     }
 }
 

@@ -28,7 +28,7 @@ use std::collections::BTreeSet;
 
 use redis::cluster_async::ClusterConnection;
 
-use super::cluster::{get_all, send_all};
+use super::cluster::{get_all, query_one, send_all};
 use crate::Result;
 use crate::chrome::{FORGET_AFTER, SourceChrome, SourceKey};
 use crate::forest::redis::RedisAddress;
@@ -141,7 +141,7 @@ impl SharedChrome {
             for (source, _) in &saved {
                 heard.arg(next).arg(source_member(*source));
             }
-            self.query::<()>(heard).await?;
+            query_one::<()>(&self.connection, heard, CHROME).await?;
         }
         let mut commands = vec![
             redis::cmd("SET")
@@ -170,9 +170,8 @@ impl SharedChrome {
         };
         let mut silent = redis::cmd("ZRANGEBYSCORE");
         silent.arg(self.heard_key()).arg("-inf").arg(silent_since);
-        let silent: Vec<String> = self
-            .query(silent.arg("LIMIT").arg(0).arg(most).clone())
-            .await?;
+        silent.arg("LIMIT").arg(0).arg(most);
+        let silent: Vec<String> = query_one(&self.connection, silent, CHROME).await?;
         if silent.is_empty() {
             return Ok(());
         }
@@ -191,15 +190,6 @@ impl SharedChrome {
         send_all(&self.connection, keys, CHROME).await?;
         let mut heard = redis::cmd("ZREM");
         heard.arg(self.heard_key()).arg(&silent);
-        self.query::<()>(heard).await
-    }
-
-    /// One command's answer.
-    async fn query<T: redis::FromRedisValue>(&self, command: redis::Cmd) -> Result<T> {
-        let mut connection = self.connection.clone();
-        command
-            .query_async(&mut connection)
-            .await
-            .map_err(|error| crate::Error::Server(format!("the store of {CHROME} failed: {error}")))
+        query_one::<()>(&self.connection, heard, CHROME).await
     }
 }

@@ -1,7 +1,7 @@
-//! Many keys of the Redis Cluster read or written at once: one command per key, each sent to
-//! its key's node over one multiplexed connection, all in flight together. What the id
-//! directory and the sources' shared chrome keep is one key per id or source, each in its own
-//! hash slot, so a batch's keys are spread over the nodes.
+//! Commands to keys of the Redis Cluster: one at a time, or many keys read or written at once,
+//! one command per key, each sent to its key's node over one multiplexed connection, all in
+//! flight together. What the id directory and the sources' shared chrome keep is one key per id
+//! or source, each in its own hash slot, so a batch's keys are spread over the nodes.
 
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, FromRedisValue};
@@ -64,6 +64,20 @@ pub(super) async fn send_all(
     failure.map_or(Ok(()), Err)
 }
 
-fn store_error(what: &str, error: redis::RedisError) -> Error {
+/// One command's answer, from its key's node.
+pub(super) async fn query_one<T: FromRedisValue>(
+    connection: &ClusterConnection,
+    command: Cmd,
+    what: &str,
+) -> Result<T> {
+    let mut connection = connection.clone();
+    command
+        .query_async(&mut connection)
+        .await
+        .map_err(|error| store_error(what, error))
+}
+
+/// A failure of the store of `what`, for the answer.
+pub(super) fn store_error(what: &str, error: redis::RedisError) -> Error {
     Error::Server(format!("the store of {what} failed: {error}"))
 }

@@ -13,7 +13,7 @@ use crate::forest::redis::RedisAddress;
 use crate::verify::Reason;
 use crate::{Error, Result};
 
-use super::cluster::{get_all, send_all};
+use super::cluster::{get_all, query_one, send_all, store_error};
 
 /// What the directory's keys hold, in errors.
 const DIRECTORY: &str = "the id directory";
@@ -87,17 +87,13 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 ";
 
-fn store_error(error: redis::RedisError) -> Error {
-    Error::Server(format!("the store of {DIRECTORY} failed: {error}"))
-}
-
 impl IdDirectory {
     /// Connects to the cluster of `address`.
     pub(crate) async fn connect(address: &RedisAddress) -> Result<Self> {
         let connection =
             crate::forest::redis::cluster_connection(address, std::time::Duration::from_secs(5))
                 .await
-                .map_err(store_error)?;
+                .map_err(|error| store_error(DIRECTORY, error))?;
         Ok(IdDirectory {
             connection,
             prefix: address.prefix.clone(),
@@ -112,15 +108,13 @@ impl IdDirectory {
     /// store already says: a coordinator or shard with another count would send stories to
     /// the wrong shards, so it is refused.
     pub(crate) async fn check_shard_count(&self, count: usize) -> Result<()> {
-        let mut connection = self.connection.clone();
-        let recorded: Option<String> = redis::cmd("SET")
+        let mut record = redis::cmd("SET");
+        record
             .arg(format!("{}shards", self.prefix))
             .arg(count.to_string())
             .arg("NX")
-            .arg("GET")
-            .query_async(&mut connection)
-            .await
-            .map_err(store_error)?;
+            .arg("GET");
+        let recorded: Option<String> = query_one(&self.connection, record, DIRECTORY).await?;
         match recorded {
             Some(recorded) if recorded != count.to_string() => Err(Error::Config(format!(
                 "the store's index is split into {recorded} shards, not {count}: every shard \
