@@ -180,8 +180,8 @@ fn words_of<'a>(wanted: &[u64], spoken: &[(u64, &'a str)]) -> Vec<(u64, Option<&
 }
 
 /// Which word hashes may be those of a text's words of [`MIN_NAME_BYTES`] or more: a filter
-/// of 1,024 bits, two a word, that holds every such word and lets few others through (those
-/// go on to be asked about as before, and are found to be no name).
+/// of 1,024 bits, two a word, that holds every such word and lets some others through (fewer
+/// the shorter the text; those go on to be asked about, and are found to be no name).
 struct LongWords([u64; 16]);
 
 impl LongWords {
@@ -231,8 +231,9 @@ pub struct Names {
 
 impl Names {
     /// The names of words counted in a text (`(hash, occurrences)`, each word once, in any
-    /// order), the text of a word found among `spoken` (the text's words of
-    /// [`MIN_NAME_BYTES`] or more with their hashes).
+    /// order), the text of a word found among `spoken`, which must hold every counted word of
+    /// [`MIN_NAME_BYTES`] or more with its hash (a counted word not in it is taken for a
+    /// shorter one, no name).
     /// A word of the name of the text's `source` is kept with 0 occurrences: a page names its
     /// own site in its header and footer (东港网 names 东港), which is not what the text is
     /// about, and another page of the same text on that town's site must not take the name
@@ -242,11 +243,15 @@ impl Names {
         source: Option<&str>,
         spoken: &[(u64, &str)],
     ) -> Names {
-        // A word shorter than a name is none, and needs no asking: most of a text's repeated
-        // words are single characters, and the table of answers is too large to stay in cache.
-        let long = LongWords::of(spoken);
-        counts.retain(|&(hash, count)| count >= MIN_REPEATS && long.may_hold(hash));
-        retain_names(&mut counts, spoken);
+        counts.retain(|&(_, count)| count >= MIN_REPEATS);
+        if !counts.is_empty() {
+            // A word shorter than a name is none, and needs no asking: most of a text's
+            // repeated words are single characters, and the table of answers is too large
+            // to stay in cache.
+            let long = LongWords::of(spoken);
+            counts.retain(|&(hash, _)| long.may_hold(hash));
+            retain_names(&mut counts, spoken);
+        }
         counts.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         let complete = counts.len() <= MAX_NAMES;
         counts.truncate(MAX_NAMES);

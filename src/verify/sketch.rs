@@ -571,15 +571,12 @@ impl Sketch {
 fn push_units(sentence: &str, units: &mut Vec<u32>) {
     let _ = for_each_unit(sentence, |unit| {
         units.push(unit);
-        ControlFlow::<()>::Continue(())
+        ControlFlow::Continue(())
     });
 }
 
 /// Calls `visit` with a sentence's units in order (see [`push_units`]), until it breaks.
-fn for_each_unit<B>(
-    sentence: &str,
-    mut visit: impl FnMut(u32) -> ControlFlow<B>,
-) -> ControlFlow<B> {
+fn for_each_unit(sentence: &str, mut visit: impl FnMut(u32) -> ControlFlow<()>) -> ControlFlow<()> {
     let mut word_start = None;
     for (at, c) in sentence.char_indices() {
         let unit = if matches!(c, '\u{4e00}'..='\u{9fff}') {
@@ -1011,6 +1008,48 @@ pub fn digest_of(sketch: Option<&Sketch>) -> u32 {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// Whether a text has too little of its own, as [`degenerate_sketch`] decided before it
+    /// stopped early: every unit of a sentence read first, then counted.
+    fn degenerate_reading_whole_sentences(normalized: &[&str]) -> bool {
+        let (mut distinct, mut held, mut units) = (Vec::new(), 0, Vec::new());
+        for text in normalized {
+            for sentence in text.split(SENTENCE_ENDS) {
+                units.clear();
+                let mut rest = 0;
+                for code in crate::text::emoticon_codes(sentence) {
+                    push_units(&sentence[rest..code.start], &mut units);
+                    rest = code.end;
+                }
+                push_units(&sentence[rest..], &mut units);
+                for &unit in &units {
+                    if !distinct.contains(&unit) {
+                        distinct.push(unit);
+                        held += weight(unit);
+                        if held >= SHINGLE_WEIGHT {
+                            return false;
+                        }
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    proptest! {
+        /// Stopping at the unit that gives a text a shingle's weight decides as reading every
+        /// unit first (past that point the two read the same units, so their sketches agree).
+        #[test]
+        fn the_degenerate_test_stops_where_it_decides(
+            texts in proptest::collection::vec("([哈笑怒a-c1-3 ,、。!？·]|\\[哈哈\\]|\\[ok\\]){0,16}", 1..3),
+        ) {
+            let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+            prop_assert_eq!(
+                degenerate_sketch(&texts).is_none(),
+                !degenerate_reading_whole_sentences(&texts)
+            );
+        }
+    }
 
     fn text(seed: u64, sentences: usize) -> String {
         let alphabet: Vec<char> = "国务院会议召开部署推进城镇化建设工作经济发展改革开放人民群众"
