@@ -132,17 +132,9 @@ static STOP_TABLE: [u64; 512] = {
     let mut table = [0u64; 512];
     let mut at = 0;
     while at < STOP_WORDS.len() {
-        let word = STOP_WORDS[at].as_bytes();
-        assert!(
-            !word.is_empty() && word.len() <= 8,
-            "a stop word packs into eight bytes"
-        );
-        let mut key = 0u64;
-        let mut byte = 0;
-        while byte < word.len() {
-            key |= (word[byte] as u64) << (8 * byte);
-            byte += 1;
-        }
+        let Some(key) = pack(STOP_WORDS[at]) else {
+            panic!("a stop word packs into eight bytes");
+        };
         let mut slot = stop_slot(key);
         while table[slot] != 0 {
             slot = (slot + 1) % table.len();
@@ -158,16 +150,24 @@ const fn stop_slot(key: u64) -> usize {
     (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - 9)) as usize
 }
 
-/// A word of at most eight bytes as an integer, its first byte lowest (zero bytes after it:
-/// no word holds a zero byte, so two words pack alike only when they are equal).
-fn pack(word: &str) -> Option<u64> {
+/// A word of at most eight bytes as an integer (at compile time too, for [`STOP_TABLE`]), its
+/// first byte lowest (zero bytes after it: no word holds a zero byte, so two words pack alike
+/// only when they are equal).
+const fn pack(word: &str) -> Option<u64> {
     let bytes = word.as_bytes();
-    if bytes.is_empty() || bytes.len() > 8 || bytes.contains(&0) {
+    if bytes.is_empty() || bytes.len() > 8 {
         return None;
     }
-    let mut key = [0u8; 8];
-    key[..bytes.len()].copy_from_slice(bytes);
-    Some(u64::from_le_bytes(key))
+    let mut key = 0u64;
+    let mut at = 0;
+    while at < bytes.len() {
+        if bytes[at] == 0 {
+            return None;
+        }
+        key |= (bytes[at] as u64) << (8 * at);
+        at += 1;
+    }
+    Some(key)
 }
 
 /// Whether a word counts as a feature: it has a letter or digit and is no stop word.
