@@ -35,6 +35,11 @@
 //! assert!(second.duplicate);
 //! # Ok::<(), tantivy_dedup::Error>(())
 //! ```
+//!
+//! The library chooses no allocator. [`Deduplicator::run`] and the engine sign articles on
+//! every core, with many small allocations each: a program that embeds it does well to set a
+//! multi-threaded allocator (the `tantivy-dedup` binary uses mimalloc; with glibc's malloc,
+//! `dedup` ran 15% slower on two cores).
 
 #![warn(missing_docs)]
 
