@@ -34,7 +34,7 @@ WORKER_STAGES = [
 PREPARE_STAGES = [
     ('prepare: jieba', r'jieba_rs'),
     ('prepare: normalisation', r'normalize'),
-    ('prepare: fingerprint', r'fingerprint_analyzed'),
+    ('prepare: fingerprint', r'fingerprint_analyzed|weigh|words_in|SimhashBuilder'),
     ('prepare: sketch', r'[Ss]ketch'),
     ('prepare: other (parsing, digest, document building)', r''),
 ]

@@ -514,16 +514,14 @@ impl Forest {
         self.index
             .for_each_within(fingerprint, |node, _| candidates.push_near(node));
         verification.sketches.push_posted(sketch, &mut candidates);
-        // Stored sketches are scattered in memory: look them all up and touch each one's first
-        // hashes before comparing any, so that their cache misses overlap instead of queueing.
+        // Stored sketches are scattered in memory: look them all up and load each one's hashes
+        // before comparing any, so that their cache misses overlap instead of queueing.
         let stored: Vec<(Fingerprint, SketchView)> = candidates
             .nodes()
             .into_iter()
             .filter(|&node| node != fingerprint)
             .filter_map(|node| Some((node, verification.sketches.get(node)?)))
-            .inspect(|(_, stored)| {
-                std::hint::black_box(stored.hashes().first());
-            })
+            .inspect(|(_, stored)| stored.load())
             .collect();
         let compared: Vec<Compared> = stored
             .into_iter()

