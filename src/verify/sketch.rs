@@ -942,27 +942,18 @@ impl Similarity {
 /// elements left cannot make up the difference (most candidates are told apart after a
 /// fraction of the walk).
 pub(crate) fn count_shared_at_least(a: &[u32], b: &[u32], needed: usize) -> Option<usize> {
-    // Elements passed without a match are lost for good: at most `len - lost` can be shared.
+    // Elements passed without a match are lost for good: at most `len - lost` can be shared,
+    // and once that is below `needed` the answer is `None` whenever it is seen. The steps do
+    // not branch on the comparison: two samples that are apart (nearly every candidate) step
+    // on one side or the other at random, which a branch would mispredict every other step.
     let (mut i, mut j, mut shared) = (0, 0, 0);
     while i < a.len() && j < b.len() {
-        match a[i].cmp(&b[j]) {
-            std::cmp::Ordering::Less => {
-                i += 1;
-                if i + needed > shared + a.len() {
-                    return None;
-                }
-            }
-            std::cmp::Ordering::Greater => {
-                j += 1;
-                if j + needed > shared + b.len() {
-                    return None;
-                }
-            }
-            std::cmp::Ordering::Equal => {
-                shared += 1;
-                i += 1;
-                j += 1;
-            }
+        let (x, y) = (a[i], b[j]);
+        shared += usize::from(x == y);
+        i += usize::from(x <= y);
+        j += usize::from(y <= x);
+        if i + needed > shared + a.len() || j + needed > shared + b.len() {
+            return None;
         }
     }
     (shared >= needed).then_some(shared)
@@ -1053,6 +1044,21 @@ mod tests {
     }
 
     proptest! {
+        /// The walk that stops early answers as counting every shared element.
+        #[test]
+        fn counting_at_least_answers_as_counting_all(
+            a in proptest::collection::btree_set(0u32..400, 0..200),
+            b in proptest::collection::btree_set(0u32..400, 0..200),
+            needed in 0usize..210,
+        ) {
+            let (a, b): (Vec<u32>, Vec<u32>) = (a.into_iter().collect(), b.into_iter().collect());
+            let shared = count_shared(&a, &b);
+            prop_assert_eq!(
+                count_shared_at_least(&a, &b, needed),
+                (shared >= needed).then_some(shared)
+            );
+        }
+
         /// Stopping at the unit that gives a text a shingle's weight decides as reading every
         /// unit first (past that point the two read the same units, so their sketches agree).
         #[test]
