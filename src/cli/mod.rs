@@ -270,6 +270,12 @@ fn size(bytes: u64) -> String {
 /// Runs the command line; the binary's `main` is just this.
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(
+        cli.command,
+        Command::Ingest(_) | Command::Dedup(_) | Command::Eval(_) | Command::Bench(_)
+    ) {
+        crate::allocator::keep_freed_memory();
+    }
     let result = match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Openapi => serve::openapi(),
