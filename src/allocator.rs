@@ -17,8 +17,8 @@ const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// `dedup`, `eval`, `bench`) frees and allocates the same sizes a document after another and
 /// exits when done; handing pages back made it fault them in again, zeroed, a second later:
 /// 47,000 page faults (395 of them 2 MiB pages) in an `ingest` of xwlb-news, and `bench
-/// --only ingest` 8-15% slower (BENCHMARKS.md, "Freed memory kept by batch commands"). The
-/// server does not call this: its memory at rest goes back to the kernel.
+/// --only ingest` about 15% slower (BENCHMARKS.md, "Freed memory kept by batch commands").
+/// The server does not call this: its memory at rest goes back to the kernel.
 pub fn keep_freed_memory() {
     // SAFETY: sets one of mimalloc's options, which it reads whenever it considers a purge;
     // no memory is touched.
