@@ -21,6 +21,10 @@
 //!   sweep's grace ahead ([`CLOCK_SLACK_SECONDS`]); so an insert raises the writer's clock no
 //!   further than that past the earliest insert still in flight (the clock catches up with
 //!   the next inserts), and the sweep goes by the oldest clock of the writers alive.
+//! - **Its own inserts are alive.** An insert never gives up the pending node of an earlier
+//!   insert still in flight, however long it waits for it: the pending timeout is for a
+//!   writer that died or stalled, and an insert given up would start again and take its
+//!   ticket out of turn.
 //! - **One value, one insert at a time.** An insert whose fingerprint is that of an unfinished
 //!   earlier insert waits for it, so that the earlier one creates the node and the later one
 //!   joins it, as in turn.
@@ -452,5 +456,12 @@ impl InsertOrder for Position<'_, '_> {
             .positions
             .get(&owner)
             .is_some_and(|&at| at < self.at)
+    }
+
+    fn is_earlier_in_flight(&self, owner: u64) -> bool {
+        self.sequence
+            .positions
+            .get(&owner)
+            .is_some_and(|&at| at < self.at && !self.sequence.lock().finished[at])
     }
 }

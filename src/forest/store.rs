@@ -560,6 +560,12 @@ pub(crate) trait InsertOrder {
     fn is_later(&self, owner: u64) -> bool;
     /// Whether the insert owning `owner` is an earlier one of the same sequence.
     fn is_earlier(&self, owner: u64) -> bool;
+    /// Whether the insert owning `owner` is an earlier one of the same sequence that has not
+    /// finished: alive, since this writer runs it, and waiting for this one only where their
+    /// tickets say this one came first (this one then does not wait for it), so it settles or
+    /// fails whatever this one does. Its pending node is no stalled writer's, however long it
+    /// takes, and is never given up.
+    fn is_earlier_in_flight(&self, owner: u64) -> bool;
 }
 
 /// An insert on its own: no sequence to keep in step with.
@@ -578,6 +584,9 @@ impl InsertOrder for Alone {
         false
     }
     fn is_earlier(&self, _owner: u64) -> bool {
+        false
+    }
+    fn is_earlier_in_flight(&self, _owner: u64) -> bool {
         false
     }
 }
@@ -707,7 +716,7 @@ fn place_once<S: ForestStore + ?Sized>(
                 if !turn.order.is_earlier(owner) {
                     turn.pass();
                 }
-                if waiting.expired(fingerprint, owner) {
+                if waiting.expired(fingerprint, owner) && !turn.order.is_earlier_in_flight(owner) {
                     store.abandon(fingerprint, owner)?;
                 }
                 continue;
@@ -781,7 +790,10 @@ fn place_once<S: ForestStore + ?Sized>(
             match earlier_pending {
                 None => break found,
                 Some((node, owner)) => {
-                    if waiting.expired(node, owner) {
+                    // An earlier insert of this writer's sequence is never given up: it is
+                    // alive however long its own waits take (a slow machine, a crowd of
+                    // neighbours), and given up it would start again out of turn.
+                    if waiting.expired(node, owner) && !order.is_earlier_in_flight(owner) {
                         store.abandon(node, owner)?;
                     }
                 }

@@ -408,34 +408,45 @@ fn one_writer_decides_as_the_in_memory_forest() {
     }
 }
 
+/// How long a pipeline's insert waits for another writer's pending node before giving it up.
+const PENDING_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The pending timeout of a writer alone on the store: far shorter than its inserts' waits for
+/// each other, which it must never give up (they are its own, alive: given up, an insert
+/// starts again out of turn and may decide otherwise than in turn, as 1 of 900 posts under a
+/// disclaimer did on a slow machine).
+const ALONE: Duration = Duration::from_millis(1);
+
 /// `depth` stores on the cluster at `store_arg` sharing their links to the nodes, for a
-/// [`Pipeline`].
+/// [`Pipeline`] that gives up another writer's pending node after `pending_timeout`.
 fn pipeline_stores(
     store_arg: &str,
     config: &DedupConfig,
     depth: usize,
+    pending_timeout: Duration,
 ) -> Vec<Box<dyn ForestStore + Send>> {
     let address = RedisAddress::parse(store_arg).unwrap();
     RedisStore::connect_several(&address, config, depth)
         .unwrap()
         .into_iter()
         .map(|store| {
-            Box::new(store.with_pending_timeout(Duration::from_secs(2)))
-                as Box<dyn ForestStore + Send>
+            Box::new(store.with_pending_timeout(pending_timeout)) as Box<dyn ForestStore + Send>
         })
         .collect()
 }
 
 /// Places every document through a [`Pipeline`] of `depth` connections sharing their links
-/// to the nodes, in batches of 500 as a coordinator does; gives the roots answered.
+/// to the nodes (see [`pipeline_stores`]), in batches of `batch` as a coordinator does; gives
+/// the roots answered.
 fn pipeline_all(
     store_arg: &str,
     config: &DedupConfig,
     documents: &[Document],
-    depth: usize,
-    batch: usize,
+    (depth, batch): (usize, usize),
+    pending_timeout: Duration,
 ) -> Vec<Fingerprint> {
-    let mut pipeline = Pipeline::new(pipeline_stores(store_arg, config, depth)).unwrap();
+    let stores = pipeline_stores(store_arg, config, depth, pending_timeout);
+    let mut pipeline = Pipeline::new(stores).unwrap();
     let inserts: Vec<(Signature, Timestamp)> = documents
         .iter()
         .map(|document| (document.signature.clone(), document.time))
@@ -489,7 +500,7 @@ fn a_pipelined_writer_decides_as_the_in_memory_forest() {
             document.time = T0 + position as Timestamp / 10;
         }
         let expected = sequential_roots(&config, &documents);
-        let got = pipeline_all(&cluster.store_arg(), &config, &documents, 8, 500);
+        let got = pipeline_all(&cluster.store_arg(), &config, &documents, (8, 500), ALONE);
         assert_same_roots(&got, &expected, &format!("{mode:?}"));
         assert_concurrent_run_sound(&cluster.store_arg(), &config, &documents, &got, 0);
     }
@@ -499,7 +510,7 @@ fn a_pipelined_writer_decides_as_the_in_memory_forest() {
     cluster.flush_all();
     let (config, documents) = twelve_days_in_a_one_day_window();
     let expected = sequential_roots(&config, &documents);
-    let got = pipeline_all(&cluster.store_arg(), &config, &documents, 8, 500);
+    let got = pipeline_all(&cluster.store_arg(), &config, &documents, (8, 500), ALONE);
     assert_same_roots(&got, &expected, "expiry");
     // The pipeline's connections are one writer, with one clock (and the low mark).
     let mut clocks = cluster.hash_fields("td:clocks");
@@ -557,7 +568,7 @@ fn a_pipelined_insert_waits_for_earlier_candidates_it_has_no_edge_to() {
         .filter(|story| story.iter().all(|&root| root == story[0]))
         .count();
     assert_eq!(whole, 60, "stories whole one at a time");
-    let got = pipeline_all(&cluster.store_arg(), &config, &documents, 32, 500);
+    let got = pipeline_all(&cluster.store_arg(), &config, &documents, (32, 500), ALONE);
     assert_same_roots(&got, &expected, "pages after a reprint");
 }
 
@@ -634,9 +645,9 @@ fn a_pipelined_writer_decides_as_one_at_a_time_on_late_documents() {
         newest - T0 > 3 * config.window_seconds() as Timestamp,
         "too short a span to expire"
     );
-    let one_at_a_time = pipeline_all(&cluster.store_arg(), &config, &documents, 1, 40);
+    let one_at_a_time = pipeline_all(&cluster.store_arg(), &config, &documents, (1, 40), ALONE);
     cluster.flush_all();
-    let got = pipeline_all(&cluster.store_arg(), &config, &documents, 32, 40);
+    let got = pipeline_all(&cluster.store_arg(), &config, &documents, (32, 40), ALONE);
     assert_same_roots(&got, &one_at_a_time, "late documents");
 }
 
@@ -655,7 +666,7 @@ fn a_pipelined_writer_decides_as_one_on_crowded_key_postings() {
         T0 + position as Timestamp
     });
     let expected = sequential_roots(&config, &documents);
-    let got = pipeline_all(&cluster.store_arg(), &config, &documents, 32, 40);
+    let got = pipeline_all(&cluster.store_arg(), &config, &documents, (32, 40), ALONE);
     assert_same_roots(&got, &expected, "crowded postings");
 }
 
@@ -701,7 +712,7 @@ fn a_pipelined_writer_decides_as_one_on_posts_under_a_disclaimer() {
         ));
     }
     let expected = sequential_roots(&config, &documents);
-    let got = pipeline_all(&cluster.store_arg(), &config, &documents, 32, 40);
+    let got = pipeline_all(&cluster.store_arg(), &config, &documents, (32, 40), ALONE);
     assert_same_roots(&got, &expected, "posts under a disclaimer");
     let post_roots: HashSet<Fingerprint> = posts
         .iter()
@@ -1154,7 +1165,7 @@ fn two_pipelined_writers_keep_the_invariants_and_split_no_story() {
                         time: documents[number].time,
                     })
                     .collect();
-                let roots = pipeline_all(&store_arg, &config, &share, 8, 500);
+                let roots = pipeline_all(&store_arg, &config, &share, (8, 500), PENDING_TIMEOUT);
                 numbers.into_iter().zip(roots).collect::<Vec<_>>()
             })
         })
@@ -1246,7 +1257,7 @@ fn a_pipelined_run_cut_by_a_store_failure_reports_what_it_placed_before() {
         })
         .unwrap();
 
-    let stores = pipeline_stores(&cluster.store_arg(), &config, 16);
+    let stores = pipeline_stores(&cluster.store_arg(), &config, 16, PENDING_TIMEOUT);
     let mut dedup = Deduplicator::with_pipeline(config, Pipeline::new(stores).unwrap()).unwrap();
     let mut reported = Vec::new();
     let outcome = std::thread::scope(|scope| {
