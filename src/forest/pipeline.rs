@@ -24,7 +24,8 @@
 //! - **Its own inserts are alive.** An insert never gives up the pending node of an earlier
 //!   insert still in flight, however long it waits for it: the pending timeout is for a
 //!   writer that died or stalled, and an insert given up would start again and take its
-//!   ticket out of turn.
+//!   ticket out of turn. The wait blocks until the pipeline marks the earlier insert
+//!   finished, instead of scanning the store again and again.
 //! - **One value, one insert at a time.** An insert whose fingerprint is that of an unfinished
 //!   earlier insert waits for it, so that the earlier one creates the node and the later one
 //!   joins it, as in turn.
@@ -463,5 +464,25 @@ impl InsertOrder for Position<'_, '_> {
             .positions
             .get(&owner)
             .is_some_and(|&at| at < self.at && !self.sequence.lock().finished[at])
+    }
+
+    fn wait_until_finished(&self, owner: u64) -> bool {
+        let Some(&at) = self
+            .sequence
+            .positions
+            .get(&owner)
+            .filter(|&&at| at < self.at)
+        else {
+            return false;
+        };
+        let mut state = self.sequence.lock();
+        if state.finished[at] {
+            // Done, and its node still pending: it failed, and could not give the node up.
+            return false;
+        }
+        while !state.finished[at] {
+            state = self.sequence.wait(state);
+        }
+        true
     }
 }

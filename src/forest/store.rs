@@ -566,6 +566,11 @@ pub(crate) trait InsertOrder {
     /// fails whatever this one does. Its pending node is no stalled writer's, however long it
     /// takes, and is never given up.
     fn is_earlier_in_flight(&self, owner: u64) -> bool;
+    /// Blocks until the earlier insert of the sequence owning `owner`, in flight, has
+    /// finished, and says whether it waited (`false` at once for any other owner, or one that
+    /// has finished). For a pending node whose ticket came before this insert's: its insert
+    /// then never waits for this one.
+    fn wait_until_finished(&self, owner: u64) -> bool;
 }
 
 /// An insert on its own: no sequence to keep in step with.
@@ -587,6 +592,9 @@ impl InsertOrder for Alone {
         false
     }
     fn is_earlier_in_flight(&self, _owner: u64) -> bool {
+        false
+    }
+    fn wait_until_finished(&self, _owner: u64) -> bool {
         false
     }
 }
@@ -784,12 +792,17 @@ fn place_once<S: ForestStore + ?Sized>(
             let found = store.edges(fingerprint, sketch, &later)?;
             // What is left pending came earlier (a smaller ticket), or may have (no ticket yet).
             let earlier_pending = found.edges.iter().find_map(|edge| match edge.state {
-                EdgeState::Pending { owner, .. } => Some((edge.node, owner)),
+                EdgeState::Pending { owner, ticket } => Some((edge.node, owner, ticket)),
                 EdgeState::Settled { .. } => None,
             });
             match earlier_pending {
                 None => break found,
-                Some((node, owner)) => {
+                // An earlier insert of this writer's sequence with an earlier ticket is waited
+                // for where the writer knows when it is done, not by scanning again and again:
+                // under text that many inserts share (a disclaimer, a template), each in-flight
+                // insert waits for all those before it.
+                Some((_, owner, Some(_))) if order.wait_until_finished(owner) => {}
+                Some((node, owner, _)) => {
                     // An earlier insert of this writer's sequence is never given up: it is
                     // alive however long its own waits take (a slow machine, a crowd of
                     // neighbours), and given up it would start again out of turn.
