@@ -38,6 +38,12 @@ pub struct LoadArgs {
     /// File holding the server's write key [default: $TANTIVY_DEDUP_WRITE_KEY, if set]
     #[arg(long, value_name = "FILE")]
     write_key_file: Option<PathBuf>,
+    /// Times a batch is sent again when no answer came (the server is down, restarting, or
+    /// the connection dropped), 0.5 s after the first try and twice as long each time: the
+    /// default waits about 30 s in all for a server that restarts; 0 stops at the first
+    /// failure
+    #[arg(long, value_name = "N", default_value_t = 6, value_parser = clap::value_parser!(u32).range(0..=16))]
+    retries: u32,
     /// Print the summary as JSON
     #[arg(long)]
     json: bool,
@@ -46,10 +52,6 @@ pub struct LoadArgs {
 /// Raw bytes in one request at most, well under the server's default `max_body_mib` (32),
 /// which counts the body after decompression.
 const MAX_BATCH_BYTES: usize = 8 << 20;
-
-/// Attempts at a request the server did not answer (it is down, restarting, or the connection
-/// dropped), 0.5 s apart at first and doubling: about 30 s in all.
-const ATTEMPTS: u32 = 7;
 
 /// The longest `load` waits in all for a busy server (503 with Retry-After) on one batch.
 const MAX_BUSY_WAIT: Duration = Duration::from_secs(600);
@@ -139,6 +141,7 @@ pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
             .into(),
         endpoint,
         authorization: key.map(|key| key.bearer()),
+        retries: args.retries,
     };
     let progress = ProgressBar::new_spinner().with_style(
         ProgressStyle::with_template("{spinner} {pos} documents  {per_sec}  {elapsed}  {msg}")
@@ -214,6 +217,8 @@ struct Client {
     agent: ureq::Agent,
     endpoint: String,
     authorization: Option<String>,
+    /// Times a request left unanswered is sent again.
+    retries: u32,
 }
 
 impl Client {
@@ -260,7 +265,7 @@ impl Client {
                     summary.retries += 1;
                 }
                 Ok((status, _, text)) => break (status, text),
-                Err(error) if failures + 1 < ATTEMPTS => {
+                Err(error) if failures < self.retries => {
                     let wait = Duration::from_millis(500 << failures);
                     progress.set_message(format!("no answer ({error}); again in {wait:?}"));
                     thread::sleep(wait);

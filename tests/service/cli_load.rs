@@ -178,7 +178,13 @@ fn load_says_when_no_server_answers() {
         .local_addr()
         .unwrap()
         .port();
-    let output = load(&format!("http://127.0.0.1:{port}"), &file, &[]);
+    // Sent again once, half a second later, then given up (the default waits about 30 s for
+    // a server that restarts).
+    let output = load(
+        &format!("http://127.0.0.1:{port}"),
+        &file,
+        &["--retries", "1"],
+    );
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success());
     assert!(

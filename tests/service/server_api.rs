@@ -2985,7 +2985,8 @@ fn mixed_batch_indexes_exactly_the_valid_documents() {
 }
 
 /// A raw HTTP/1.1 exchange: writes the head and (in another thread) the body, and returns
-/// what the server answered before it closed the connection, if anything.
+/// the server's answer: its head and as much body as its `content-length` says (all it sent
+/// before closing the connection when it says none), or nothing if it answered nothing.
 fn raw_exchange(address: &str, head: String, body: Vec<u8>) -> String {
     let mut stream = TcpStream::connect(address).expect("connect");
     stream
@@ -3004,7 +3005,8 @@ fn raw_exchange(address: &str, head: String, body: Vec<u8>) -> String {
             Ok(0) | Err(_) => break,
             Ok(n) => {
                 answer.extend_from_slice(&buffer[..n]);
-                if answer.windows(4).any(|w| w == b"\r\n\r\n") && answer.ends_with(b"}") {
+                // A kept-alive connection stays open after the answer: stop at its end.
+                if answer_is_whole(&answer) {
                     break;
                 }
             }
@@ -3013,6 +3015,20 @@ fn raw_exchange(address: &str, head: String, body: Vec<u8>) -> String {
     let _ = stream.shutdown(std::net::Shutdown::Both);
     let _ = sender.join();
     String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// Whether `answer` holds a whole HTTP/1.1 answer with a `content-length`: its head and that
+/// many bytes of body.
+fn answer_is_whole(answer: &[u8]) -> bool {
+    let Some(end) = answer.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return false;
+    };
+    let head = String::from_utf8_lossy(&answer[..end]).to_ascii_lowercase();
+    let length = head
+        .lines()
+        .find_map(|line| line.strip_prefix("content-length:"))
+        .and_then(|value| value.trim().parse::<usize>().ok());
+    length.is_some_and(|length| answer.len() >= end + 4 + length)
 }
 
 #[test]
