@@ -568,8 +568,10 @@ pub(crate) trait InsertOrder {
     fn is_earlier_in_flight(&self, owner: u64) -> bool;
     /// Blocks until the earlier insert of the sequence owning `owner`, in flight, has
     /// finished, and says whether it waited (`false` at once for any other owner, or one that
-    /// has finished). For a pending node whose ticket came before this insert's: its insert
-    /// then never waits for this one.
+    /// has finished). For a pending node whose ticket came before this insert's: that insert's
+    /// scan leaves this one's node out (a later ticket, recorded before this insert scans), so
+    /// it does not wait for this one; only a claim of this insert's very value would, and the
+    /// pending timeout ends that wait (this insert is a later one, which it may give up).
     fn wait_until_finished(&self, owner: u64) -> bool;
 }
 
