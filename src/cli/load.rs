@@ -39,9 +39,9 @@ pub struct LoadArgs {
     #[arg(long, value_name = "FILE")]
     write_key_file: Option<PathBuf>,
     /// Times a batch is sent again when no answer came (the server is down, restarting, or
-    /// the connection dropped), 0.5 s after the first try and twice as long each time: the
-    /// default waits about 30 s in all for a server that restarts; 0 stops at the first
-    /// failure
+    /// the connection dropped), 0.5 s after the first try and twice as long each time, 32 s at
+    /// most: the default waits about 30 s in all for a server that restarts; 0 stops at the
+    /// first failure
     #[arg(long, value_name = "N", default_value_t = 6, value_parser = clap::value_parser!(u32).range(0..=16))]
     retries: u32,
     /// Print the summary as JSON
@@ -266,7 +266,7 @@ impl Client {
                 }
                 Ok((status, _, text)) => break (status, text),
                 Err(error) if failures < self.retries => {
-                    let wait = Duration::from_millis(500 << failures);
+                    let wait = Duration::from_millis(500 << failures.min(6));
                     progress.set_message(format!("no answer ({error}); again in {wait:?}"));
                     thread::sleep(wait);
                     failures += 1;
