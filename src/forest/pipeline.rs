@@ -350,6 +350,14 @@ struct Position<'s, 'a> {
     at: usize,
 }
 
+impl Position<'_, '_> {
+    /// The position of `owner`'s insert if it is of this sequence and before this one.
+    fn earlier_position(&self, owner: u64) -> Option<usize> {
+        let at = *self.sequence.positions.get(&owner)?;
+        (at < self.at).then_some(at)
+    }
+}
+
 /// When its insert panics, the position is passed, finished and failed, so that the other
 /// workers, which may be waiting for its turn or its value, go on and stop, and `place_all`
 /// can re-raise the panic.
@@ -453,26 +461,16 @@ impl InsertOrder for Position<'_, '_> {
     }
 
     fn is_earlier(&self, owner: u64) -> bool {
-        self.sequence
-            .positions
-            .get(&owner)
-            .is_some_and(|&at| at < self.at)
+        self.earlier_position(owner).is_some()
     }
 
     fn is_earlier_in_flight(&self, owner: u64) -> bool {
-        self.sequence
-            .positions
-            .get(&owner)
-            .is_some_and(|&at| at < self.at && !self.sequence.lock().finished[at])
+        self.earlier_position(owner)
+            .is_some_and(|at| !self.sequence.lock().finished[at])
     }
 
     fn wait_until_finished(&self, owner: u64) -> bool {
-        let Some(&at) = self
-            .sequence
-            .positions
-            .get(&owner)
-            .filter(|&&at| at < self.at)
-        else {
+        let Some(at) = self.earlier_position(owner) else {
             return false;
         };
         let mut state = self.sequence.lock();
