@@ -160,7 +160,7 @@ fn a_killed_replica_costs_no_page_and_catches_up() {
         })
         .collect();
     let coordinator = start_coordinator(&urls, &store);
-    let batches = batches(docs, 40);
+    let batches = batches(docs, 200);
     let sent = AtomicUsize::new(0);
     let done = AtomicBool::new(false);
     let killed_port = port(&shards[0][1]);
